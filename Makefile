@@ -1,0 +1,69 @@
+# clgemma — build, test, serve. See README.md.
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iopencl -MMD -MP
+LDLIBS  := -lclblast -lOpenCL -lm -lpthread
+FCGI_LDLIBS := -lfcgi -ljson-c
+
+ENGINE_SRCS := $(wildcard opencl/*.c)
+ENGINE_OBJS := $(ENGINE_SRCS:%.c=build/obj/%.o)
+CLI_SRCS    := $(wildcard cli/*.c)
+CLI_OBJS    := $(CLI_SRCS:%.c=build/obj/%.o)
+FCGI_SRCS   := $(wildcard fcgi/*.c)
+FCGI_OBJS   := $(FCGI_SRCS:%.c=build/obj/%.o)
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
+KERNELS     := $(wildcard opencl/kernels/*.cl)
+
+# kernels are embedded into the library so the binaries run from any directory
+build/obj/opencl/kernels_embed.o: build/gen/kernels_embed.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+build/gen/kernels_embed.c: $(KERNELS) tools/embed_kernels.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed_kernels.sh $(KERNELS) > $@
+
+BINS := build/clgemma $(if $(FCGI_SRCS),build/clgemma-fcgi)
+
+.PHONY: all test serve stop run model setup clean gpu-prep
+all: $(BINS) $(UNIT_BINS)
+
+build/libclgemma.a: $(ENGINE_OBJS) build/obj/opencl/kernels_embed.o
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+build/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/clgemma: $(CLI_OBJS) build/libclgemma.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/clgemma-fcgi: $(FCGI_OBJS) build/libclgemma.a
+	$(CC) $(CFLAGS) -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
+
+build/tests/%: tests/unit/%.c build/libclgemma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -o $@ $^ $(LDLIBS)
+
+setup:
+	@sh deploy/setup.sh
+
+model: setup
+	@sh deploy/fetch_model.sh
+
+test: setup
+	@$(MAKE) --no-print-directory all
+	@sh deploy/fetch_model.sh
+	@sh tests/run_all.sh
+
+run: setup all model
+	build/clgemma generate -m models/gemma-3-270m-q4_k_m.gguf --chat -p "Why is the sky blue?" -n 96
+
+gpu-prep:
+	@sh ../shared/tools/gpu-prep.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find build/obj -name '*.d' 2>/dev/null)

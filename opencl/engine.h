@@ -1,0 +1,78 @@
+/* engine.h — the public API of the clgemma engine, used by the CLI and the FastCGI worker.
+ *
+ * Batch-first: one engine_step() runs any mix of sequences, each appending one or more tokens
+ * (a prefill chunk of one sequence and single decode tokens of many go through the same call).
+ * An engine is single-threaded: one thread owns it (the worker's engine thread). */
+#ifndef CLGEMMA_ENGINE_H
+#define CLGEMMA_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef struct engine engine;
+
+typedef struct engine_opts {
+    const char *device;   /* "P:D" or NULL: env CLGEMMA_DEVICE, else first GPU, else first device */
+    int n_ctx;            /* max tokens per sequence; 0 = min(model's, 8192) */
+    int max_seqs;         /* sequences that may be live at once; 0 = 8 */
+    int max_batch_tokens; /* tokens per engine_step; 0 = 512 (longer prefills are chunked) */
+    const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
+    int verbose;          /* progress lines on stderr */
+} engine_opts;
+
+typedef struct engine_info {
+    char arch[32];        /* "gemma3", "gemma4" */
+    char name[128];       /* general.name */
+    char device[256];     /* device name */
+    char platform[128];
+    uint32_t n_vocab;
+    uint32_t n_ctx;       /* effective context per sequence */
+    uint32_t n_ctx_train;
+    uint32_t n_layer, n_embd;
+    uint64_t weight_bytes;   /* device memory held by weights */
+    uint64_t device_bytes;   /* all device memory the engine allocated */
+    uint64_t device_total;   /* CL_DEVICE_GLOBAL_MEM_SIZE */
+    double load_seconds;
+} engine_info;
+
+/* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */
+int  engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen);
+void engine_destroy(engine *e);
+
+const engine_info *engine_get_info(const engine *e);
+const tokenizer   *engine_tokenizer(const engine *e);
+
+/* Chat template of the model's family applied to messages; writes a NUL-terminated prompt
+ * (without BOS: encode with add_special=1). Returns bytes needed (excluding NUL), -1 on error. */
+typedef struct chat_msg { const char *role; const char *content; } chat_msg;
+int engine_chat_prompt(const engine *e, const chat_msg *msgs, int n, int add_generation_prompt,
+                       char *out, size_t cap);
+/* 1 when id ends a generation for this model (eos, <end_of_turn>, ...) */
+int engine_is_stop_token(const engine *e, int32_t id);
+
+/* Sequences: a slot in the paged KV cache. -1 when all max_seqs slots are in use. */
+int  engine_seq_new(engine *e);
+void engine_seq_free(engine *e, int seq);      /* releases its KV blocks */
+int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
+
+typedef struct engine_item {
+    int seq;                 /* from engine_seq_new */
+    const int32_t *tokens;   /* appended at the sequence's current end */
+    int n_tokens;            /* >= 1; may exceed max_batch_tokens (the engine chunks it) */
+    sampler *smp;            /* NULL: no token chosen; else token_out gets the next token */
+    float *logits;           /* NULL, or receives n_vocab floats of the last token's logits
+                                (n_tokens * n_vocab when logits_all) */
+    int logits_all;
+    int32_t token_out;       /* output */
+} engine_item;
+
+/* Runs one step over n items (distinct sequences). Returns 0, or -1 with one line in err; on
+ * error no sequence's state changes. Fails when a sequence would exceed n_ctx. */
+int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen);
+
+/* Per-kernel profile (bench --profile): prints a table to the FILE* (void* to keep stdio out) */
+void engine_set_profiling(engine *e, int on);
+
+#endif

@@ -1,0 +1,35 @@
+/* sampler.h — logits processing and token choice for one sequence.
+ * The engine picks greedy tokens on the device; a sampler whose settings are not plain greedy
+ * gets the row of logits on the host (see engine_step). No OpenCL here. */
+#ifndef CLGEMMA_SAMPLER_H
+#define CLGEMMA_SAMPLER_H
+
+#include <stdint.h>
+
+typedef struct sampler_params {
+    float temperature;        /* 0 = greedy */
+    int   top_k;              /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off (llama.cpp style: divide positive, multiply negative) */
+    float frequency_penalty;  /* 0 = off (OpenAI style: minus count * f) */
+    float presence_penalty;   /* 0 = off (OpenAI style: minus p if seen) */
+    int   penalty_last_n;     /* tokens of history the penalties look at; 0 = all */
+    uint64_t seed;
+} sampler_params;
+
+void sampler_params_default(sampler_params *p); /* greedy, everything off */
+
+typedef struct sampler sampler;
+
+int  sampler_create(sampler **out, const sampler_params *p, uint32_t n_vocab);
+void sampler_destroy(sampler *s);
+const sampler_params *sampler_get_params(const sampler *s);
+/* 1 when the choice is a plain argmax of the raw logits (the engine then does it on the device) */
+int  sampler_is_greedy(const sampler *s);
+/* remember a token of the sequence (prompt or generated) for the penalties */
+void sampler_accept(sampler *s, int32_t token);
+/* choose a token from a row of n_vocab logits (modified in place) */
+int32_t sampler_sample(sampler *s, float *logits);
+
+#endif

@@ -1,0 +1,66 @@
+/* tokenizer.h — SentencePiece-style (llama.cpp "llama"/SPM) tokenizer built from GGUF vocabulary
+ * arrays: pieces with scores, token types, byte-fallback tokens <0xXX>, special/control tokens.
+ * Behaviour matches llama.cpp's llama_tokenize()/llama_token_to_piece() for the same GGUF.
+ * No OpenCL here. */
+#ifndef CLGEMMA_TOKENIZER_H
+#define CLGEMMA_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* token types as stored in tokenizer.ggml.token_type */
+enum tok_type {
+    TOK_UNDEFINED = 0, TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3,
+    TOK_USER_DEFINED = 4, TOK_UNUSED = 5, TOK_BYTE = 6
+};
+
+typedef struct tokenizer_vocab {
+    uint32_t n;                 /* number of tokens */
+    const char *const *pieces;  /* n piece strings (bytes, need not be NUL-terminated) */
+    const uint32_t *piece_lens; /* n lengths */
+    const float *scores;        /* n scores, or NULL (all 0) */
+    const int32_t *types;       /* n enum tok_type, or NULL (all NORMAL) */
+    int32_t bos, eos, unk, pad; /* -1 when absent */
+    int add_bos, add_eos, add_space_prefix;
+} tokenizer_vocab;
+
+typedef struct tokenizer tokenizer;
+
+/* Copies everything it needs from v. Returns -1 with a one-line message on bad input. */
+int  tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_t errlen);
+void tokenizer_destroy(tokenizer *t);
+
+uint32_t tokenizer_n_vocab(const tokenizer *t);
+int32_t  tokenizer_bos(const tokenizer *t);
+int32_t  tokenizer_eos(const tokenizer *t);
+/* id of a piece given by exact text (e.g. "<end_of_turn>"), or -1 */
+int32_t  tokenizer_find(const tokenizer *t, const char *piece);
+/* 1 for control tokens (end of generation candidates are chosen by the caller) */
+int      tokenizer_is_control(const tokenizer *t, int32_t id);
+
+/* Encode len bytes of text. add_special: prepend BOS (and append EOS) when the vocab says so.
+ * parse_special: recognise control-token text such as "<start_of_turn>" inside the text.
+ * Writes at most cap ids; returns the total number of ids needed (may be > cap: call again
+ * with a larger buffer), or -1 on invalid arguments. */
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special,
+                     int parse_special, int32_t *ids, int cap);
+
+/* Bytes of one token as text: byte tokens give their byte, control tokens give "" unless
+ * render_special. Returns the byte count (written up to cap) or -1 for an invalid id. */
+int tokenizer_piece(const tokenizer *t, int32_t id, int render_special, char *buf, int cap);
+
+/* Streaming decoder: feed ids one by one, get text that never ends inside a UTF-8 character.
+ * Invalid byte sequences are flushed as U+FFFD once it is clear they cannot complete. */
+typedef struct tok_stream {
+    const tokenizer *t;
+    int render_special;
+    unsigned char pend[8];
+    int npend;
+} tok_stream;
+void tok_stream_init(tok_stream *s, const tokenizer *t, int render_special);
+/* Appends the decodable text for id to out (cap bytes); returns bytes written or -1. */
+int  tok_stream_push(tok_stream *s, int32_t id, char *out, int cap);
+/* Flushes any incomplete tail (as U+FFFD); returns bytes written. */
+int  tok_stream_flush(tok_stream *s, char *out, int cap);
+
+#endif
