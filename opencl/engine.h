@@ -20,6 +20,7 @@ typedef struct engine_opts {
     int max_batch_tokens; /* tokens per engine_step; 0 = 512 (longer prefills are chunked) */
     const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
     int verbose;          /* progress lines on stderr */
+    int profile;          /* per-kernel timing through profiling events (slower; bench --profile) */
 } engine_opts;
 
 typedef struct engine_info {
@@ -68,11 +69,14 @@ typedef struct engine_item {
     int32_t token_out;       /* output */
 } engine_item;
 
-/* Runs one step over n items (distinct sequences). Returns 0, or -1 with one line in err; on
+/* Runs one step over n items (distinct sequences). A chosen token is also recorded in the item's
+ * sampler (sampler_accept); callers record prompt tokens themselves if penalties should see them. Returns 0, or -1 with one line in err; on
  * error no sequence's state changes. Fails when a sequence would exceed n_ctx. */
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen);
 
-/* Per-kernel profile (bench --profile): prints a table to the FILE* (void* to keep stdio out) */
+/* Per-kernel profile (bench --profile): needs an engine loaded with opts.profile.
+ * engine_profile_print writes the table of time, launches, GB/s and TFLOP/s per op to stderr. */
 void engine_set_profiling(engine *e, int on);
+void engine_profile_print(engine *e, double wall_ms, int steps);
 
 #endif

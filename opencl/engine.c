@@ -1,0 +1,318 @@
+/* engine.c — see engine.h. Owns the runtime, model, KV cache and forward buffers; turns a
+ * batch of (sequence, tokens) items into forward chunks, then picks tokens. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat.h"
+#include "gguf.h"
+#include "kv.h"
+#include "model.h"
+#include "ops.h"
+#include "runtime.h"
+#include "tokenizer_gguf.h"
+
+#include "errf.h"
+
+struct engine {
+    engine_info info;
+    gguf_file *gguf;
+    cl_runtime rt;
+    int rt_ok;
+    model m;
+    ops o;
+    kv_cache kv;
+    fwd_bufs b;
+    tokenizer *tok;
+    chat_family family;
+    int32_t stop_ids[4];
+    int n_stop;
+    uint32_t max_batch;
+    int profiling;
+    /* host staging for one step */
+    int32_t *h_ids, *h_pos, *h_seq, *h_out;
+    size_t h_cap;
+    float *h_logits;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen)
+{
+    double t0 = now_s();
+    engine_opts def = { 0 };
+    if (!opts) opts = &def;
+    *out = NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return ERR("out of memory");
+    char why[512];
+    if (gguf_open(&e->gguf, path, why, sizeof why)) { ERR("%s", why); goto fail; }
+    gguf_str a;
+    if (gguf_get_str(e->gguf, "general.architecture", &a) != 0) { ERR("%s: no general.architecture key", path); goto fail; }
+    if (!gguf_str_eq(a, "gemma3")) {
+        ERR("%s: unsupported architecture '%.*s' (supported: gemma3)", path, (int)(a.len > 40 ? 40 : a.len), a.ptr);
+        goto fail;
+    }
+    if (tokenizer_from_gguf(&e->tok, e->gguf, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
+    if (rt_create(&e->rt, opts->device, opts->profile, why, sizeof why)) { ERR("%s", why); goto fail; }
+    e->rt_ok = 1;
+    /* refuse early, with numbers, rather than failing half-way through the upload */
+    uint64_t wbytes = 0;
+    for (size_t i = 0; i < gguf_tensor_count(e->gguf); i++) wbytes += gguf_tensor_at(e->gguf, i)->nbytes;
+    if (wbytes > e->rt.global_mem) {
+        ERR("model needs %.2f GiB of weights but device '%s' has %.2f GiB", wbytes / 1073741824.0, e->rt.device_name,
+            e->rt.global_mem / 1073741824.0);
+        goto fail;
+    }
+    if (rt_build(&e->rt, NULL, opts->cache_dir, why, sizeof why)) { ERR("%s", why); goto fail; }
+    if (opts->verbose)
+        fprintf(stderr, "clgemma: kernels %s in %.2f s on %s\n", e->rt.cache_hit ? "loaded from cache" : "compiled",
+                e->rt.build_seconds, e->rt.device_name);
+    if (model_load(&e->m, e->gguf, &e->rt, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
+    const model_hparams *hp = &e->m.hp;
+    uint32_t n_ctx = opts->n_ctx > 0 ? (uint32_t)opts->n_ctx : (hp->n_ctx_train < 8192 ? hp->n_ctx_train : 8192);
+    if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
+    uint32_t n_seq = opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 8;
+    e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens : 512;
+    uint32_t max_out = n_seq > 16 ? n_seq : 16;
+    size_t scratch = e->m.max_weight_elems;
+    size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
+    if (scratch < out_tile) scratch = out_tile;
+    if (ops_init(&e->o, &e->rt, scratch, why, sizeof why)) { ERR("%s", why); goto fail; }
+    /* KV pool: every sequence may reach n_ctx, within a third of what the weights leave free */
+    uint64_t per_tok = 0;
+    uint32_t dims[1024];
+    for (uint32_t l = 0; l < hp->n_layer; l++) { dims[l] = hp->n_kv * hp->head_dim; per_tok += 2ull * 2 * dims[l]; }
+    uint64_t want_blocks = (uint64_t)n_seq * ((n_ctx + KV_BLOCK - 1) / KV_BLOCK);
+    uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
+    uint64_t fit = room / (per_tok * KV_BLOCK);
+    uint64_t min_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    uint64_t nb = want_blocks < fit ? want_blocks : fit;
+    if (nb < min_blocks) {
+        ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB needed, %.1f MiB free after weights)",
+            n_ctx, min_blocks * KV_BLOCK * per_tok / 1048576.0, room * 3 / 1048576.0);
+        goto fail;
+    }
+    if (kv_create(&e->kv, &e->rt, hp->n_layer, dims, n_seq, n_ctx, (uint32_t)nb, why, sizeof why)) {
+        ERR("%s", why);
+        goto fail;
+    }
+    if (fwd_bufs_create(&e->b, &e->m, &e->rt, e->max_batch, max_out, n_ctx, why, sizeof why)) {
+        ERR("%s", why);
+        goto fail;
+    }
+    e->h_logits = malloc(sizeof(float) * hp->n_vocab);
+    if (!e->h_logits) { ERR("out of memory"); goto fail; }
+    e->family = chat_family_from_arch(hp->arch);
+    e->n_stop = 0;
+    int32_t eos = tokenizer_eos(e->tok), eot = tokenizer_find(e->tok, "<end_of_turn>");
+    if (eos >= 0) e->stop_ids[e->n_stop++] = eos;
+    if (eot >= 0) e->stop_ids[e->n_stop++] = eot;
+
+    engine_info *in = &e->info;
+    snprintf(in->arch, sizeof in->arch, "%s", hp->arch);
+    gguf_str nm;
+    if (gguf_get_str(e->gguf, "general.name", &nm) == 0)
+        snprintf(in->name, sizeof in->name, "%.*s", (int)(nm.len > 120 ? 120 : nm.len), nm.ptr);
+    else
+        snprintf(in->name, sizeof in->name, "%s", hp->arch);
+    snprintf(in->device, sizeof in->device, "%s", e->rt.device_name);
+    snprintf(in->platform, sizeof in->platform, "%s", e->rt.platform_name);
+    in->n_vocab = hp->n_vocab;
+    in->n_ctx = n_ctx;
+    in->n_ctx_train = hp->n_ctx_train;
+    in->n_layer = hp->n_layer;
+    in->n_embd = hp->n_embd;
+    in->weight_bytes = e->m.weight_bytes;
+    in->device_bytes = e->m.weight_bytes + e->kv.bytes;
+    in->device_total = e->rt.global_mem;
+    in->load_seconds = now_s() - t0;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return -1;
+}
+
+void engine_destroy(engine *e)
+{
+    if (!e) return;
+    if (e->rt_ok) clFinish(e->rt.q);
+    fwd_bufs_destroy(&e->b);
+    kv_destroy(&e->kv);
+    ops_destroy(&e->o);
+    model_free(&e->m);
+    if (e->rt_ok) rt_destroy(&e->rt);
+    tokenizer_destroy(e->tok);
+    gguf_close(e->gguf);
+    free(e->h_ids); free(e->h_pos); free(e->h_seq); free(e->h_out); free(e->h_logits);
+    free(e);
+}
+
+const engine_info *engine_get_info(const engine *e) { return &e->info; }
+const tokenizer *engine_tokenizer(const engine *e) { return e->tok; }
+
+int engine_chat_prompt(const engine *e, const chat_msg *msgs, int n, int add_generation_prompt, char *out, size_t cap)
+{
+    return chat_format(e->family, msgs, n, add_generation_prompt, out, cap);
+}
+
+int engine_is_stop_token(const engine *e, int32_t id)
+{
+    for (int i = 0; i < e->n_stop; i++)
+        if (e->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
+void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
+int engine_seq_len(const engine *e, int seq)
+{
+    if (seq < 0 || (uint32_t)seq >= e->kv.n_seq) return -1;
+    return e->kv.seq_len[seq];
+}
+
+void engine_set_profiling(engine *e, int on) { e->profiling = on; ops_profile_reset(&e->o); }
+
+static int grow_staging(engine *e, size_t n)
+{
+    if (n <= e->h_cap) return 0;
+    int32_t **arrs[] = { &e->h_ids, &e->h_pos, &e->h_seq, &e->h_out };
+    for (int i = 0; i < 4; i++) {
+        int32_t *p = realloc(*arrs[i], n * sizeof(int32_t));
+        if (!p) return -1;
+        *arrs[i] = p;
+    }
+    e->h_cap = n;
+    return 0;
+}
+
+/* one output row of the step: which item and, for logits_all, which token of it */
+typedef struct out_ref { int item; int tok; size_t tidx; } out_ref;
+
+static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_t r0, uint32_t t0, uint32_t ntok,
+                     uint32_t n_out, uint32_t max_pos, char *err, size_t errlen)
+{
+    cl_command_queue q = e->rt.q;
+    fwd_bufs *b = &e->b;
+    cl_int ce = clEnqueueWriteBuffer(q, b->ids, CL_FALSE, 0, 4 * ntok, e->h_ids + t0, 0, NULL, NULL);
+    if (!ce) ce = clEnqueueWriteBuffer(q, b->pos, CL_FALSE, 0, 4 * ntok, e->h_pos + t0, 0, NULL, NULL);
+    if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, NULL);
+    if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
+    if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
+    fwd_args a = { ntok, n_out, max_pos };
+    if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
+    if (!n_out) return 0;
+    /* greedy rows: argmax on the device, only ids come back; others get their logits row */
+    uint32_t nv = e->m.hp.n_vocab;
+    if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax, err, errlen)) return -1;
+    int32_t ids[256];
+    if (n_out > 256) return ERR("internal: too many output rows");
+    ce = clEnqueueReadBuffer(q, b->argmax, CL_TRUE, 0, 4 * n_out, ids, 0, NULL, NULL);
+    if (ce) return ERR("reading sampled ids failed: %s", rt_errstr(ce));
+    for (uint32_t r = 0; r < n_out; r++) {
+        engine_item *it = &items[refs[r0 + r].item];
+        int last = refs[r0 + r].tok == it->n_tokens - 1;
+        if (it->logits) {
+            float *dst = it->logits + (it->logits_all ? (size_t)refs[r0 + r].tok * nv : 0);
+            ce = clEnqueueReadBuffer(q, b->logits, CL_TRUE, 4 * (size_t)r * nv, 4 * (size_t)nv, dst, 0, NULL, NULL);
+            if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
+        }
+        if (!last || !it->smp) continue;
+        if (sampler_is_greedy(it->smp)) {
+            it->token_out = ids[r];
+        } else {
+            ce = clEnqueueReadBuffer(q, b->logits, CL_TRUE, 4 * (size_t)r * nv, 4 * (size_t)nv, e->h_logits, 0, NULL,
+                                     NULL);
+            if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
+            it->token_out = sampler_sample(it->smp, e->h_logits);
+        }
+    }
+    return 0;
+}
+
+int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
+{
+    if (n <= 0) return ERR("empty batch");
+    size_t total = 0, n_out = 0;
+    for (int i = 0; i < n; i++) {
+        engine_item *it = &items[i];
+        if (it->seq < 0 || (uint32_t)it->seq >= e->kv.n_seq || e->kv.seq_len[it->seq] < 0)
+            return ERR("item %d: invalid sequence %d", i, it->seq);
+        for (int j = 0; j < i; j++)
+            if (items[j].seq == it->seq) return ERR("item %d: sequence %d appears twice in one step", i, it->seq);
+        if (it->n_tokens <= 0 || !it->tokens) return ERR("item %d: no tokens", i);
+        if ((uint64_t)e->kv.seq_len[it->seq] + it->n_tokens > e->info.n_ctx)
+            return ERR("sequence would reach %lld tokens, over the context of %u",
+                       (long long)e->kv.seq_len[it->seq] + it->n_tokens, e->info.n_ctx);
+        for (int k = 0; k < it->n_tokens; k++)
+            if (it->tokens[k] < 0 || (uint32_t)it->tokens[k] >= e->info.n_vocab)
+                return ERR("item %d: token id %d out of range [0, %u)", i, it->tokens[k], e->info.n_vocab);
+        total += it->n_tokens;
+        n_out += it->logits_all ? (size_t)it->n_tokens : (it->smp || it->logits) ? 1 : 0;
+    }
+    out_ref *refs = malloc((n_out ? n_out : 1) * sizeof *refs);
+    if (!refs || grow_staging(e, total + n_out)) { free(refs); return ERR("out of memory"); }
+    /* reserve KV blocks for every item first, so a full cache fails before any work */
+    for (int i = 0; i < n; i++) {
+        if (kv_reserve(&e->kv, items[i].seq, (uint32_t)(e->kv.seq_len[items[i].seq] + items[i].n_tokens))) {
+            for (int j = 0; j <= i; j++) kv_trim(&e->kv, items[j].seq, (uint32_t)e->kv.seq_len[items[j].seq]);
+            free(refs);
+            return ERR("KV cache full: no free blocks for sequence %d (pool of %u blocks of %d tokens)", items[i].seq,
+                       e->kv.n_blocks, KV_BLOCK);
+        }
+    }
+    int rc = kv_sync(&e->kv, &e->rt, err, errlen);
+    /* flatten tokens item by item; a chunk holds at most max_batch tokens and max_out outputs */
+    size_t t = 0, r = 0;
+    for (int i = 0; i < n; i++) {
+        engine_item *it = &items[i];
+        for (int k = 0; k < it->n_tokens; k++, t++) {
+            e->h_ids[t] = it->tokens[k];
+            e->h_pos[t] = e->kv.seq_len[it->seq] + k;
+            e->h_seq[t] = it->seq;
+            int want = it->logits_all || (k == it->n_tokens - 1 && (it->smp || it->logits));
+            if (want) { refs[r] = (out_ref){ i, k, t }; r++; }
+        }
+    }
+    size_t t0 = 0, r0 = 0;
+    while (!rc && t0 < total) {
+        size_t tn = 0, rn = 0, rr = r0;
+        uint32_t max_pos = 0;
+        /* grow the chunk token by token until a limit is hit */
+        while (t0 + tn < total && tn < e->max_batch) {
+            int is_out = rr < n_out && refs[rr].tidx == t0 + tn; /* rows are in token order */
+            if (is_out && rn == e->b.max_out) break;
+            if ((uint32_t)e->h_pos[t0 + tn] > max_pos) max_pos = (uint32_t)e->h_pos[t0 + tn];
+            /* out_rows index the chunk's own tokens */
+            if (is_out) { e->h_out[rr] = (int32_t)tn; rr++; rn++; }
+            tn++;
+        }
+        rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, err, errlen);
+        t0 += tn;
+        r0 += rn;
+    }
+    if (rc) {
+        clFinish(e->rt.q);
+        for (int i = 0; i < n; i++) kv_trim(&e->kv, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq]);
+        free(refs);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        e->kv.seq_len[items[i].seq] += items[i].n_tokens;
+        if (items[i].smp) sampler_accept(items[i].smp, items[i].token_out);
+    }
+    free(refs);
+    if (e->profiling) clFinish(e->rt.q);
+    return 0;
+}
+
+void engine_profile_print(engine *e, double wall_ms, int steps) { ops_profile_print(&e->o, wall_ms, steps); }

@@ -1,0 +1,72 @@
+/* 20_matmul.cl — weight products with rows kept in their GGUF type.
+ *
+ * mv_T:  Y[t][r] = sum_k W[r][k] * X[t][k] for t < T <= MV_MAXT (decode: a few tokens per step).
+ *        One work-group per output row; its items stride over the row's 32-value sub-blocks, so the
+ *        row is read once for all T tokens, then a local-memory reduction per token.
+ * deq_T: dequantize rows [r0, r0+n) to float (prefill: the GEMM then runs on the float tile).
+ * emb_T: embedding lookup of token ids, times a scale. */
+
+#define MV_MAXT 8
+
+#define DEFINE_WEIGHT_KERNELS(T)                                                                  \
+kernel void mv_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                    \
+                   global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,         \
+                   local float *red)                                                              \
+{                                                                                                 \
+    uint r = get_group_id(0);                                                                     \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    if (r >= n_rows) return;                                                                      \
+    global const uchar *row = W + (size_t)r * row_bytes;                                          \
+    float acc[MV_MAXT];                                                                           \
+    for (int t = 0; t < MV_MAXT; t++) acc[t] = 0.0f;                                              \
+    int nsb = k / 32;                                                                             \
+    for (int sb = lid; sb < nsb; sb += L) {                                                       \
+        float w[32];                                                                              \
+        deq32_##T(row, sb, w);                                                                    \
+        for (int t = 0; t < MV_MAXT; t++) {                                                       \
+            if (t < (int)ntok) {                                                                  \
+                global const float4 *x = (global const float4 *)(X + (size_t)t * ldx + sb * 32); \
+                float4 s = 0.0f;                                                                  \
+                for (int i = 0; i < 8; i++)                                                       \
+                    s += (float4)(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]) * x[i];     \
+                acc[t] += s.x + s.y + s.z + s.w;                                                  \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    for (int t = 0; t < (int)ntok; t++) {                                                         \
+        float v = L > 1 ? wg_sum(acc[t], red) : acc[t];                                           \
+        if (lid == 0) Y[(size_t)t * ldy + r] = v;                                                 \
+    }                                                                                             \
+}                                                                                                 \
+kernel void deq_##T(global const uchar *W, uint row_bytes, uint r0, uint n_rows, uint k,          \
+                    global float *out)                                                            \
+{                                                                                                 \
+    uint sb = get_global_id(0), r = get_global_id(1);                                             \
+    if (sb >= k / 32 || r >= n_rows) return;                                                      \
+    float w[32];                                                                                  \
+    deq32_##T(W + (size_t)(r0 + r) * row_bytes, sb, w);                                           \
+    global float *o = out + (size_t)r * k + sb * 32;                                              \
+    for (int i = 0; i < 32; i++) o[i] = w[i];                                                     \
+}                                                                                                 \
+kernel void emb_##T(global const uchar *W, uint row_bytes, uint k, global const int *ids,         \
+                    uint ntok, float scale, global float *out)                                    \
+{                                                                                                 \
+    uint sb = get_global_id(0), t = get_global_id(1);                                             \
+    if (sb >= k / 32 || t >= ntok) return;                                                        \
+    float w[32];                                                                                  \
+    deq32_##T(W + (size_t)ids[t] * row_bytes, sb, w);                                             \
+    global float *o = out + (size_t)t * k + sb * 32;                                              \
+    for (int i = 0; i < 32; i++) o[i] = w[i] * scale;                                             \
+}
+
+DEFINE_WEIGHT_KERNELS(f32)
+DEFINE_WEIGHT_KERNELS(f16)
+DEFINE_WEIGHT_KERNELS(bf16)
+DEFINE_WEIGHT_KERNELS(q8_0)
+DEFINE_WEIGHT_KERNELS(q4_0)
+DEFINE_WEIGHT_KERNELS(q4_1)
+DEFINE_WEIGHT_KERNELS(q5_0)
+DEFINE_WEIGHT_KERNELS(q5_1)
+DEFINE_WEIGHT_KERNELS(q4_k)
+DEFINE_WEIGHT_KERNELS(q5_k)
+DEFINE_WEIGHT_KERNELS(q6_k)

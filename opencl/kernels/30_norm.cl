@@ -1,0 +1,101 @@
+/* 30_norm.cl — RMSNorm family, one work-group per row of n values.
+ * GGUF Gemma norm weights already hold Gemma's (1 + w), so y = x / rms(x) * w. */
+
+/* y = norm(x) * w  (y may alias x) */
+kernel void rmsnorm(global const float *x, global const float *w, global float *y, uint n, float eps,
+                    local float *red)
+{
+    size_t r = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
+    global const float *xr = x + r * n;
+    float ss = 0.0f;
+    for (uint i = lid; i < n; i += L) ss += xr[i] * xr[i];
+    ss = wg_sum(ss, red);
+    float inv = rsqrt(ss / (float)n + eps);
+    global float *yr = y + r * n;
+    for (uint i = lid; i < n; i += L) yr[i] = xr[i] * inv * w[i];
+}
+
+/* res += norm(x) * w  (the post-attention / post-FFN "sandwich" norm fused with the residual) */
+kernel void rmsnorm_add(global const float *x, global const float *w, global float *res, uint n, float eps,
+                        local float *red)
+{
+    size_t r = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
+    global const float *xr = x + r * n;
+    float ss = 0.0f;
+    for (uint i = lid; i < n; i += L) ss += xr[i] * xr[i];
+    ss = wg_sum(ss, red);
+    float inv = rsqrt(ss / (float)n + eps);
+    global float *rr = res + r * n;
+    for (uint i = lid; i < n; i += L) rr[i] += xr[i] * inv * w[i];
+}
+
+/* Per-head norm + NEOX RoPE for Q (in place) or K (written to the paged cache as half).
+ * Rows are (token, head) pairs of hd values; heads per token = nh.
+ * has_w = 0: plain RMS normalisation without weight; norm = 0: no normalisation at all.
+ * RoPE rotates pairs (i, i + rot/2) for i < rot/2 with angle pos * freq[i]; dims >= rot pass.
+ * Cache layout: [block][kv head][slot in block][hd]; block = block_table[seq*max_blocks + pos/BS]. */
+kernel void norm_rope(global float *x, uint nh, uint hd, global const float *w, int norm, int has_w,
+                      float eps, global const float *freq, uint rot,
+                      global const int *tok_pos, global const int *tok_seq,
+                      int to_cache, global half *cache, global const int *block_table, uint max_blocks,
+                      uint block_size, local float *buf, local float *red)
+{
+    size_t row = get_group_id(0);
+    uint t = row / nh, h = row % nh;
+    int lid = get_local_id(0), L = get_local_size(0);
+    global float *xr = x + row * hd;
+    float inv = 1.0f;
+    if (norm) {
+        float ss = 0.0f;
+        for (uint i = lid; i < hd; i += L) ss += xr[i] * xr[i];
+        ss = wg_sum(ss, red);
+        inv = rsqrt(ss / (float)hd + eps);
+    }
+    for (uint i = lid; i < hd; i += L) buf[i] = xr[i] * inv * (norm && has_w ? w[i] : 1.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float pos = (float)tok_pos[t];
+    uint half_rot = rot / 2;
+    global half *dst = 0;
+    if (to_cache) {
+        int p = tok_pos[t];
+        int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
+        dst = cache + (((size_t)blk * nh + h) * block_size + p % block_size) * hd;
+    }
+    for (uint i = lid; i < hd; i += L) {
+        float v;
+        if (i < rot) {
+            uint j = i < half_rot ? i : i - half_rot;
+            float th = pos * freq[j];
+            float c = cos(th), s = sin(th);
+            v = i < half_rot ? buf[i] * c - buf[i + half_rot] * s : buf[j] * s + buf[i] * c;
+        } else {
+            v = buf[i];
+        }
+        if (to_cache) vstore_half(v, i, dst);
+        else xr[i] = v;
+    }
+}
+
+/* V rows to the paged cache (optionally RMS-normalised without weight) */
+kernel void v_store(global const float *x, uint nh, uint hd, int norm, float eps,
+                    global const int *tok_pos, global const int *tok_seq, global half *cache,
+                    global const int *block_table, uint max_blocks, uint block_size, local float *red)
+{
+    size_t row = get_group_id(0);
+    uint t = row / nh, h = row % nh;
+    int lid = get_local_id(0), L = get_local_size(0);
+    global const float *xr = x + row * hd;
+    float inv = 1.0f;
+    if (norm) {
+        float ss = 0.0f;
+        for (uint i = lid; i < hd; i += L) ss += xr[i] * xr[i];
+        ss = wg_sum(ss, red);
+        inv = rsqrt(ss / (float)hd + eps);
+    }
+    int p = tok_pos[t];
+    int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
+    global half *dst = cache + (((size_t)blk * nh + h) * block_size + p % block_size) * hd;
+    for (uint i = lid; i < hd; i += L) vstore_half(xr[i] * inv, i, dst);
+}

@@ -1,0 +1,65 @@
+/* 50_misc.cl — activations, gathers, logit post-processing and greedy choice. */
+
+inline float gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+/* out[i] = gelu_tanh(g[i]) * u[i] */
+kernel void geglu(global const float *g, global const float *u, global float *out, uint n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) out[i] = gelu_tanh(g[i]) * u[i];
+}
+
+/* dst[r][:] = src[idx[r]][:] */
+kernel void gather_rows(global const float *src, global const int *idx, global float *dst, uint n)
+{
+    size_t i = get_global_id(0), r = get_global_id(1);
+    if (i < n) dst[r * n + i] = src[(size_t)idx[r] * n + i];
+}
+
+kernel void add_rows(global float *x, global const float *y, uint n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) x[i] += y[i];
+}
+
+kernel void scale_rows(global float *x, float s, uint n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) x[i] *= s;
+}
+
+kernel void softcap(global float *x, float cap, uint n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) x[i] = cap * tanh(x[i] / cap);
+}
+
+/* one work-group per row: index of the largest value (lowest index on ties) */
+kernel void argmax_rows(global const float *x, uint n, global int *out, local float *rv, local int *ri)
+{
+    size_t r = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
+    global const float *xr = x + r * n;
+    float best = -INFINITY;
+    int bi = 0x7fffffff;
+    for (uint i = lid; i < n; i += L) {
+        float v = xr[i];
+        if (v > best) { best = v; bi = (int)i; }
+    }
+    rv[lid] = best;
+    ri[lid] = bi;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = L / 2; s > 0; s >>= 1) {
+        if (lid < s) {
+            float v = rv[lid + s];
+            int j = ri[lid + s];
+            if (v > rv[lid] || (v == rv[lid] && j < ri[lid])) { rv[lid] = v; ri[lid] = j; }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) out[r] = ri[0] == 0x7fffffff ? 0 : ri[0];
+}

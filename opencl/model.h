@@ -1,0 +1,64 @@
+/* model.h — weights and forward pass of one architecture, over a batch of tokens that belong
+ * to any mix of sequences. The engine owns batching, the KV cache and sampling. */
+#ifndef CLGEMMA_MODEL_H
+#define CLGEMMA_MODEL_H
+
+#include "gguf.h"
+#include "ops.h"
+#include "kv.h"
+
+typedef struct model_hparams {
+    char arch[32];
+    uint32_t n_layer, n_embd, n_head, n_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+    float eps;
+    float rope_base_global, rope_base_local, rope_scale_global;
+    uint32_t window;          /* sliding window on local layers */
+    float attn_scale;
+    float final_softcap;      /* 0 = none */
+    float attn_softcap;       /* 0 = none */
+    float embd_scale;         /* sqrt(n_embd) */
+} model_hparams;
+
+typedef struct layer_weights {
+    weight q, k, v, o, gate, up, down;
+    cl_mem attn_norm, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffw_norm;
+    int is_swa;               /* sliding-window (local) layer */
+} layer_weights;
+
+typedef struct model {
+    model_hparams hp;
+    weight tok_embd, output;  /* output == tok_embd when tied */
+    cl_mem output_norm;
+    layer_weights *layers;
+    cl_mem freq_local, freq_global; /* RoPE frequency per rotated pair */
+    uint64_t weight_bytes;
+    size_t max_weight_elems;  /* largest layer matrix (GEMM scratch sizing) */
+} model;
+
+/* device buffers for one forward over up to max_tok tokens */
+typedef struct fwd_bufs {
+    uint32_t max_tok, max_out;
+    cl_mem ids, pos, seq, out_rows;
+    cl_mem x, xn, q, k, v, att, o, g, u;
+    cl_mem xo, logits, argmax;
+    cl_mem part_acc, part_ml;
+    size_t part_elems;        /* floats in part_acc */
+} fwd_bufs;
+
+/* one forward: tokens already uploaded to b->ids/pos/seq; for the n_out rows listed in
+ * b->out_rows (device), logits land in b->logits [n_out][n_vocab] (n_out <= b->max_out).
+ * max_pos: the largest position in the batch (sizes the attention split). */
+typedef struct fwd_args {
+    uint32_t ntok, n_out;
+    uint32_t max_pos;
+} fwd_args;
+
+int  model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);
+void model_free(model *m);
+int  fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_tok, uint32_t max_out,
+                     uint32_t n_ctx, char *err, size_t errlen);
+void fwd_bufs_destroy(fwd_bufs *b);
+/* runs layers over the batch (writes KV) and computes logits for the out rows */
+int  model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,303 @@
+/* ops.c — see ops.h */
+#include "ops.h"
+
+#include <clblast_c.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const kernel_names[K_COUNT] = {
+    [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
+    [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial", [K_ATTN_COMBINE] = "attn_combine",
+    [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_ROWS] = "add_rows",
+    [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax_rows",
+    [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)",
+    [K_GEMM] = "gemm (CLBlast)",
+};
+
+const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
+
+/* kernel-name suffix per supported GGUF type */
+static const char *type_suffix(uint32_t t)
+{
+    switch (t) {
+    case GGML_TYPE_F32: return "f32";
+    case GGML_TYPE_F16: return "f16";
+    case GGML_TYPE_BF16: return "bf16";
+    case GGML_TYPE_Q8_0: return "q8_0";
+    case GGML_TYPE_Q4_0: return "q4_0";
+    case GGML_TYPE_Q4_1: return "q4_1";
+    case GGML_TYPE_Q5_0: return "q5_0";
+    case GGML_TYPE_Q5_1: return "q5_1";
+    case GGML_TYPE_Q4_K: return "q4_k";
+    case GGML_TYPE_Q5_K: return "q5_k";
+    case GGML_TYPE_Q6_K: return "q6_k";
+    default: return NULL;
+    }
+}
+
+int ops_type_supported(uint32_t type) { return type_suffix(type) != NULL; }
+
+int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->rt = rt;
+    for (int i = 0; i < K_MV; i++) {
+        o->k[i] = rt_kernel(rt, kernel_names[i], err, errlen);
+        if (!o->k[i]) return -1;
+    }
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char *s = type_suffix(t);
+        if (!s) continue;
+        char name[64];
+        snprintf(name, sizeof name, "mv_%s", s);
+        if (!(o->mv[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        snprintf(name, sizeof name, "deq_%s", s);
+        if (!(o->deq[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        snprintf(name, sizeof name, "emb_%s", s);
+        if (!(o->emb[t] = rt_kernel(rt, name, err, errlen))) return -1;
+    }
+    /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
+    o->wg = rt->is_cpu ? 16 : 256;
+    o->wg_mv = rt->is_cpu ? 4 : 64;
+    if (o->wg > rt->max_wg) o->wg = rt->max_wg;
+    if (o->wg_mv > rt->max_wg) o->wg_mv = rt->max_wg;
+    o->scratch_elems = scratch_elems;
+    if (scratch_elems) {
+        o->scratch = rt_alloc(rt, scratch_elems * sizeof(float), NULL, err, errlen);
+        if (!o->scratch) return -1;
+    }
+    return 0;
+}
+
+void ops_destroy(ops *o)
+{
+    for (int i = 0; i < K_GEMM; i++)
+        if (o->k[i]) clReleaseKernel(o->k[i]);
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        if (o->mv[t]) clReleaseKernel(o->mv[t]);
+        if (o->deq[t]) clReleaseKernel(o->deq[t]);
+        if (o->emb[t]) clReleaseKernel(o->emb[t]);
+    }
+    if (o->scratch) clReleaseMemObject(o->scratch);
+    memset(o, 0, sizeof *o);
+}
+
+/* Argument list helpers: A(x) passes a value by address and size; LOCAL(n) reserves local bytes. */
+typedef struct karg { size_t size; const void *ptr; } karg;
+#define A(x) ((karg){ sizeof(x), &(x) })
+#define LOCAL(n) ((karg){ (n), NULL })
+
+static void prof_event(ops *o, int kind, cl_event ev, double bytes, double flop)
+{
+    if (!ev) return;
+    clWaitForEvents(1, &ev);
+    cl_ulong a = 0, b = 0;
+    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
+    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+    o->prof_ms[kind] += (double)(b - a) * 1e-6;
+    o->prof_n[kind]++;
+    o->prof_bytes[kind] += bytes;
+    o->prof_flop[kind] += flop;
+    clReleaseEvent(ev);
+}
+
+static int launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws,
+                  double bytes, double flop, char *err, size_t errlen, int nargs, ...)
+{
+    va_list ap;
+    va_start(ap, nargs);
+    for (int i = 0; i < nargs; i++) {
+        karg a = va_arg(ap, karg);
+        cl_int e = clSetKernelArg(k, (cl_uint)i, a.size, a.ptr);
+        if (e != CL_SUCCESS) {
+            va_end(ap);
+            snprintf(err, errlen, "%s: argument %d: %s", kernel_names[kind], i, rt_errstr(e));
+            return -1;
+        }
+    }
+    va_end(ap);
+    size_t g[3];
+    for (int i = 0; i < dims; i++) g[i] = lws ? (gws[i] + lws[i] - 1) / lws[i] * lws[i] : gws[i];
+    cl_event ev = NULL;
+    cl_int e = clEnqueueNDRangeKernel(o->rt->q, k, (cl_uint)dims, NULL, g, lws, 0, NULL,
+                                      o->rt->profiling ? &ev : NULL);
+    if (e != CL_SUCCESS) {
+        snprintf(err, errlen, "%s: launch failed: %s", kernel_names[kind], rt_errstr(e));
+        return -1;
+    }
+    if (o->rt->profiling) prof_event(o, kind, ev, bytes, flop);
+    return 0;
+}
+
+int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
+              char *err, size_t errlen)
+{
+    uint32_t t = w->type;
+    double wbytes = (double)w->row_bytes * w->rows;
+    if (ntok <= OPS_MV_MAXT) {
+        size_t lws = o->wg_mv, gws = (size_t)w->rows * lws;
+        return launch(o, K_MV, o->mv[t], 1, &gws, &lws, wbytes + 4.0 * ntok * (w->cols + w->rows),
+                      2.0 * ntok * w->rows * w->cols, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows),
+                      A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), LOCAL(lws * sizeof(float)));
+    }
+    /* prefill: dequantize a tile of rows into scratch, then Y[:, r0:r0+n] = X * tile^T */
+    uint32_t tile = (uint32_t)(o->scratch_elems / w->cols);
+    if (tile == 0) { snprintf(err, errlen, "matmul: scratch too small for %u columns", w->cols); return -1; }
+    for (uint32_t r0 = 0; r0 < w->rows; r0 += tile) {
+        uint32_t n = w->rows - r0 < tile ? w->rows - r0 : tile;
+        size_t lws[2] = { 32, 1 }, gws[2] = { w->cols / 32, n };
+        if (o->rt->is_cpu) lws[0] = 1;
+        if (launch(o, K_DEQ, o->deq[t], 2, gws, lws, wbytes * n / w->rows + 4.0 * n * w->cols, 0, err, errlen,
+                   6, A(w->buf), A(w->row_bytes), A(r0), A(n), A(w->cols), A(o->scratch)))
+            return -1;
+        cl_event ev = NULL;
+        CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
+                                           ntok, n, w->cols, 1.0f, X, 0, ldx, o->scratch, 0, w->cols, 0.0f,
+                                           Y, r0, ldy, &o->rt->q, o->rt->profiling ? &ev : NULL);
+        if (s != CLBlastSuccess) {
+            snprintf(err, errlen, "CLBlast SGEMM %ux%ux%u failed: status %d", ntok, n, w->cols, (int)s);
+            return -1;
+        }
+        if (o->rt->profiling)
+            prof_event(o, K_GEMM, ev, 4.0 * ((double)ntok * w->cols + (double)n * w->cols + (double)ntok * n),
+                       2.0 * ntok * n * w->cols);
+    }
+    return 0;
+}
+
+int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen)
+{
+    size_t gws[2] = { w->cols / 32, ntok };
+    return launch(o, K_EMB, o->emb[w->type], 2, gws, NULL, (double)ntok * (w->row_bytes + 4.0 * w->cols), 0,
+                  err, errlen, 7, A(w->buf), A(w->row_bytes), A(w->cols), A(ids), A(ntok), A(scale), A(out));
+}
+
+int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)
+{
+    size_t lws = o->wg, gws = (size_t)rows * lws;
+    return launch(o, K_RMSNORM, o->k[K_RMSNORM], 1, &gws, &lws, 8.0 * rows * n, 4.0 * rows * n, err, errlen, 6,
+                  A(x), A(w), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
+}
+
+int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err,
+                   size_t errlen)
+{
+    size_t lws = o->wg, gws = (size_t)rows * lws;
+    return launch(o, K_RMSNORM_ADD, o->k[K_RMSNORM_ADD], 1, &gws, &lws, 12.0 * rows * n, 5.0 * rows * n, err,
+                  errlen, 6, A(x), A(w), A(res), A(n), A(eps), LOCAL(lws * sizeof(float)));
+}
+
+int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
+                 cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv,
+                 char *err, size_t errlen)
+{
+    size_t lws = o->wg, gws = (size_t)ntok * nh * lws;
+    int has_w = w != NULL;
+    cl_mem wb = w ? w : x; /* any valid buffer when unused */
+    int to_cache = kv != NULL;
+    cl_mem cache = kv ? kv->cache : x, bt = kv ? kv->block_table : tok_pos;
+    uint32_t mb = kv ? kv->max_blocks : 1, bs = kv ? kv->block_size : 1;
+    return launch(o, K_NORM_ROPE, o->k[K_NORM_ROPE], 1, &gws, &lws, (to_cache ? 6.0 : 8.0) * ntok * nh * hd,
+                  8.0 * ntok * nh * hd, err, errlen, 18, A(x), A(nh), A(hd), A(wb), A(norm), A(has_w), A(eps),
+                  A(freq), A(rot), A(tok_pos), A(tok_seq), A(to_cache), A(cache), A(bt), A(mb), A(bs),
+                  LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)));
+}
+
+int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int norm, float eps,
+               cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen)
+{
+    size_t lws = o->wg, gws = (size_t)ntok * nh * lws;
+    return launch(o, K_V_STORE, o->k[K_V_STORE], 1, &gws, &lws, 6.0 * ntok * nh * hd, 0, err, errlen, 12, A(x),
+                  A(nh), A(hd), A(norm), A(eps), A(tok_pos), A(tok_seq), A(kv->cache), A(kv->block_table),
+                  A(kv->max_blocks), A(kv->block_size), LOCAL(lws * sizeof(float)));
+}
+
+int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                 float scale, float softcap, uint32_t nchunk, cl_mem part_acc, cl_mem part_ml, cl_mem out,
+                 char *err, size_t errlen)
+{
+    size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
+    size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
+    double span = (double)ntok * nh * nchunk * OPS_ATTN_CHUNK; /* upper bound on keys visited */
+    if (launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
+               err, errlen, 21, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
+               A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
+               A(nchunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
+               LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float))))
+        return -1;
+    size_t l2[2] = { o->rt->is_cpu ? 16 : 128, 1 }, g2[2] = { nh * l2[0], ntok };
+    return launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
+                  errlen, 7, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out));
+}
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen)
+{
+    size_t lws = 64, gws = round_up(n, lws);
+    return launch(o, K_GEGLU, o->k[K_GEGLU], 1, &gws, &lws, 12.0 * n, 10.0 * n, err, errlen, 4, A(g), A(u), A(out),
+                  A(n));
+}
+
+int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen)
+{
+    size_t lws[2] = { 64, 1 }, gws[2] = { round_up(n, 64), rows };
+    return launch(o, K_GATHER_ROWS, o->k[K_GATHER_ROWS], 2, gws, lws, 8.0 * rows * n, 0, err, errlen, 4, A(src),
+                  A(idx), A(dst), A(n));
+}
+
+int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen)
+{
+    size_t lws = 64, gws = round_up(n, lws);
+    return launch(o, K_ADD_ROWS, o->k[K_ADD_ROWS], 1, &gws, &lws, 12.0 * n, n, err, errlen, 3, A(x), A(y), A(n));
+}
+
+int op_scale(ops *o, cl_mem x, float s, uint32_t n, char *err, size_t errlen)
+{
+    size_t lws = 64, gws = round_up(n, lws);
+    return launch(o, K_SCALE_ROWS, o->k[K_SCALE_ROWS], 1, &gws, &lws, 8.0 * n, n, err, errlen, 3, A(x), A(s), A(n));
+}
+
+int op_softcap(ops *o, cl_mem x, float cap, uint32_t n, char *err, size_t errlen)
+{
+    size_t lws = 64, gws = round_up(n, lws);
+    return launch(o, K_SOFTCAP, o->k[K_SOFTCAP], 1, &gws, &lws, 8.0 * n, 3.0 * n, err, errlen, 3, A(x), A(cap),
+                  A(n));
+}
+
+int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out, char *err, size_t errlen)
+{
+    size_t lws = o->rt->is_cpu ? 16 : 256, gws = rows * lws;
+    return launch(o, K_ARGMAX, o->k[K_ARGMAX], 1, &gws, &lws, 4.0 * rows * n, 0, err, errlen, 5, A(x), A(n), A(out),
+                  LOCAL(lws * sizeof(float)), LOCAL(lws * sizeof(int)));
+}
+
+void ops_profile_reset(ops *o)
+{
+    memset(o->prof_ms, 0, sizeof o->prof_ms);
+    memset(o->prof_n, 0, sizeof o->prof_n);
+    memset(o->prof_bytes, 0, sizeof o->prof_bytes);
+    memset(o->prof_flop, 0, sizeof o->prof_flop);
+}
+
+void ops_profile_print(const ops *o, double wall_ms, int steps)
+{
+    double total = 0;
+    long launches = 0;
+    for (int i = 0; i < K_COUNT; i++) { total += o->prof_ms[i]; launches += o->prof_n[i]; }
+    fprintf(stderr, "%-20s %9s %7s %8s %10s %10s %10s\n", "kernel", "ms", "share", "launches", "GB/s", "TFLOP/s",
+            "us/launch");
+    for (int i = 0; i < K_COUNT; i++) {
+        if (!o->prof_n[i]) continue;
+        double s = o->prof_ms[i] * 1e-3;
+        fprintf(stderr, "%-20s %9.3f %6.1f%% %8ld %10.1f %10.3f %10.1f\n", kernel_names[i], o->prof_ms[i],
+                total > 0 ? 100.0 * o->prof_ms[i] / total : 0.0, o->prof_n[i], s > 0 ? o->prof_bytes[i] / s / 1e9 : 0,
+                s > 0 ? o->prof_flop[i] / s / 1e12 : 0, 1e3 * o->prof_ms[i] / o->prof_n[i]);
+    }
+    fprintf(stderr, "kernel time %.3f ms, wall %.3f ms over %d steps: %ld launches (%.1f per step); "
+                    "time outside kernels (launch overhead, host) %.1f%%\n",
+            total, wall_ms, steps, launches, steps ? (double)launches / steps : 0.0,
+            wall_ms > 0 ? 100.0 * (wall_ms - total) / wall_ms : 0.0);
+}

@@ -1,0 +1,82 @@
+/* ops.h — host-side launchers for the kernels in opencl/kernels. Each op enqueues work on the
+ * runtime's in-order queue and returns at once (no clFinish); errors carry the op's name. */
+#ifndef CLGEMMA_OPS_H
+#define CLGEMMA_OPS_H
+
+#include "runtime.h"
+#include "gguf.h"
+
+#define OPS_MV_MAXT 8   /* tokens per mv launch (MV_MAXT in 20_matmul.cl) */
+#define OPS_ATTN_CHUNK 256 /* ATTN_CHUNK in 40_attention.cl */
+
+/* a weight matrix of rows x cols in its GGUF type, on the device */
+typedef struct weight {
+    cl_mem buf;
+    uint32_t type;
+    uint32_t rows, cols;
+    uint32_t row_bytes;
+} weight;
+
+enum op_kernel {
+    K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
+    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_MV, K_DEQ, K_EMB, K_GEMM,
+    K_COUNT
+};
+
+typedef struct ops {
+    cl_runtime *rt;
+    cl_kernel k[K_GEMM];
+    cl_kernel mv[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
+    cl_mem scratch;          /* dequantized weight tiles for GEMM */
+    size_t scratch_elems;
+    size_t wg;               /* default work-group size for row kernels */
+    size_t wg_mv;
+    /* profiling (bench --profile): time and launches per op kind */
+    double prof_ms[K_COUNT];
+    long prof_n[K_COUNT];
+    double prof_bytes[K_COUNT];
+    double prof_flop[K_COUNT];
+} ops;
+
+/* 1 if the engine has kernels for this tensor type */
+int  ops_type_supported(uint32_t type);
+int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
+void ops_destroy(ops *o);
+const char *ops_kernel_name(int k);
+
+/* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx) for t < ntok. Uses mv for ntok <= OPS_MV_MAXT,
+ * else dequantized tiles and GEMM. */
+int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
+              char *err, size_t errlen);
+int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen);
+int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
+int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
+
+typedef struct kv_view {       /* where one layer's K or V cache lives and how it is paged */
+    cl_mem cache;
+    cl_mem block_table;
+    uint32_t max_blocks, block_size;
+} kv_view;
+
+int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
+                 cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache,
+                 char *err, size_t errlen);
+int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int norm, float eps,
+               cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen);
+/* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats */
+int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                 float scale, float softcap, uint32_t nchunk, cl_mem part_acc, cl_mem part_ml, cl_mem out,
+                 char *err, size_t errlen);
+int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen);
+int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen);
+int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen);
+int op_scale(ops *o, cl_mem x, float s, uint32_t n, char *err, size_t errlen);
+int op_softcap(ops *o, cl_mem x, float cap, uint32_t n, char *err, size_t errlen);
+int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out, char *err, size_t errlen);
+
+void ops_profile_reset(ops *o);
+/* prints the per-op profile table to stderr */
+void ops_profile_print(const ops *o, double wall_ms, int steps);
+
+#endif

@@ -1,0 +1,344 @@
+/* runtime.c — see runtime.h */
+#include "runtime.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern const struct { const char *name; const char *src; } clg_kernel_sources[];
+
+const char *rt_errstr(cl_int e)
+{
+    switch (e) {
+    case CL_SUCCESS: return "CL_SUCCESS";
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_KERNEL_NAME: return "CL_INVALID_KERNEL_NAME";
+    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_WORK_ITEM_SIZE: return "CL_INVALID_WORK_ITEM_SIZE";
+    case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
+    case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
+    case CL_INVALID_ARG_VALUE: return "CL_INVALID_ARG_VALUE";
+    case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+    case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
+    default: return "CL error";
+    }
+}
+
+static void dev_str(cl_device_id d, cl_device_info what, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (clGetDeviceInfo(d, what, cap, buf, NULL) != CL_SUCCESS) buf[0] = 0;
+    buf[cap - 1] = 0;
+}
+
+#define MAX_PLAT 16
+#define MAX_DEV 64
+
+static int get_platforms(cl_platform_id *p, cl_uint *np)
+{
+    *np = 0;
+    cl_int e = clGetPlatformIDs(MAX_PLAT, p, np);
+    if (e != CL_SUCCESS) *np = 0;
+    return e;
+}
+
+int rt_list_devices(void)
+{
+    cl_platform_id plats[MAX_PLAT];
+    cl_uint np;
+    get_platforms(plats, &np);
+    int total = 0;
+    for (cl_uint i = 0; i < np; i++) {
+        char pname[128] = "", pver[128] = "";
+        clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+        clGetPlatformInfo(plats[i], CL_PLATFORM_VERSION, sizeof pver, pver, NULL);
+        printf("platform %u: %s (%s)\n", i, pname, pver);
+        cl_device_id devs[MAX_DEV];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, MAX_DEV, devs, &nd) != CL_SUCCESS) nd = 0;
+        for (cl_uint j = 0; j < nd; j++) {
+            char name[256], drv[128];
+            cl_ulong mem = 0, alloc = 0;
+            cl_device_type ty = 0;
+            cl_uint cu = 0;
+            dev_str(devs[j], CL_DEVICE_NAME, name, sizeof name);
+            dev_str(devs[j], CL_DRIVER_VERSION, drv, sizeof drv);
+            clGetDeviceInfo(devs[j], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+            printf("  device %u:%u  %s  [%s, %u compute units, %.2f GiB memory, max alloc %.2f GiB, driver %s]\n",
+                   i, j, name, (ty & CL_DEVICE_TYPE_GPU) ? "GPU" : (ty & CL_DEVICE_TYPE_CPU) ? "CPU" : "other",
+                   cu, mem / 1073741824.0, alloc / 1073741824.0, drv);
+            total++;
+        }
+    }
+    if (!total) printf("no OpenCL devices found (install an OpenCL driver, e.g. pocl-opencl-icd)\n");
+    return total;
+}
+
+int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t errlen)
+{
+    memset(rt, 0, sizeof *rt);
+    if (!spec || !*spec) spec = getenv("CLGEMMA_DEVICE");
+    cl_platform_id plats[MAX_PLAT];
+    cl_uint np;
+    cl_int e = get_platforms(plats, &np);
+    if (np == 0) {
+        snprintf(err, errlen, "no OpenCL platform found (%s); install an OpenCL driver such as pocl-opencl-icd",
+                 rt_errstr(e));
+        return -1;
+    }
+    int want_p = -1, want_d = -1;
+    if (spec && *spec) {
+        if (sscanf(spec, "%d:%d", &want_p, &want_d) != 2 || want_p < 0 || want_d < 0) {
+            snprintf(err, errlen, "bad device '%s': expected P:D, e.g. 0:0 (see clgemma devices)", spec);
+            return -1;
+        }
+    }
+    cl_device_id pick = NULL;
+    cl_platform_id pick_p = NULL;
+    int pass_gpu;
+    for (pass_gpu = 1; pass_gpu >= 0 && !pick; pass_gpu--) {
+        for (cl_uint i = 0; i < np && !pick; i++) {
+            cl_device_id devs[MAX_DEV];
+            cl_uint nd = 0;
+            if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, MAX_DEV, devs, &nd) != CL_SUCCESS) nd = 0;
+            for (cl_uint j = 0; j < nd && !pick; j++) {
+                if (want_p >= 0) {
+                    if ((int)i == want_p && (int)j == want_d) { pick = devs[j]; pick_p = plats[i]; }
+                    continue;
+                }
+                cl_device_type ty = 0;
+                clGetDeviceInfo(devs[j], CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+                if (!pass_gpu || (ty & CL_DEVICE_TYPE_GPU)) { pick = devs[j]; pick_p = plats[i]; }
+            }
+        }
+        if (want_p >= 0) break;
+    }
+    if (!pick) {
+        if (want_p >= 0) snprintf(err, errlen, "no OpenCL device %d:%d (see clgemma devices)", want_p, want_d);
+        else snprintf(err, errlen, "no OpenCL device found");
+        return -1;
+    }
+    rt->platform = pick_p;
+    rt->device = pick;
+    dev_str(pick, CL_DEVICE_NAME, rt->device_name, sizeof rt->device_name);
+    dev_str(pick, CL_DRIVER_VERSION, rt->driver, sizeof rt->driver);
+    clGetPlatformInfo(pick_p, CL_PLATFORM_NAME, sizeof rt->platform_name, rt->platform_name, NULL);
+    rt->platform_name[sizeof rt->platform_name - 1] = 0;
+    cl_device_type ty = 0;
+    clGetDeviceInfo(pick, CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+    rt->is_gpu = (ty & CL_DEVICE_TYPE_GPU) != 0;
+    rt->is_cpu = (ty & CL_DEVICE_TYPE_CPU) != 0;
+    rt->is_nvidia = strstr(rt->platform_name, "NVIDIA") != NULL;
+    cl_ulong v = 0;
+    clGetDeviceInfo(pick, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof v, &v, NULL);
+    rt->global_mem = v;
+    clGetDeviceInfo(pick, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof v, &v, NULL);
+    rt->max_alloc = v;
+    clGetDeviceInfo(pick, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof rt->max_wg, &rt->max_wg, NULL);
+    rt->ctx = clCreateContext(NULL, 1, &pick, NULL, NULL, &e);
+    if (!rt->ctx) {
+        snprintf(err, errlen, "clCreateContext on %s failed: %s", rt->device_name, rt_errstr(e));
+        return -1;
+    }
+    rt->profiling = profiling;
+    rt->q = clCreateCommandQueue(rt->ctx, pick, profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &e);
+    if (!rt->q) {
+        snprintf(err, errlen, "clCreateCommandQueue failed: %s", rt_errstr(e));
+        clReleaseContext(rt->ctx);
+        rt->ctx = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+char *rt_kernel_source(void)
+{
+    size_t n = 1;
+    for (int i = 0; clg_kernel_sources[i].name; i++) n += strlen(clg_kernel_sources[i].src) + 1;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    size_t o = 0;
+    for (int i = 0; clg_kernel_sources[i].name; i++) {
+        size_t l = strlen(clg_kernel_sources[i].src);
+        memcpy(s + o, clg_kernel_sources[i].src, l);
+        o += l;
+        s[o++] = '\n';
+    }
+    s[o] = 0;
+    return s;
+}
+
+/* FNV-1a 64 over several strings: the cache key must change with device, driver, options, source */
+static uint64_t fnv(uint64_t h, const char *s)
+{
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
+    h ^= 0xff; h *= 1099511628211ull;
+    return h;
+}
+
+static void cache_path(char *out, size_t cap, const char *dir, uint64_t key)
+{
+    snprintf(out, cap, "%s/%016llx.clbin", dir, (unsigned long long)key);
+}
+
+static void default_cache_dir(char *out, size_t cap)
+{
+    const char *x = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (x && *x) snprintf(out, cap, "%s/clgemma", x);
+    else if (home && *home) snprintf(out, cap, "%s/.cache/clgemma", home);
+    else snprintf(out, cap, "/tmp/clgemma-cache");
+}
+
+static void mkdirs(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(tmp, 0755); *p = '/'; }
+    mkdir(tmp, 0755);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int build_log(cl_runtime *rt, cl_program p, char *err, size_t errlen, const char *what, cl_int e)
+{
+    char log[4096] = "";
+    clGetProgramBuildInfo(p, rt->device, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
+    log[sizeof log - 1] = 0;
+    /* keep the first error line: the log can be huge */
+    char *nl = strstr(log, "error");
+    char *line = nl ? nl : log;
+    char *end = strchr(line, '\n');
+    if (end) *end = 0;
+    snprintf(err, errlen, "kernel %s failed (%s): %s", what, rt_errstr(e), line);
+    fprintf(stderr, "%s\n", log);
+    return -1;
+}
+
+int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen)
+{
+    double t0 = now_s();
+    char opts[1024];
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
+             rt->is_cpu ? "-DCLG_CPU=1" : "", options ? options : "");
+    char *src = rt_kernel_source();
+    if (!src) { snprintf(err, errlen, "out of memory"); return -1; }
+    uint64_t key = 14695981039346656037ull;
+    key = fnv(key, rt->platform_name);
+    key = fnv(key, rt->device_name);
+    key = fnv(key, rt->driver);
+    key = fnv(key, opts);
+    key = fnv(key, src);
+    char dir[768], path[900];
+    if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
+    else default_cache_dir(dir, sizeof dir);
+    cache_path(path, sizeof path, dir, key);
+
+    cl_int e;
+    cl_program p = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        unsigned char *bin = n > 0 ? malloc((size_t)n) : NULL;
+        if (bin && fread(bin, 1, (size_t)n, f) == (size_t)n) {
+            size_t len = (size_t)n;
+            const unsigned char *b = bin;
+            cl_int st;
+            p = clCreateProgramWithBinary(rt->ctx, 1, &rt->device, &len, &b, &st, &e);
+            if (p && (e != CL_SUCCESS || st != CL_SUCCESS || clBuildProgram(p, 1, &rt->device, opts, NULL, NULL) != CL_SUCCESS)) {
+                clReleaseProgram(p); /* stale or foreign binary: rebuild from source */
+                p = NULL;
+            }
+        }
+        free(bin);
+        fclose(f);
+        rt->cache_hit = p != NULL;
+    }
+    if (!p) {
+        const char *s = src;
+        p = clCreateProgramWithSource(rt->ctx, 1, &s, NULL, &e);
+        if (!p) { free(src); snprintf(err, errlen, "clCreateProgramWithSource: %s", rt_errstr(e)); return -1; }
+        e = clBuildProgram(p, 1, &rt->device, opts, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            build_log(rt, p, err, errlen, "build", e);
+            clReleaseProgram(p);
+            free(src);
+            return -1;
+        }
+        size_t len = 0;
+        if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) == CL_SUCCESS && len > 0) {
+            unsigned char *bin = malloc(len);
+            if (bin && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
+                mkdirs(dir);
+                char tmp[960];
+                snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+                FILE *o = fopen(tmp, "wb");
+                if (o) {
+                    int ok = fwrite(bin, 1, len, o) == len;
+                    ok &= fclose(o) == 0;
+                    if (ok) rename(tmp, path); /* atomic: concurrent workers never see half a file */
+                    else unlink(tmp);
+                }
+            }
+            free(bin);
+        }
+    }
+    free(src);
+    rt->prog = p;
+    rt->build_seconds = now_s() - t0;
+    return 0;
+}
+
+cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
+{
+    cl_int e;
+    cl_kernel k = clCreateKernel(rt->prog, name, &e);
+    if (!k) snprintf(err, errlen, "kernel '%s': %s", name, rt_errstr(e));
+    return k;
+}
+
+cl_mem rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_t errlen)
+{
+    cl_int e;
+    if (bytes == 0) bytes = 16;
+    if (bytes > rt->max_alloc) {
+        snprintf(err, errlen, "buffer of %.1f MiB exceeds the device's max allocation (%.1f MiB)",
+                 bytes / 1048576.0, rt->max_alloc / 1048576.0);
+        return NULL;
+    }
+    cl_mem m = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                              (void *)host, &e);
+    if (!m) snprintf(err, errlen, "device allocation of %.1f MiB failed: %s", bytes / 1048576.0, rt_errstr(e));
+    return m;
+}
+
+void rt_destroy(cl_runtime *rt)
+{
+    if (rt->prog) clReleaseProgram(rt->prog);
+    if (rt->q) clReleaseCommandQueue(rt->q);
+    if (rt->ctx) clReleaseContext(rt->ctx);
+    memset(rt, 0, sizeof *rt);
+}
