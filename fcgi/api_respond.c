@@ -1,0 +1,185 @@
+/* api_respond.c — what chat and completions share: readiness and model checks, and running a
+ * generation into an OpenAI response, whole (chat.completion / text_completion) or streamed as
+ * Server-Sent Events (chat.completion.chunk / text_completion chunks, then [DONE]). */
+#include "api_respond.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "generate.h"
+#include "sse.h"
+
+int api_require_ready(const api_ctx *c, api_error *e)
+{
+    if (c->state == WORKER_READY) return 0;
+    if (c->state == WORKER_DRAINING)
+        return api_fail(e, 503, "server_error", "unavailable", NULL, "the server is shutting down; retry");
+    if (c->state == WORKER_FAILED)
+        return api_fail(e, 503, "server_error", "unavailable", NULL, "the model failed to load: %s", c->load_error);
+    return api_fail(e, 503, "server_error", "unavailable", NULL, "the model is loading; retry shortly");
+}
+
+int api_check_model(const api_ctx *c, const char *model, api_error *e)
+{
+    if (!strcmp(model, c->cfg->model_id)) return 0;
+    return api_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+                    "the model '%.100s' does not exist; this server has '%s'", model, c->cfg->model_id);
+}
+
+int api_reply_error(http_req *r, const api_error *e)
+{
+    http_send_error(r, e);
+    return r->write_failed ? -1 : 0;
+}
+
+static const char *to_text(json_object *o)
+{
+    return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+static json_object *usage_object(const gen_run *g)
+{
+    json_object *u = json_object_new_object();
+    json_object_object_add(u, "prompt_tokens", json_object_new_int(g->n_prompt));
+    json_object_object_add(u, "completion_tokens", json_object_new_int(g->n_completion));
+    json_object_object_add(u, "total_tokens", json_object_new_int(g->n_prompt + g->n_completion));
+    return u;
+}
+
+/* the envelope every response and chunk has */
+static json_object *envelope(const api_shape *s, const char *id, long created, const char *model, int chunk)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_string(id));
+    json_object_object_add(o, "object", json_object_new_string(chunk ? s->object_chunk : s->object_full));
+    json_object_object_add(o, "created", json_object_new_int64(created));
+    json_object_object_add(o, "model", json_object_new_string(model));
+    json_object_object_add(o, "system_fingerprint", json_object_new_string("clgemma"));
+    return o;
+}
+
+/* one choice: chat -> {index, delta|message, finish_reason}; completions -> {index, text, ...} */
+static json_object *choice(const api_shape *s, int chunk, const char *role, const char *text, size_t len,
+                           const char *finish)
+{
+    json_object *c = json_object_new_object();
+    json_object_object_add(c, "index", json_object_new_int(0));
+    if (s->chat) {
+        json_object *m = json_object_new_object();
+        if (role) json_object_object_add(m, "role", json_object_new_string(role));
+        if (text) json_object_object_add(m, "content", json_object_new_string_len(text, (int)len));
+        json_object_object_add(c, chunk ? "delta" : "message", m);
+    } else {
+        json_object_object_add(c, "text", json_object_new_string_len(text ? text : "", (int)(text ? len : 0)));
+    }
+    json_object_object_add(c, "logprobs", NULL);
+    json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
+    return c;
+}
+
+/* sends one chunk whose only choice is ch (NULL: choices [] and usage) */
+static int send_chunk(sse_writer *w, const api_shape *s, const char *id, long created, const char *model,
+                      json_object *ch, const gen_run *g, int include_usage)
+{
+    json_object *o = envelope(s, id, created, model, 1);
+    json_object *arr = json_object_new_array();
+    if (ch) json_object_array_add(arr, ch);
+    json_object_object_add(o, "choices", arr);
+    if (include_usage) json_object_object_add(o, "usage", ch ? NULL : usage_object(g));
+    const char *t = to_text(o);
+    int rc = sse_event(w, t, strlen(t));
+    json_object_put(o);
+    return rc;
+}
+
+static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created,
+                  const api_gen *p, gen_run *g)
+{
+    const char *model = c->cfg->model_id;
+    sse_writer w;
+    sse_init(&w, http_write, http_flush, r);
+    int iu = p->include_usage;
+    /* chat streams open with the role (OpenAI's first chunk); completions go straight to text */
+    if (http_start_stream(r) ||
+        (s->chat && send_chunk(&w, s, id, created, model, choice(s, 1, "assistant", "", 0, NULL), g, iu))) {
+        gen_cancel(g);
+        return -1;
+    }
+    const char *text;
+    size_t len;
+    while (gen_next(g, &text, &len)) {
+        if (send_chunk(&w, s, id, created, model, choice(s, 1, NULL, text, len, NULL), g, iu)) {
+            gen_cancel(g); /* the client went away: stop at the next token */
+            return -1;
+        }
+    }
+    const char *fin = gen_finish_reason(g->finish);
+    if (fin) {
+        if (send_chunk(&w, s, id, created, model, choice(s, 1, NULL, s->chat ? NULL : "", 0, fin), g, iu)) return -1;
+        if (iu && send_chunk(&w, s, id, created, model, NULL, g, iu)) return -1;
+    } else {
+        /* the generation broke off (engine failure, shutdown deadline): say so in the stream */
+        api_error e;
+        if (g->finish == FINISH_ERROR) api_fail(&e, 500, "server_error", NULL, NULL, "%s", g->error);
+        else api_fail(&e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
+        char *b = api_error_body(&e);
+        if (b) sse_event(&w, b, strlen(b));
+        free(b);
+    }
+    return sse_done(&w);
+}
+
+static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created, gen_run *g)
+{
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    const char *text;
+    size_t len;
+    int oom = 0;
+    while (gen_next(g, &text, &len)) {
+        if (n + len + 1 > cap) {
+            size_t nc = (n + len + 1) * 2;
+            char *p = realloc(buf, nc);
+            if (!p) { oom = 1; gen_cancel(g); break; }
+            buf = p;
+            cap = nc;
+        }
+        memcpy(buf + n, text, len);
+        n += len;
+    }
+    const char *fin = gen_finish_reason(g->finish);
+    api_error e;
+    if (oom || !fin) {
+        if (oom) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        else if (g->finish == FINISH_ERROR) api_fail(&e, 500, "server_error", NULL, NULL, "%s", g->error);
+        else api_fail(&e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
+        free(buf);
+        return api_reply_error(r, &e);
+    }
+    json_object *o = envelope(s, id, created, c->cfg->model_id, 0);
+    json_object *arr = json_object_new_array();
+    json_object_array_add(arr, choice(s, 0, "assistant", buf ? buf : "", n, fin));
+    json_object_object_add(o, "choices", arr);
+    json_object_object_add(o, "usage", usage_object(g));
+    int rc = http_send_json(r, 200, to_text(o));
+    json_object_put(o);
+    free(buf);
+    return rc;
+}
+
+int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
+                 const int32_t *prompt, int n_prompt)
+{
+    api_error e;
+    gen_run g;
+    if (gen_start(&g, c, prompt, n_prompt, p, r->t_start, &e)) return api_reply_error(r, &e);
+    char id[96];
+    snprintf(id, sizeof id, "%s%s", s->id_prefix, r->request_id);
+    long created = (long)time(NULL);
+    int rc = p->stream ? stream(c, r, s, id, created, p, &g) : whole(c, r, s, id, created, &g);
+    gen_end(&g);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/* api_respond.h — running a generation into an OpenAI response (whole or streamed). */
+#ifndef CLGEMMA_FCGI_API_RESPOND_H
+#define CLGEMMA_FCGI_API_RESPOND_H
+
+#include "api.h"
+#include "json_io.h"
+
+/* the response shapes of /v1/chat/completions and /v1/completions */
+typedef struct api_shape {
+    const char *object_full;  /* "chat.completion" | "text_completion" */
+    const char *object_chunk; /* "chat.completion.chunk" | "text_completion" */
+    const char *id_prefix;    /* "chatcmpl-" | "cmpl-" */
+    int chat;                 /* choices carry message/delta (1) or text (0) */
+} api_shape;
+
+/* Queues the prompt and answers the request: a JSON error (400/429/503...), a whole response,
+ * or an event stream. Returns 0, or -1 when the client went away. */
+int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
+                 const int32_t *prompt, int n_prompt);
+
+/* sends e as the response; returns 0, or -1 when the client went away */
+int api_reply_error(http_req *r, const api_error *e);
+
+#endif

@@ -1,0 +1,248 @@
+/* config.c — command-line and config-file options of clgemma-fcgi. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void config_defaults(server_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->n_workers = 1;
+    c->max_seqs = 4;
+    c->max_queue = 16;
+    c->threads = 0;            /* derived in config_finish */
+    c->drain_timeout = 60;
+    c->max_body = 1L << 20;
+    c->socket_mode = 0660;
+}
+
+void config_usage(const char *prog)
+{
+    fprintf(stderr,
+        "usage: %s -m MODEL [options]\n"
+        "  -m, --model PATH        GGUF model file\n"
+        "      --model-id NAME     model name for clients (default: file name without .gguf)\n"
+        "      --devices LIST      OpenCL devices P:D[,P:D...], one worker process each (default: engine's pick)\n"
+        "      --listen ADDR[,...] unix:PATH or HOST:PORT, one or one per worker\n"
+        "                          (default: the listening socket on fd 0, as spawn-fcgi passes it)\n"
+        "      --ctx N             context tokens per sequence (default: engine's)\n"
+        "      --max-seqs N        sequences decoded together per worker (default 4)\n"
+        "      --max-queue N       requests waiting for a slot before 429 (default 16)\n"
+        "      --threads N         FastCGI request threads per worker (default max-seqs + max-queue + 4)\n"
+        "      --drain-timeout S   seconds in-flight streams may run after SIGTERM (default 60)\n"
+        "      --max-body BYTES    largest request body (default 1048576)\n"
+        "      --socket-mode OCT   permissions of unix sockets (default 0660)\n"
+        "      --cache-dir DIR     OpenCL program binary cache\n"
+        "      --config FILE       read options from FILE (key = value, same names), then the command line\n"
+        "  -v, --verbose           engine progress on stderr\n", prog);
+}
+
+static int parse_int(const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) return -1;
+    *out = x;
+    return 0;
+}
+
+static int split_list(const char *v, char (*dst)[CFG_STR], size_t each, int max, int *n)
+{
+    int k = 0;
+    const char *p = v;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (k == max || len == 0 || len >= each) return -1;
+        memcpy((char *)dst + (size_t)k * each, p, len);
+        ((char *)dst + (size_t)k * each)[len] = 0;
+        k++;
+        p += len + (comma ? 1 : 0);
+        if (comma && !*p) return -1;
+    }
+    *n = k;
+    return k ? 0 : -1;
+}
+
+static int copy_str(char *dst, size_t cap, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= cap) return -1;
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+/* one option by its long name; returns 0, or -1 with err */
+static int config_set(server_config *c, const char *key, const char *v, char *err, size_t errlen)
+{
+    long x;
+#define INT_OPT(name, field, lo, hi) \
+    if (!strcmp(key, name)) { \
+        if (parse_int(v, lo, hi, &x)) { \
+            snprintf(err, errlen, "--%s: expected an integer in [%ld, %ld], got '%s'", name, (long)(lo), (long)(hi), v); \
+            return -1; } \
+        c->field = x; return 0; }
+    INT_OPT("ctx", ctx, 0, 1 << 24)
+    INT_OPT("max-seqs", max_seqs, 1, 256)
+    INT_OPT("max-queue", max_queue, 0, 100000)
+    INT_OPT("threads", threads, 1, 1024)
+    INT_OPT("drain-timeout", drain_timeout, 0, 86400)
+    INT_OPT("max-body", max_body, 1024, 1L << 30)
+#undef INT_OPT
+    if (!strcmp(key, "socket-mode")) {
+        char *end;
+        errno = 0;
+        x = strtol(v, &end, 8);
+        if (errno || end == v || *end || x < 0 || x > 0777) {
+            snprintf(err, errlen, "--socket-mode: expected octal permissions such as 0660, got '%s'", v);
+            return -1;
+        }
+        c->socket_mode = (int)x;
+        return 0;
+    }
+    if (!strcmp(key, "model") || !strcmp(key, "model-id") || !strcmp(key, "cache-dir")) {
+        char *dst = !strcmp(key, "model") ? c->model : !strcmp(key, "cache-dir") ? c->cache_dir : c->model_id;
+        size_t cap = !strcmp(key, "model-id") ? sizeof c->model_id : CFG_STR;
+        if (copy_str(dst, cap, v)) { snprintf(err, errlen, "--%s: value too long", key); return -1; }
+        return 0;
+    }
+    if (!strcmp(key, "devices")) {
+        char tmp[CFG_MAX_WORKERS][CFG_STR];
+        int n;
+        if (split_list(v, tmp, CFG_STR, CFG_MAX_WORKERS, &n)) {
+            snprintf(err, errlen, "--devices: expected P:D[,P:D...] (at most %d), got '%s'", CFG_MAX_WORKERS, v);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (copy_str(c->devices[i], sizeof c->devices[i], tmp[i])) {
+                snprintf(err, errlen, "--devices: '%s' too long", tmp[i]);
+                return -1;
+            }
+        }
+        c->n_workers = n;
+        return 0;
+    }
+    if (!strcmp(key, "listen")) {
+        if (split_list(v, c->listen, CFG_STR, CFG_MAX_WORKERS, &c->n_listen)) {
+            snprintf(err, errlen, "--listen: expected unix:PATH or HOST:PORT[,...], got '%s'", v);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "verbose")) {
+        if (parse_int(v, 0, 9, &x)) { snprintf(err, errlen, "verbose: expected 0..9, got '%s'", v); return -1; }
+        c->verbose = (int)x;
+        return 0;
+    }
+    snprintf(err, errlen, "unknown option '%s'", key);
+    return -1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    return s;
+}
+
+int config_load_file(server_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) { snprintf(err, errlen, "config %s: %s", path, strerror(errno)); return -1; }
+    char line[2048], e2[256];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char *s = trim(line);
+        if (!*s) continue;
+        char *sep = strpbrk(s, "= \t");
+        if (!sep) { snprintf(err, errlen, "config %s:%d: expected 'key = value'", path, lineno); rc = -1; break; }
+        char *key = s, *val = sep + 1;
+        *sep = 0;
+        key = trim(key);
+        val = trim(val);
+        if (*val == '=') val = trim(val + 1);
+        if (config_set(c, key, val, e2, sizeof e2)) {
+            snprintf(err, errlen, "config %s:%d: %s", path, lineno, e2);
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int config_parse_args(server_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    /* --config first, so the command line overrides the file whatever the order */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) { snprintf(err, errlen, "--config needs a file"); return -1; }
+            if (config_load_file(c, argv[i + 1], err, errlen)) return -1;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { config_usage(argv[0]); return 1; }
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) { c->verbose++; continue; }
+        if (!strcmp(a, "--config")) { i++; continue; }
+        const char *key;
+        const char *val = NULL;
+        char keybuf[64];
+        if (!strcmp(a, "-m")) key = "model";
+        else if (!strncmp(a, "--", 2) && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            if (n >= sizeof keybuf) { snprintf(err, errlen, "unknown option '%s'", a); return -1; }
+            memcpy(keybuf, a + 2, n);
+            keybuf[n] = 0;
+            key = keybuf;
+            if (eq) val = eq + 1;
+        } else {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return -1;
+        }
+        if (!val) {
+            if (i + 1 >= argc) { snprintf(err, errlen, "option '%s' needs a value", a); return -1; }
+            val = argv[++i];
+        }
+        if (config_set(c, key, val, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+int config_finish(server_config *c, char *err, size_t errlen)
+{
+    if (!c->model[0]) { snprintf(err, errlen, "no model: pass -m MODEL.gguf"); return -1; }
+    if (c->n_listen > 1 && c->n_listen != c->n_workers) {
+        snprintf(err, errlen, "--listen has %d addresses for %d workers: give one, or one per device",
+                 c->n_listen, c->n_workers);
+        return -1;
+    }
+    if (!c->model_id[0]) {
+        const char *base = strrchr(c->model, '/');
+        base = base ? base + 1 : c->model;
+        size_t n = strlen(base);
+        if (n > 5 && !strcmp(base + n - 5, ".gguf")) n -= 5;
+        if (n >= sizeof c->model_id) n = sizeof c->model_id - 1;
+        memcpy(c->model_id, base, n);
+        c->model_id[n] = 0;
+    }
+    /* every waiting or running generation holds a request thread; keep spare ones so /health
+     * and /metrics answer however busy the engine is */
+    int need = c->max_seqs + c->max_queue + 2;
+    if (c->threads == 0) c->threads = need + 2;
+    if (c->threads < need) {
+        snprintf(err, errlen, "--threads %d is too few for --max-seqs %d + --max-queue %d (need >= %d)",
+                 c->threads, c->max_seqs, c->max_queue, need);
+        return -1;
+    }
+    return 0;
+}

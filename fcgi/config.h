@@ -1,0 +1,40 @@
+/* config.h — server settings: command-line options and the worker config file (conf/clgemma.conf).
+ * Every option of the file has the same name as the long command-line option; the command line
+ * wins over the file. No OpenCL, no FastCGI here. */
+#ifndef CLGEMMA_FCGI_CONFIG_H
+#define CLGEMMA_FCGI_CONFIG_H
+
+#include <stddef.h>
+
+#define CFG_MAX_WORKERS 16
+#define CFG_STR 512
+
+typedef struct server_config {
+    char model[CFG_STR];          /* -m, --model: GGUF path */
+    char model_id[128];           /* --model-id: name clients use; default: file name without .gguf */
+    char devices[CFG_MAX_WORKERS][64]; /* --devices 0:0,0:1 -> one worker each ("" = engine default) */
+    int  n_workers;
+    char listen[CFG_MAX_WORKERS][CFG_STR]; /* --listen unix:PATH|HOST:PORT[,...]: one, or one per worker */
+    int  n_listen;                /* 0: inherit the listening socket on fd 0 (spawn-fcgi) */
+    int  ctx;                     /* --ctx: tokens per sequence, 0 = engine default */
+    int  max_seqs;                /* --max-seqs: sequences decoded together per worker */
+    int  max_queue;               /* --max-queue: requests waiting for a slot; more -> 429 */
+    int  threads;                 /* --threads: FastCGI request threads per worker */
+    int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
+    long max_body;                /* --max-body: request body bytes; more -> 413 */
+    int  socket_mode;             /* --socket-mode: octal permissions of unix sockets we create */
+    char cache_dir[CFG_STR];      /* --cache-dir: OpenCL program cache ("" = engine default) */
+    int  verbose;                 /* -v */
+} server_config;
+
+void config_defaults(server_config *c);
+/* Parses argv (after --config FILE, if given, was read). Returns 0; 1 when --help was printed;
+ * -1 with one line in err. */
+int  config_parse_args(server_config *c, int argc, char **argv, char *err, size_t errlen);
+/* Reads "key = value" lines ('#' comments) from path. Returns 0 or -1 with one line in err. */
+int  config_load_file(server_config *c, const char *path, char *err, size_t errlen);
+/* Checks ranges and fills derived values (model_id). Returns 0 or -1 with one line in err. */
+int  config_finish(server_config *c, char *err, size_t errlen);
+void config_usage(const char *prog);
+
+#endif

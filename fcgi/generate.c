@@ -1,0 +1,146 @@
+/* generate.c — request-thread side of a generation: queue, decode, stop strings. */
+#include "generate.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static uint64_t random_seed(void)
+{
+    uint64_t s;
+    if (getrandom(&s, sizeof s, 0) == (ssize_t)sizeof s) return s;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+}
+
+int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt, const api_gen *p,
+              double t_arrival, api_error *e)
+{
+    memset(g, 0, sizeof *g);
+    g->c = c;
+    g->n_prompt = n_prompt;
+    int n_ctx = (int)engine_get_info(c->eng)->n_ctx;
+    if (n_prompt >= n_ctx)
+        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
+                        "the prompt is %d tokens; this model's context is %d tokens", n_prompt, n_ctx);
+    int max_tokens = p->max_tokens;
+    if (max_tokens < 0) max_tokens = n_ctx - n_prompt;
+    else if (n_prompt + max_tokens > n_ctx)
+        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                        "the prompt (%d tokens) plus max_tokens (%d) is more than this model's context of %d tokens",
+                        n_prompt, max_tokens, n_ctx);
+    job_spec spec = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens,
+                      .sampling = p->sampling, .t_arrival = t_arrival };
+    if (!p->seed_given) spec.sampling.seed = random_seed();
+    if (stop_filter_init(&g->sf, (const char *const *)p->stop, p->stop_len, p->n_stop))
+        return api_fail(e, 500, "server_error", NULL, "stop", "bad stop strings");
+    int rc = sched_submit(c->sched, &spec, &g->job);
+    if (rc == SCHED_OK) {
+        tok_stream_init(&g->ts, engine_tokenizer(c->eng), 0);
+        return 0;
+    }
+    stop_filter_free(&g->sf);
+    if (rc == SCHED_FULL)
+        return api_fail(e, 429, "rate_limit_error", "queue_full", NULL,
+                        "the server is busy: every generation slot and queue place is taken; retry later");
+    if (rc == SCHED_CLOSED)
+        return api_fail(e, 503, "server_error", "unavailable", NULL, "the server is shutting down; retry");
+    return api_fail(e, 500, "server_error", NULL, NULL, "cannot queue the request (out of memory)");
+}
+
+static enum gen_finish finish_of(const job_status *st)
+{
+    switch (st->end) {
+    case JOB_STOP: return FINISH_STOP;
+    case JOB_LENGTH: return FINISH_LENGTH;
+    case JOB_CANCELLED: return FINISH_CANCELLED;
+    case JOB_ERROR: return FINISH_ERROR;
+    default: return FINISH_NONE;
+    }
+}
+
+enum { PH_TOKENS, PH_FLUSH, PH_HELD, PH_DONE };
+
+/* new text through the stop filter; returns 1 when *text has something to hand out */
+static int filter(gen_run *g, const char *in, size_t n, const char **text, size_t *len)
+{
+    int r = stop_filter_push(&g->sf, in, n, text, len);
+    if (r < 0) {
+        snprintf(g->error, sizeof g->error, "out of memory");
+        g->finish = FINISH_ERROR;
+        job_cancel(g->job, 0);
+        g->phase = PH_DONE;
+        *len = 0;
+        return 0;
+    }
+    if (r == 1) {
+        /* a stop string: the client has what it asked for; the engine drops the job */
+        job_cancel(g->job, 0);
+        g->finish = FINISH_STOP;
+        g->phase = PH_DONE;
+    }
+    return *len > 0;
+}
+
+int gen_next(gen_run *g, const char **text, size_t *len)
+{
+    *text = "";
+    *len = 0;
+    for (;;) {
+        switch (g->phase) {
+        case PH_TOKENS:
+            if (g->i_tok == g->n_toks) {
+                if (g->st.end != JOB_RUNNING) {
+                    g->finish = finish_of(&g->st);
+                    if (g->finish == FINISH_ERROR) snprintf(g->error, sizeof g->error, "%s", g->st.error);
+                    g->phase = g->finish == FINISH_STOP || g->finish == FINISH_LENGTH ? PH_FLUSH : PH_DONE;
+                    continue;
+                }
+                g->n_toks = job_wait(g->job, g->toks, (int)(sizeof g->toks / sizeof g->toks[0]), &g->st);
+                g->i_tok = 0;
+                continue;
+            } else {
+                int32_t tok = g->toks[g->i_tok++];
+                g->n_completion++;
+                int k = tok_stream_push(&g->ts, tok, g->piece, sizeof g->piece);
+                if (k > 0 && filter(g, g->piece, (size_t)k, text, len)) return 1;
+            }
+            continue;
+        case PH_FLUSH: { /* an incomplete UTF-8 tail becomes U+FFFD */
+            g->phase = PH_HELD;
+            int k = tok_stream_flush(&g->ts, g->piece, sizeof g->piece);
+            if (k > 0 && filter(g, g->piece, (size_t)k, text, len)) return 1;
+            continue;
+        }
+        case PH_HELD: /* no stop string came: what was held back is text after all */
+            g->phase = PH_DONE;
+            stop_filter_finish(&g->sf, text, len);
+            if (*len) return 1;
+            continue;
+        default:
+            return 0;
+        }
+    }
+}
+
+void gen_cancel(gen_run *g)
+{
+    if (g->job) job_cancel(g->job, 1);
+    g->finish = FINISH_CANCELLED;
+    g->phase = PH_DONE;
+}
+
+void gen_end(gen_run *g)
+{
+    if (g->c && g->c->m) metrics_tokens(g->c->m, g->n_prompt, g->n_completion);
+    job_release(g->job);
+    g->job = NULL;
+    stop_filter_free(&g->sf);
+}
+
+const char *gen_finish_reason(enum gen_finish f)
+{
+    return f == FINISH_STOP ? "stop" : f == FINISH_LENGTH ? "length" : NULL;
+}

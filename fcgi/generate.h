@@ -1,0 +1,43 @@
+/* generate.h — one generation seen from a request thread: checks the prompt against the
+ * context, queues the job, then hands out text pieces (UTF-8 whole, stop strings removed)
+ * until the job ends. Shared by /v1/chat/completions and /v1/completions. */
+#ifndef CLGEMMA_FCGI_GENERATE_H
+#define CLGEMMA_FCGI_GENERATE_H
+
+#include "api.h"
+#include "json_io.h"
+#include "sse.h"
+#include "tokenizer.h"
+
+enum gen_finish { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_CANCELLED, FINISH_ERROR };
+
+typedef struct gen_run {
+    const api_ctx *c;
+    gen_job *job;
+    tok_stream ts;
+    stop_filter sf;
+    int32_t toks[64];
+    int n_toks, i_tok;        /* tokens fetched from the job and not yet decoded */
+    job_status st;
+    int phase;                /* tokens, flush the UTF-8 tail, release held text, done */
+    char piece[512];          /* decoded text of the current token(s) */
+    /* results */
+    int n_prompt, n_completion;
+    enum gen_finish finish;
+    char error[256];
+} gen_run;
+
+/* Validates lengths (400), queues (429 full, 503 draining). Returns 0, or -1 with e. */
+int  gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt, const api_gen *p,
+               double t_arrival, api_error *e);
+/* Next piece of text: returns 1 with *text and *len (valid until the next call), or 0 at the end
+ * (then g->finish says why). */
+int  gen_next(gen_run *g, const char **text, size_t *len);
+/* The client went away: cancel at the next token (counted in metrics). */
+void gen_cancel(gen_run *g);
+/* Records usage in metrics and frees everything. */
+void gen_end(gen_run *g);
+
+const char *gen_finish_reason(enum gen_finish f); /* "stop" / "length" / null for the others */
+
+#endif

@@ -1,0 +1,391 @@
+/* json_io.c — request validation (json-c) into typed structs; OpenAI error bodies. */
+#include "json_io.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_MESSAGES 4096
+
+int api_fail(api_error *e, int status, const char *type, const char *code, const char *param,
+             const char *fmt, ...)
+{
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s", type ? type : "invalid_request_error");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *api_error_body(const api_error *e)
+{
+    json_object *root = json_object_new_object(), *o = json_object_new_object();
+    if (!root || !o) { json_object_put(root); json_object_put(o); return NULL; }
+    json_object_object_add(o, "message", json_object_new_string(e->message));
+    json_object_object_add(o, "type", json_object_new_string(e->type));
+    json_object_object_add(o, "param", e->param[0] ? json_object_new_string(e->param) : NULL);
+    json_object_object_add(o, "code", e->code[0] ? json_object_new_string(e->code) : NULL);
+    json_object_object_add(root, "error", o);
+    const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    char *copy = s ? strdup(s) : NULL;
+    json_object_put(root);
+    return copy;
+}
+
+static int bad(api_error *e, const char *param, const char *fmt, const char *detail)
+{
+    return api_fail(e, 400, "invalid_request_error", NULL, param, fmt, param, detail);
+}
+
+/* ---- typed field readers: absent and JSON null both mean "not given" (return 0) ---- */
+
+static json_object *field(json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(obj, key, &v)) return NULL;
+    return v; /* NULL also for a JSON null */
+}
+
+static int get_number(json_object *obj, const char *key, double lo, double hi, double *out, api_error *e)
+{
+    json_object *v = field(obj, key);
+    if (!v) return 0;
+    enum json_type t = json_object_get_type(v);
+    if (t != json_type_int && t != json_type_double) return bad(e, key, "'%s' must be a number%s", "");
+    double x = json_object_get_double(v);
+    if (!isfinite(x) || x < lo || x > hi) {
+        char rng[96];
+        snprintf(rng, sizeof rng, " in [%g, %g]", lo, hi);
+        return bad(e, key, "'%s' must be a number%s", rng);
+    }
+    *out = x;
+    return 1;
+}
+
+static int get_int(json_object *obj, const char *key, int64_t lo, int64_t hi, int64_t *out, api_error *e)
+{
+    json_object *v = field(obj, key);
+    if (!v) return 0;
+    enum json_type t = json_object_get_type(v);
+    int64_t x;
+    if (t == json_type_int) {
+        x = json_object_get_int64(v);
+        /* json-c saturates; a uint64 above INT64_MAX reads as INT64_MAX */
+    } else if (t == json_type_double) {
+        double d = json_object_get_double(v);
+        if (!isfinite(d) || d != floor(d) || fabs(d) > 9.0e15) return bad(e, key, "'%s' must be an integer%s", "");
+        x = (int64_t)d;
+    } else {
+        return bad(e, key, "'%s' must be an integer%s", "");
+    }
+    if (x < lo || x > hi) {
+        char rng[96];
+        snprintf(rng, sizeof rng, " in [%lld, %lld]", (long long)lo, (long long)hi);
+        return bad(e, key, "'%s' must be an integer%s", rng);
+    }
+    *out = x;
+    return 1;
+}
+
+static int get_bool(json_object *obj, const char *key, int *out, api_error *e)
+{
+    json_object *v = field(obj, key);
+    if (!v) return 0;
+    if (json_object_get_type(v) != json_type_boolean) return bad(e, key, "'%s' must be a boolean%s", "");
+    *out = json_object_get_boolean(v);
+    return 1;
+}
+
+/* copies a JSON string; rejects interior NUL bytes (the engine takes C strings) */
+static int dup_string(json_object *v, const char *param, char **out, size_t *len_out, api_error *e)
+{
+    int n = json_object_get_string_len(v);
+    const char *s = json_object_get_string(v);
+    if (memchr(s, 0, (size_t)n)) return bad(e, param, "'%s' must not contain NUL characters%s", "");
+    char *c = malloc((size_t)n + 1);
+    if (!c) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    memcpy(c, s, (size_t)n);
+    c[n] = 0;
+    *out = c;
+    if (len_out) *len_out = (size_t)n;
+    return 1;
+}
+
+static int get_string(json_object *obj, const char *key, char **out, api_error *e)
+{
+    json_object *v = field(obj, key);
+    if (!v) return 0;
+    if (json_object_get_type(v) != json_type_string) return bad(e, key, "'%s' must be a string%s", "");
+    return dup_string(v, key, out, NULL, e);
+}
+
+static json_object *parse_object(const char *body, size_t len, api_error *e)
+{
+    if (len > 0x7fffffff) { api_fail(e, 413, "invalid_request_error", NULL, NULL, "request body too large"); return NULL; }
+    json_tokener *tok = json_tokener_new();
+    if (!tok) { api_fail(e, 500, "server_error", NULL, NULL, "out of memory"); return NULL; }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *root = json_tokener_parse_ex(tok, body, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t used = json_tokener_get_parse_end(tok);
+    if (!root && jerr == json_tokener_continue)
+        api_fail(e, 400, "invalid_request_error", NULL, NULL, "malformed JSON: unexpected end of body");
+    else if (!root)
+        api_fail(e, 400, "invalid_request_error", NULL, NULL, "malformed JSON at byte %zu: %s", used,
+                 json_tokener_error_desc(jerr));
+    else {
+        for (size_t i = used; i < len; i++) {
+            char c = body[i];
+            if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+                api_fail(e, 400, "invalid_request_error", NULL, NULL, "malformed JSON: trailing data at byte %zu", i);
+                json_object_put(root);
+                root = NULL;
+                break;
+            }
+        }
+        if (root && json_object_get_type(root) != json_type_object) {
+            api_fail(e, 400, "invalid_request_error", NULL, NULL, "request body must be a JSON object");
+            json_object_put(root);
+            root = NULL;
+        }
+    }
+    json_tokener_free(tok);
+    return root;
+}
+
+/* ---- fields shared by chat and completions ---- */
+
+static int parse_stop(json_object *root, api_gen *g, api_error *e)
+{
+    json_object *v = field(root, "stop");
+    if (!v) return 0;
+    if (json_object_get_type(v) == json_type_string) {
+        if (json_object_get_string_len(v) == 0) return bad(e, "stop", "'%s' strings must not be empty%s", "");
+        if (dup_string(v, "stop", &g->stop[0], &g->stop_len[0], e) < 0) return -1;
+        g->n_stop = 1;
+        return 0;
+    }
+    if (json_object_get_type(v) != json_type_array)
+        return bad(e, "stop", "'%s' must be a string or an array of strings%s", "");
+    size_t n = json_object_array_length(v);
+    if (n > API_MAX_STOP) return bad(e, "stop", "'%s' may hold at most 4 strings%s", "");
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(v, i);
+        if (!s || json_object_get_type(s) != json_type_string)
+            return bad(e, "stop", "'%s' must be a string or an array of strings%s", "");
+        if (json_object_get_string_len(s) == 0) return bad(e, "stop", "'%s' strings must not be empty%s", "");
+        if (dup_string(s, "stop", &g->stop[i], &g->stop_len[i], e) < 0) return -1;
+        g->n_stop = (int)i + 1;
+    }
+    return 0;
+}
+
+static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
+{
+    int64_t i64;
+    double d;
+    int r;
+    g->max_tokens = -1;
+    sampler_params_default(&g->sampling);
+    g->sampling.temperature = 1.0f; /* OpenAI's default */
+
+    if ((r = get_int(root, "max_tokens", 1, 1 << 24, &i64, e)) < 0) return -1;
+    if (r) g->max_tokens = (int)i64;
+    if (chat) {
+        if ((r = get_int(root, "max_completion_tokens", 1, 1 << 24, &i64, e)) < 0) return -1;
+        if (r) g->max_tokens = (int)i64; /* the newer name wins */
+    }
+    if ((r = get_number(root, "temperature", 0, 2, &d, e)) < 0) return -1;
+    if (r) g->sampling.temperature = (float)d;
+    if ((r = get_number(root, "top_p", 0, 1, &d, e)) < 0) return -1;
+    if (r) {
+        g->sampling.top_p = (float)d;
+        if (d == 0) g->sampling.temperature = 0; /* nothing but the top token is left: greedy */
+    }
+    if ((r = get_int(root, "top_k", -1, 1 << 20, &i64, e)) < 0) return -1;
+    if (r) g->sampling.top_k = i64 < 0 ? 0 : (int)i64;
+    if ((r = get_number(root, "min_p", 0, 1, &d, e)) < 0) return -1;
+    if (r) g->sampling.min_p = (float)d;
+    if ((r = get_number(root, "frequency_penalty", -2, 2, &d, e)) < 0) return -1;
+    if (r) g->sampling.frequency_penalty = (float)d;
+    if ((r = get_number(root, "presence_penalty", -2, 2, &d, e)) < 0) return -1;
+    if (r) g->sampling.presence_penalty = (float)d;
+    if ((r = get_number(root, "repetition_penalty", 0.01, 10, &d, e)) < 0) return -1;
+    if (r) g->sampling.repetition_penalty = (float)d;
+    if ((r = get_int(root, "seed", INT64_MIN, INT64_MAX, &i64, e)) < 0) return -1;
+    if (r) { g->sampling.seed = (uint64_t)i64; g->seed_given = 1; }
+    if ((r = get_int(root, "n", 1, 1 << 20, &i64, e)) < 0) return -1;
+    if (r && i64 != 1) return api_fail(e, 400, "invalid_request_error", "unsupported_value", "n", "'n' must be 1: one choice per request is supported");
+    if (parse_stop(root, g, e)) return -1;
+    if (get_bool(root, "stream", &g->stream, e) < 0) return -1;
+    json_object *so = field(root, "stream_options");
+    if (so) {
+        if (json_object_get_type(so) != json_type_object) return bad(e, "stream_options", "'%s' must be an object%s", "");
+        if (!g->stream) return bad(e, "stream_options", "'%s' is only allowed when 'stream' is true%s", "");
+        if (get_bool(so, "include_usage", &g->include_usage, e) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            return -1;
+        }
+    }
+    json_object *user = field(root, "user");
+    if (user && json_object_get_type(user) != json_type_string) return bad(e, "user", "'%s' must be a string%s", "");
+    return 0;
+}
+
+static int parse_model(json_object *root, char **model, api_error *e)
+{
+    int r = get_string(root, "model", model, e);
+    if (r < 0) return -1;
+    if (!r) return api_fail(e, 400, "invalid_request_error", NULL, "model", "'model' is required");
+    return 0;
+}
+
+static void gen_free(api_gen *g)
+{
+    for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
+    g->n_stop = 0;
+}
+
+/* ---- chat ---- */
+
+static int parse_role(const char *s, enum api_role *out)
+{
+    if (!strcmp(s, "system") || !strcmp(s, "developer")) *out = ROLE_SYSTEM;
+    else if (!strcmp(s, "user")) *out = ROLE_USER;
+    else if (!strcmp(s, "assistant")) *out = ROLE_ASSISTANT;
+    else return -1;
+    return 0;
+}
+
+/* content: a string, or an array of {"type":"text","text":...} parts joined together */
+static int parse_content(json_object *c, const char *param, api_message *m, api_error *e)
+{
+    if (!c) return bad(e, param, "'%s' is required%s", "");
+    if (json_object_get_type(c) == json_type_string)
+        return dup_string(c, param, &m->content, &m->len, e) < 0 ? -1 : 0;
+    if (json_object_get_type(c) != json_type_array)
+        return bad(e, param, "'%s' must be a string or an array of text parts%s", "");
+    size_t n = json_object_array_length(c), total = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = json_object_array_get_idx(c, i), *t;
+        if (!p || json_object_get_type(p) != json_type_object)
+            return bad(e, param, "'%s' parts must be objects%s", "");
+        t = field(p, "type");
+        if (!t || json_object_get_type(t) != json_type_string || strcmp(json_object_get_string(t), "text"))
+            return bad(e, param, "'%s' parts must have type \"text\" (other part types are not supported)%s", "");
+        t = field(p, "text");
+        if (!t || json_object_get_type(t) != json_type_string)
+            return bad(e, param, "'%s' text parts need a string 'text'%s", "");
+        total += (size_t)json_object_get_string_len(t);
+    }
+    char *buf = malloc(total + 1);
+    if (!buf) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *t = field(json_object_array_get_idx(c, i), "text");
+        size_t l = (size_t)json_object_get_string_len(t);
+        memcpy(buf + off, json_object_get_string(t), l);
+        off += l;
+    }
+    buf[off] = 0;
+    if (memchr(buf, 0, off)) { free(buf); return bad(e, param, "'%s' must not contain NUL characters%s", ""); }
+    m->content = buf;
+    m->len = off;
+    return 0;
+}
+
+int json_parse_chat(const char *body, size_t len, api_chat_request *out, api_error *e)
+{
+    memset(out, 0, sizeof *out);
+    json_object *root = parse_object(body, len, e);
+    if (!root) return -1;
+    int rc = -1;
+    if (parse_model(root, &out->model, e)) goto done;
+    json_object *msgs = field(root, "messages");
+    if (!msgs) { api_fail(e, 400, "invalid_request_error", NULL, "messages", "'messages' is required"); goto done; }
+    if (json_object_get_type(msgs) != json_type_array) { bad(e, "messages", "'%s' must be an array%s", ""); goto done; }
+    size_t n = json_object_array_length(msgs);
+    if (n == 0) { bad(e, "messages", "'%s' must not be empty%s", ""); goto done; }
+    if (n > MAX_MESSAGES) { bad(e, "messages", "'%s' holds too many messages%s", ""); goto done; }
+    out->msgs = calloc(n, sizeof *out->msgs);
+    if (!out->msgs) { api_fail(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
+    for (size_t i = 0; i < n; i++) {
+        char param[64];
+        json_object *m = json_object_array_get_idx(msgs, i);
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!m || json_object_get_type(m) != json_type_object) { bad(e, param, "'%s' must be an object%s", ""); goto done; }
+        json_object *role = field(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!role || json_object_get_type(role) != json_type_string) { bad(e, param, "'%s' must be a string%s", ""); goto done; }
+        if (parse_role(json_object_get_string(role), &out->msgs[i].role)) {
+            bad(e, param, "'%s' must be one of system, user, assistant%s", "");
+            goto done;
+        }
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        if (parse_content(field(m, "content"), param, &out->msgs[i], e)) goto done;
+        out->n_msgs = (int)i + 1;
+    }
+    if (parse_gen(root, &out->gen, 1, e)) goto done;
+    rc = 0;
+done:
+    json_object_put(root);
+    if (rc) api_chat_request_free(out);
+    return rc;
+}
+
+void api_chat_request_free(api_chat_request *r)
+{
+    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].content);
+    free(r->msgs);
+    free(r->model);
+    gen_free(&r->gen);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- completions ---- */
+
+int json_parse_completion(const char *body, size_t len, api_completion_request *out, api_error *e)
+{
+    memset(out, 0, sizeof *out);
+    json_object *root = parse_object(body, len, e);
+    if (!root) return -1;
+    int rc = -1, echo = 0;
+    if (parse_model(root, &out->model, e)) goto done;
+    json_object *p = field(root, "prompt");
+    if (!p) { api_fail(e, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required"); goto done; }
+    if (json_object_get_type(p) == json_type_array) {
+        if (json_object_array_length(p) != 1) {
+            bad(e, "prompt", "'%s' must be a string or an array of exactly one string (one choice per request)%s", "");
+            goto done;
+        }
+        p = json_object_array_get_idx(p, 0);
+    }
+    if (!p || json_object_get_type(p) != json_type_string) {
+        bad(e, "prompt", "'%s' must be a string or an array of one string%s", "");
+        goto done;
+    }
+    if (dup_string(p, "prompt", &out->prompt, &out->prompt_len, e) < 0) goto done;
+    if (get_bool(root, "echo", &echo, e) < 0) goto done;
+    if (echo) { api_fail(e, 400, "invalid_request_error", "unsupported_value", "echo", "'echo' must be false"); goto done; }
+    if (parse_gen(root, &out->gen, 0, e)) goto done;
+    rc = 0;
+done:
+    json_object_put(root);
+    if (rc) api_completion_request_free(out);
+    return rc;
+}
+
+void api_completion_request_free(api_completion_request *r)
+{
+    free(r->prompt);
+    free(r->model);
+    gen_free(&r->gen);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,69 @@
+/* json_io.h — OpenAI request bodies parsed and validated into typed structs (json-c), and OpenAI
+ * error bodies. Strict: wrong types, out-of-range values and unsupported values are errors that
+ * name the offending field; unknown fields are ignored. No engine, no FastCGI here. */
+#ifndef CLGEMMA_FCGI_JSON_IO_H
+#define CLGEMMA_FCGI_JSON_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "sampler.h"
+
+#define API_MAX_STOP 4
+
+/* An error as the client sees it: HTTP status and the OpenAI error object. */
+typedef struct api_error {
+    int  status;          /* 400, 404, ... */
+    char type[32];        /* invalid_request_error, server_error, ... */
+    char code[48];        /* "" -> null */
+    char param[64];       /* "" -> null */
+    char message[320];
+} api_error;
+
+/* Fills e and returns -1 (so handlers can `return api_fail(...)`). */
+int api_fail(api_error *e, int status, const char *type, const char *code, const char *param,
+             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* {"error":{"message","type","param","code"}}: malloc'd NUL-terminated JSON text, or NULL on OOM */
+char *api_error_body(const api_error *e);
+
+enum api_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
+
+typedef struct api_message {
+    enum api_role role;
+    char *content;        /* owned, NUL-terminated, no interior NUL */
+    size_t len;
+} api_message;
+
+/* Generation settings shared by chat and completions. */
+typedef struct api_gen {
+    int max_tokens;       /* -1: not given (up to the context) */
+    sampler_params sampling;
+    int seed_given;
+    int n_stop;
+    char *stop[API_MAX_STOP]; /* owned, non-empty */
+    size_t stop_len[API_MAX_STOP];
+    int stream;
+    int include_usage;    /* stream_options.include_usage */
+} api_gen;
+
+typedef struct api_chat_request {
+    char *model;          /* owned */
+    api_message *msgs;    /* owned array */
+    int n_msgs;
+    api_gen gen;
+} api_chat_request;
+
+typedef struct api_completion_request {
+    char *model;
+    char *prompt;         /* owned, NUL-terminated */
+    size_t prompt_len;
+    api_gen gen;
+} api_completion_request;
+
+/* Parse body (len bytes, need not be NUL-terminated). Returns 0, or -1 with err filled (status 400).
+ * On success the caller frees with the matching *_free (also safe on a zeroed struct). */
+int  json_parse_chat(const char *body, size_t len, api_chat_request *out, api_error *err);
+void api_chat_request_free(api_chat_request *r);
+int  json_parse_completion(const char *body, size_t len, api_completion_request *out, api_error *err);
+void api_completion_request_free(api_completion_request *r);
+
+#endif

@@ -1,0 +1,308 @@
+/* worker.c — a worker process: request threads on FCGX_Accept_r, routing, model load, drain.
+ *
+ * Signals: SIGTERM/SIGINT are blocked in every thread and taken by the main thread with
+ * sigtimedwait; SIGUSR2 is the wake-up the main thread sends to request threads blocked in
+ * accept() when the worker stops (their FCGX_Accept_r then fails with EINTR). */
+#include "worker.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "api_respond.h"
+#include "http.h"
+
+typedef struct worker worker;
+
+typedef struct req_thread {
+    worker *w;
+    pthread_t tid;
+    atomic_int exited;
+    int started;
+} req_thread;
+
+struct worker {
+    const server_config *cfg;
+    int index, listen_fd;
+    atomic_int state;         /* enum worker_state */
+    engine *eng;              /* published before state becomes READY */
+    sched *sched;
+    metrics *m;
+    double t_start;
+    long created;
+    char load_error[256];
+    atomic_int busy;          /* generation handlers running */
+    atomic_int stopping;      /* request threads should leave their accept loop */
+    req_thread *threads;
+    int n_threads;
+};
+
+static void on_wake(int sig) { (void)sig; }
+
+#define LOG(w, ...) do { fprintf(stderr, "clgemma-fcgi[worker %d pid %d]: ", (w)->index, (int)getpid()); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } while (0)
+
+/* ---- routing ---- */
+
+typedef int (*handler_fn)(const api_ctx *, http_req *);
+
+typedef struct route {
+    const char *path;
+    int prefix;               /* path matches itself and path + "/..." */
+    const char *method;
+    handler_fn fn;
+    enum metric_endpoint ep;
+    int generation;           /* counts as in-flight work for the drain */
+} route;
+
+static const route routes[] = {
+    { "/v1/chat/completions", 0, "POST", api_chat, EP_CHAT, 1 },
+    { "/v1/completions", 0, "POST", api_completions, EP_COMPLETIONS, 1 },
+    { "/v1/models", 1, "GET", api_models, EP_MODELS, 0 },
+    { "/health", 0, "GET", api_health, EP_HEALTH, 0 },
+    { "/metrics", 0, "GET", api_metrics, EP_METRICS, 0 },
+};
+
+static const route *find_route(const char *path)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        size_t n = strlen(routes[i].path);
+        if (!strncmp(path, routes[i].path, n) && (path[n] == 0 || (routes[i].prefix && path[n] == '/')))
+            return &routes[i];
+    }
+    return NULL;
+}
+
+static void snapshot(worker *w, api_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    c->cfg = w->cfg;
+    c->worker_index = w->index;
+    c->state = (enum worker_state)atomic_load(&w->state);
+    if (c->state == WORKER_READY || c->state == WORKER_DRAINING) {
+        c->eng = w->eng;
+        c->sched = w->sched;
+    }
+    c->m = w->m;
+    c->t_start = w->t_start;
+    c->created = w->created;
+    memcpy(c->load_error, w->load_error, sizeof c->load_error);
+}
+
+static void handle(worker *w, FCGX_Request *fr)
+{
+    http_req r;
+    http_req_init(&r, fr);
+    const route *rt = find_route(r.path);
+    api_error e;
+    if (!rt) {
+        api_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no such endpoint: %s %.200s", r.method, r.path);
+        api_reply_error(&r, &e);
+    } else if (strcmp(r.method, rt->method)) {
+        r.allow = rt->method;
+        api_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s takes %s, not %.16s",
+                 rt->path, rt->method, r.method);
+        api_reply_error(&r, &e);
+    } else {
+        if (rt->generation) atomic_fetch_add(&w->busy, 1);
+        api_ctx c;
+        snapshot(w, &c); /* after counting ourselves busy: a drain that starts now waits for us */
+        rt->fn(&c, &r);
+        if (rt->generation) atomic_fetch_sub(&w->busy, 1);
+    }
+    enum metric_endpoint ep = rt ? rt->ep : EP_OTHER;
+    metrics_request(w->m, ep, r.status ? r.status : 500);
+    if (!(r.status == 200 && (ep == EP_HEALTH || ep == EP_METRICS)))
+        LOG(w, "rid=%s %s %s %d %.3fs%s", r.request_id, r.method, r.path, r.status, http_now() - r.t_start,
+            r.write_failed ? " client-gone" : "");
+}
+
+static void *request_thread(void *arg)
+{
+    req_thread *t = arg;
+    worker *w = t->w;
+    sigset_t wake;
+    sigemptyset(&wake);
+    sigaddset(&wake, SIGUSR2);
+    pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
+    FCGX_Request req;
+    FCGX_InitRequest(&req, w->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+    while (!atomic_load(&w->stopping)) {
+        int rc = FCGX_Accept_r(&req);
+        if (rc < 0) {
+            if (atomic_load(&w->stopping)) break;
+            if (rc == -EINTR) continue;
+            LOG(w, "accept failed: %s", strerror(-rc));
+            usleep(100 * 1000); /* e.g. out of file descriptors: do not spin */
+            continue;
+        }
+        handle(w, &req);
+        FCGX_Finish_r(&req);
+    }
+    FCGX_Free(&req, 1);
+    atomic_store(&t->exited, 1);
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static int start_threads(worker *w)
+{
+    w->n_threads = w->cfg->threads;
+    w->threads = calloc((size_t)w->n_threads, sizeof *w->threads);
+    if (!w->threads) return -1;
+    for (int i = 0; i < w->n_threads; i++) {
+        req_thread *t = &w->threads[i];
+        t->w = w;
+        atomic_init(&t->exited, 0);
+        int rc = pthread_create(&t->tid, NULL, request_thread, t);
+        if (rc) { LOG(w, "cannot start request thread %d: %s", i, strerror(rc)); return -1; }
+        t->started = 1;
+    }
+    return 0;
+}
+
+/* Wakes the request threads until they leave; returns 1 when all of them did. */
+static int stop_threads(worker *w, double give_up_s)
+{
+    atomic_store(&w->stopping, 1);
+    FCGX_ShutdownPending();
+    double end = http_now() + give_up_s;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < w->n_threads; i++) {
+            req_thread *t = &w->threads[i];
+            if (t->started && !atomic_load(&t->exited)) {
+                left++;
+                pthread_kill(t->tid, SIGUSR2);
+            }
+        }
+        if (!left) break;
+        if (http_now() > end) { LOG(w, "%d request threads still busy; leaving them", left); return 0; }
+        usleep(20 * 1000);
+    }
+    for (int i = 0; i < w->n_threads; i++)
+        if (w->threads[i].started) pthread_join(w->threads[i].tid, NULL);
+    return 1;
+}
+
+static int load(worker *w)
+{
+    const server_config *cfg = w->cfg;
+    engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.device = cfg->devices[w->index][0] ? cfg->devices[w->index] : NULL;
+    o.n_ctx = cfg->ctx;
+    o.max_seqs = cfg->max_seqs;
+    o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
+    o.verbose = cfg->verbose;
+    char err[256];
+    if (engine_load(&w->eng, cfg->model, &o, err, sizeof err)) {
+        snprintf(w->load_error, sizeof w->load_error, "%s", err);
+        w->eng = NULL;
+        return -1;
+    }
+    sched_opts so = { .max_seqs = cfg->max_seqs, .max_queue = cfg->max_queue };
+    if (sched_create(&w->sched, w->eng, &so, w->m, err, sizeof err)) {
+        snprintf(w->load_error, sizeof w->load_error, "%s", err);
+        engine_destroy(w->eng);
+        w->eng = NULL;
+        return -1;
+    }
+    const engine_info *info = engine_get_info(w->eng);
+    LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs", cfg->model_id, info->name, info->device,
+        info->n_ctx, info->load_seconds);
+    return 0;
+}
+
+/* Waits for SIGTERM/SIGINT; returns 1 when one came within timeout_ms. */
+static int wait_signal(int timeout_ms)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+    return sigtimedwait(&set, NULL, &ts) > 0;
+}
+
+/* Drain: refuse new generations, let running ones finish until the deadline, then cancel. */
+static void drain(worker *w)
+{
+    atomic_store(&w->state, WORKER_DRAINING);
+    if (w->sched) sched_close(w->sched);
+    double deadline = http_now() + w->cfg->drain_timeout, hard = 0;
+    LOG(w, "draining: %d generation(s) in flight, up to %ds", atomic_load(&w->busy), w->cfg->drain_timeout);
+    for (;;) {
+        int active = 0, queued = 0;
+        if (w->sched) sched_counts(w->sched, &active, &queued);
+        if (!atomic_load(&w->busy) && !active && !queued) break;
+        double now = http_now();
+        if (!hard && now >= deadline) {
+            LOG(w, "drain deadline passed: cancelling %d running, %d queued", active, queued);
+            if (w->sched) sched_cancel_all(w->sched);
+            hard = now + 5;
+        }
+        if (hard && now >= hard) { LOG(w, "generations did not end after cancelling; exiting anyway"); break; }
+        if (wait_signal(50)) LOG(w, "already draining");
+    }
+}
+
+int worker_run(const server_config *cfg, int index, int listen_fd)
+{
+    worker w;
+    memset(&w, 0, sizeof w);
+    w.cfg = cfg;
+    w.index = index;
+    w.listen_fd = listen_fd;
+    w.t_start = http_now();
+    w.created = (long)time(NULL);
+    atomic_init(&w.state, WORKER_LOADING);
+    atomic_init(&w.busy, 0);
+    atomic_init(&w.stopping, 0);
+    if (metrics_create(&w.m)) { LOG(&w, "out of memory"); return WORKER_EXIT_ERROR; }
+
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &block, NULL); /* inherited by every thread we start */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_wake; /* no SA_RESTART: accept() returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);   /* a closed socket is a write error, not a death */
+
+    if (FCGX_Init()) { LOG(&w, "FCGX_Init failed"); metrics_destroy(w.m); return WORKER_EXIT_ERROR; }
+    int rc = WORKER_EXIT_OK;
+    if (start_threads(&w)) {
+        rc = WORKER_EXIT_ERROR;
+    } else if (load(&w)) {
+        LOG(&w, "cannot load %s: %s", cfg->model, w.load_error);
+        atomic_store(&w.state, WORKER_FAILED);
+        rc = WORKER_EXIT_LOAD;
+    } else {
+        atomic_store(&w.state, WORKER_READY);
+        while (!wait_signal(1000)) {}
+        drain(&w);
+    }
+    int joined = stop_threads(&w, 5.0);
+    if (joined) {
+        sched_destroy(w.sched);
+        if (w.eng) engine_destroy(w.eng);
+        metrics_destroy(w.m);
+        free(w.threads);
+    }
+    LOG(&w, "exit %d", rc);
+    return rc;
+}
