@@ -61,9 +61,16 @@ run: setup all model
 	build/clgemma generate -m models/gemma-3-270m-q4_k_m.gguf --chat -p "Why is the sky blue?" -n 96
 
 gpu-prep:
-	@sh ../shared/tools/gpu-prep.sh
+	@bash ../shared/tools/gpu-prep.sh
 
 clean:
 	rm -rf build
 
 -include $(shell find build/obj -name '*.d' 2>/dev/null)
+
+# nginx (TLS, API key) + FastCGI workers on this machine; prints the URL, key and a curl line
+serve:
+	@sh deploy/serve.sh
+
+stop:
+	@sh deploy/stop.sh
