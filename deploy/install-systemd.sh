@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs clgemma as a system service on a host with systemd and the system nginx (as root):
+# a user "clgemma", /etc/clgemma/clgemma.conf, the clgemma-fcgi@N units (one per GPU: N = 0..GPUS-1)
+# and the nginx site /etc/nginx/sites-enabled/clgemma (TLS cert/key and keys file given by you).
+#   GPUS=2 CERT=/etc/ssl/... CERT_KEY=/etc/ssl/... KEYS_FILE=/etc/clgemma/api_keys HTTPS_PORT=443 \
+#     sh deploy/install-systemd.sh
+# The repository (built: make build/clgemma-fcgi, model fetched) is used in place: PREFIX (default
+# this checkout) replaces /opt/clgemma in the units.
+set -eu
+cd "$(dirname "$0")/.."
+PREFIX=${PREFIX:-$(pwd)}
+GPUS=${GPUS:-1}
+: "${CERT:?}" "${CERT_KEY:?}" "${KEYS_FILE:?}"
+[ "$(id -u)" -eq 0 ] || { echo "install-systemd.sh: run as root" >&2; exit 1; }
+[ -x build/clgemma-fcgi ] || { echo "install-systemd.sh: build first (make build/clgemma-fcgi)" >&2; exit 1; }
+id clgemma >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin clgemma
+mkdir -p /etc/clgemma
+[ -f /etc/clgemma/clgemma.conf ] || sed "s|^model = models/|model = $PREFIX/models/|" conf/clgemma.conf > /etc/clgemma/clgemma.conf
+sed "s|/opt/clgemma|$PREFIX|g" deploy/systemd/clgemma-fcgi@.service > /etc/systemd/system/clgemma-fcgi@.service
+cp deploy/systemd/clgemma.target /etc/systemd/system/clgemma.target
+sockets=""
+i=0
+while [ "$i" -lt "$GPUS" ]; do sockets="$sockets /run/clgemma/worker-$i.sock"; i=$((i + 1)); done
+RUN_DIR=/etc/clgemma SOCKETS=$sockets CERT=$CERT CERT_KEY=$CERT_KEY KEYS_FILE=$KEYS_FILE \
+  HTTPS_PORT=${HTTPS_PORT:-443} BIND=${BIND:-0.0.0.0} LOG_DIR=/var/log/nginx SITE_ONLY=1 sh deploy/render-conf.sh
+ln -sf /etc/clgemma/nginx/clgemma-site.conf /etc/nginx/sites-enabled/clgemma
+systemctl daemon-reload
+i=0
+while [ "$i" -lt "$GPUS" ]; do systemctl enable --now "clgemma-fcgi@$i.service"; i=$((i + 1)); done
+systemctl enable clgemma.target
+nginx -t && systemctl reload nginx
+echo "clgemma: $GPUS worker(s) enabled; nginx site /etc/nginx/sites-enabled/clgemma"

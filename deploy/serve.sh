@@ -1,0 +1,105 @@
+#!/bin/sh
+# make serve: install what is missing, build, fetch the default model, make a self-signed
+# certificate and an API key, start the workers (spawn-fcgi) and nginx (TLS, unprivileged port,
+# as the current user, prefix under .run/), wait for /health, then print the URL, the key and a
+# curl command that works as pasted. `make stop` (deploy/stop.sh) stops all of it.
+# Environment: CLGEMMA_PORT (8443), CLGEMMA_BIND (127.0.0.1), CLGEMMA_DEVICES ("" = one worker on
+# the engine's pick; "0:0,0:1" = one worker per device), CLGEMMA_MODEL, CLGEMMA_RUN_DIR (.run),
+# CLGEMMA_CTX (context per sequence, default from conf/clgemma.conf), CLGEMMA_SKIP_SETUP=1.
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+RUN_DIR=${CLGEMMA_RUN_DIR:-$root/.run}
+case "$RUN_DIR" in /*) ;; *) RUN_DIR=$root/$RUN_DIR ;; esac
+PORT=${CLGEMMA_PORT:-8443}
+BIND_ADDR=${CLGEMMA_BIND:-127.0.0.1}
+MODEL=${CLGEMMA_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
+DEVICES=${CLGEMMA_DEVICES:-}
+
+say() { printf 'serve: %s\n' "$*"; }
+
+if [ "${CLGEMMA_SKIP_SETUP:-0}" != 1 ]; then
+  sh deploy/setup.sh
+  say "building"
+  make --no-print-directory -s build/clgemma-fcgi
+  [ "$MODEL" = models/gemma-3-270m-q4_k_m.gguf ] && sh deploy/fetch_model.sh
+fi
+[ -s "$MODEL" ] || { echo "serve: model $MODEL not found" >&2; exit 1; }
+
+# one server at a time per run directory
+RUN_DIR=$RUN_DIR sh deploy/stop.sh --quiet
+
+mkdir -p "$RUN_DIR/tls" "$RUN_DIR/sockets" "$RUN_DIR/logs"
+chmod 700 "$RUN_DIR"
+cert=$RUN_DIR/tls/cert.pem
+if [ ! -s "$cert" ]; then
+  say "making a self-signed certificate for localhost"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 825 \
+    -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1" \
+    -keyout "$RUN_DIR/tls/key.pem" -out "$cert" 2>/dev/null
+  chmod 600 "$RUN_DIR/tls/key.pem"
+fi
+keys=$RUN_DIR/api_keys
+if [ ! -s "$keys" ]; then
+  printf 'sk-clgemma-%s\n' "$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')" > "$keys"
+  chmod 600 "$keys"
+fi
+key=$(grep -v '^#' "$keys" | head -n 1)
+
+# workers: one per device, each on its own socket
+sockets=""
+i=0
+for dev in $(printf '%s' "${DEVICES:-default}" | tr ',' ' '); do
+  [ "$dev" = default ] && dev=""
+  sock=$RUN_DIR/sockets/worker-$i.sock
+  PIDFILE=$RUN_DIR/worker-$i.pid LOGFILE=$RUN_DIR/logs/worker-$i.log \
+    sh deploy/spawn-fcgi.sh "$sock" "$dev" -- -m "$MODEL" ${CLGEMMA_CTX:+--ctx "$CLGEMMA_CTX"} >/dev/null
+  sockets="$sockets $sock"
+  i=$((i + 1))
+done
+say "started $i worker(s); logs in $RUN_DIR/logs/"
+
+RUN_DIR=$RUN_DIR SOCKETS=$sockets HTTPS_PORT=$PORT BIND=$BIND_ADDR CERT=$cert \
+  CERT_KEY=$RUN_DIR/tls/key.pem KEYS_FILE=$keys LOG_DIR=$RUN_DIR/logs sh deploy/render-conf.sh
+nginx -q -t -p "$RUN_DIR/nginx/" -c "$RUN_DIR/nginx/nginx.conf" -e "$RUN_DIR/nginx/logs/error.log" 2>&1 |
+  grep -v 'the "user" directive' >&2 || true
+nginx -p "$RUN_DIR/nginx/" -c "$RUN_DIR/nginx/nginx.conf" -e "$RUN_DIR/nginx/logs/error.log" || {
+  echo "serve: nginx did not start (is port $PORT taken? CLGEMMA_PORT=... picks another); see $RUN_DIR/nginx/logs/error.log" >&2
+  RUN_DIR=$RUN_DIR sh deploy/stop.sh --quiet
+  exit 1
+}
+
+host=$BIND_ADDR
+[ "$host" = 127.0.0.1 ] || [ "$host" = 0.0.0.0 ] && host=localhost
+url=https://$host:$PORT
+say "waiting for the model to load ($url/health)"
+t=0
+until curl -sf --cacert "$cert" "https://localhost:$PORT/health" -o /dev/null; do
+  t=$((t + 1))
+  if [ "$t" -gt 600 ]; then
+    echo "serve: no healthy worker after 10 minutes; worker log:" >&2
+    tail -n 20 "$RUN_DIR/logs/worker-0.log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+model_id=$(basename "$MODEL" .gguf)
+
+cat <<TXT
+
+clgemma is serving $model_id
+  URL      $url/v1        (OpenAI API; /health open, /metrics from this machine only)
+  API key  $key
+  CA cert  $cert   (self-signed: curl --cacert, or SSL_CERT_FILE for Python clients)
+  logs     $RUN_DIR/logs/        stop with: make stop
+
+Try it (a streamed answer):
+
+curl -N --cacert $cert $url/v1/chat/completions \\
+  -H "Authorization: Bearer $key" -H "Content-Type: application/json" \\
+  -d '{"model":"$model_id","stream":true,"max_tokens":96,"messages":[{"role":"user","content":"Why is the sky blue?"}]}'
+
+or, with the openai Python package:
+
+SSL_CERT_FILE=$cert OPENAI_API_KEY=$key OPENAI_BASE_URL=$url/v1 python3 -c 'import openai; print(openai.OpenAI().chat.completions.create(model="$model_id", messages=[{"role":"user","content":"Hello!"}], max_tokens=64).choices[0].message.content)'
+TXT
