@@ -1,0 +1,162 @@
+/* tokenizer_gguf.c — reads tokenizer.ggml.* keys (as llama.cpp's llama_vocab::load does for
+ * SPM vocabularies) and hands them to tokenizer_create(). */
+#include "tokenizer_gguf.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* optional token id: missing keeps *id; out of range keeps the default (llama.cpp warns) */
+static int read_id(const gguf_file *f, const char *key, uint32_t n, int32_t *id, char *err, size_t errlen) {
+    int64_t v;
+    int rc = gguf_get_int(f, key, &v);
+    if (rc == -1) return 0;
+    if (rc != 0) { seterr(err, errlen, "%s: not an integer", key); return -1; }
+    if (v >= 0 && v < (int64_t)n) *id = (int32_t)v;
+    return 0;
+}
+
+static int read_bool(const gguf_file *f, const char *key, int *out, char *err, size_t errlen) {
+    int64_t v;
+    int rc = gguf_get_int(f, key, &v);
+    if (rc == -1) return 0;
+    if (rc != 0) { seterr(err, errlen, "%s: not a bool", key); return -1; }
+    *out = v != 0;
+    return 0;
+}
+
+/* llama.cpp gives every special token of a "phi-3" model (by general.name) rstrip */
+static int is_phi3(const gguf_file *f) {
+    gguf_str name;
+    if (gguf_get_str(f, "general.name", &name) != 0) return 0;
+    char buf[256];
+    size_t n = name.len < sizeof buf - 1 ? (size_t)name.len : sizeof buf - 1;
+    for (size_t i = 0; i < n; i++) buf[i] = (char)tolower((unsigned char)name.ptr[i]);
+    buf[n] = 0;
+    /* a name longer than the buffer is only checked in its first 255 bytes */
+    return strstr(buf, "phi-3") || strstr(buf, "phi3");
+}
+
+int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
+    if (!out) { seterr(err, errlen, "tokenizer_from_gguf: no output pointer"); return -1; }
+    *out = NULL;
+    if (!f) { seterr(err, errlen, "tokenizer_from_gguf: no file"); return -1; }
+
+    gguf_str model;
+    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
+    if (rc != 0) {
+        seterr(err, errlen, "tokenizer.ggml.model %s", rc == -1 ? "missing" : "is not a string");
+        return -1;
+    }
+    if (!gguf_str_eq(model, "llama")) {
+        int l = model.len > 64 ? 64 : (int)model.len;
+        seterr(err, errlen, "tokenizer.ggml.model '%.*s' unsupported (only 'llama' = SentencePiece)", l, model.ptr);
+        return -1;
+    }
+
+    const gguf_str *strs;
+    uint64_t n64;
+    rc = gguf_get_str_arr(f, "tokenizer.ggml.tokens", &strs, &n64);
+    if (rc != 0) {
+        seterr(err, errlen, "tokenizer.ggml.tokens %s", rc == -1 ? "missing" : "is not a string array");
+        return -1;
+    }
+    if (n64 == 0 || n64 > (uint64_t)INT32_MAX / 2) {
+        seterr(err, errlen, "tokenizer.ggml.tokens: bad count %llu", (unsigned long long)n64);
+        return -1;
+    }
+    const uint32_t n = (uint32_t)n64;
+
+    const char **pieces = malloc((size_t)n * sizeof *pieces);
+    uint32_t *lens = malloc((size_t)n * sizeof *lens);
+    float *scores = NULL;
+    int32_t *types = NULL;
+    int ret = -1;
+    if (!pieces || !lens) { seterr(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
+    for (uint32_t i = 0; i < n; i++) {
+        if (strs[i].len > UINT32_MAX) { seterr(err, errlen, "token %u: too long", i); goto out; }
+        pieces[i] = strs[i].ptr;
+        lens[i] = (uint32_t)strs[i].len;
+    }
+
+    uint32_t et;
+    uint64_t an;
+    const void *data;
+    rc = gguf_get_arr(f, "tokenizer.ggml.scores", &et, &an, &data);
+    if (rc == -2 || (rc == 0 && et != GGUF_VT_F32 && et != GGUF_VT_I32)) {
+        seterr(err, errlen, "tokenizer.ggml.scores: not an f32/i32 array");
+        goto out;
+    }
+    if (rc == 0) {
+        if (an < n) { seterr(err, errlen, "tokenizer.ggml.scores: %llu < %u entries", (unsigned long long)an, n); goto out; }
+        scores = malloc((size_t)n * sizeof *scores);
+        if (!scores) { seterr(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
+        const unsigned char *p = data;
+        for (uint32_t i = 0; i < n; i++) {
+            if (et == GGUF_VT_F32) {
+                memcpy(&scores[i], p + 4 * (size_t)i, 4);
+            } else {
+                int32_t v;
+                memcpy(&v, p + 4 * (size_t)i, 4);
+                scores[i] = (float)v;
+            }
+        }
+    }
+
+    rc = gguf_get_arr(f, "tokenizer.ggml.token_type", &et, &an, &data);
+    if (rc == -2 || (rc == 0 && et != GGUF_VT_I32)) {
+        seterr(err, errlen, "tokenizer.ggml.token_type: not an i32 array");
+        goto out;
+    }
+    if (rc == 0) {
+        if (an < n) { seterr(err, errlen, "tokenizer.ggml.token_type: %llu < %u entries", (unsigned long long)an, n); goto out; }
+        types = malloc((size_t)n * sizeof *types);
+        if (!types) { seterr(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
+        memcpy(types, data, (size_t)n * 4);
+    }
+
+    tokenizer_vocab v = {
+        .n = n, .pieces = pieces, .piece_lens = lens, .scores = scores, .types = types,
+        /* llama.cpp's SPM defaults, disabled when outside the vocabulary */
+        .bos = n > 1 ? 1 : -1, .eos = n > 2 ? 2 : -1, .unk = 0, .pad = -1,
+        .add_bos = 1, .add_eos = 0, .add_space_prefix = 1,
+    };
+    if (read_id(f, "tokenizer.ggml.bos_token_id", n, &v.bos, err, errlen) ||
+        read_id(f, "tokenizer.ggml.eos_token_id", n, &v.eos, err, errlen) ||
+        read_id(f, "tokenizer.ggml.unknown_token_id", n, &v.unk, err, errlen) ||
+        read_id(f, "tokenizer.ggml.padding_token_id", n, &v.pad, err, errlen) ||
+        read_bool(f, "tokenizer.ggml.add_bos_token", &v.add_bos, err, errlen) ||
+        read_bool(f, "tokenizer.ggml.add_eos_token", &v.add_eos, err, errlen) ||
+        read_bool(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix, err, errlen))
+        goto out;
+
+    tokenizer *t;
+    if (tokenizer_create(&t, &v, err, errlen)) goto out;
+
+    if (is_phi3(f)) {
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t ty = types ? types[i] : TOK_NORMAL;
+            if (ty == TOK_CONTROL || ty == TOK_USER_DEFINED || ty == TOK_UNKNOWN || tokenizer_is_control(t, (int32_t)i))
+                tokenizer_set_strip(t, (int32_t)i, 0, 1);
+        }
+        static const char *const keep[] = { "<unk>", "<s>", "<|endoftext|>" };
+        tokenizer_set_strip(t, tokenizer_find(t, "</s>"), 0, 1);
+        for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+            tokenizer_set_strip(t, tokenizer_find(t, keep[k]), 0, 0);
+    }
+    *out = t;
+    ret = 0;
+out:
+    free(pieces); free(lens); free(scores); free(types);
+    return ret;
+}

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Runs tests/fuzz/fuzz_tokenizer.c (libFuzzer + ASan + UBSan) for a bounded time and prints
+# "PASS fuzz_tokenizer (N execs)" or a FAIL line. FUZZ_SECONDS overrides the 30 s budget.
+cd "$(dirname "$0")/../.." || exit 1
+secs=${FUZZ_SECONDS:-30}
+out=build/fuzz
+model=${CLGEMMA_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
+if [ ! -f "$model" ]; then
+    echo "FAIL fuzz_tokenizer: $model missing: run make model"
+    exit 1
+fi
+if ! command -v clang >/dev/null 2>&1; then
+    echo "FAIL fuzz_tokenizer: clang not found"
+    exit 1
+fi
+mkdir -p "$out/corpus_tokenizer"
+if ! clang -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
+        -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
+        -Iopencl -o "$out/fuzz_tokenizer" \
+        tests/fuzz/fuzz_tokenizer.c opencl/tokenizer.c opencl/tokenizer_gguf.c opencl/gguf.c; then
+    echo "FAIL fuzz_tokenizer: build failed"
+    exit 1
+fi
+# a few seeds: chat markup, user-defined whitespace runs, byte fallback, invalid UTF-8
+c=$out/corpus_tokenizer
+printf '\001<start_of_turn>user\nHi<end_of_turn>\n' > "$c/seed_chat"
+printf '\000a  b\t\tc\n\n\n   d</s><b>x</b>' > "$c/seed_ws"
+printf '\004\360\240\200\200 \342\226\201 \377\376 <unused0><0x41>' > "$c/seed_bytes"
+log=$out/fuzz_tokenizer.log
+CLGEMMA_MODEL=$model ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$out/fuzz_tokenizer" -max_total_time="$secs" -max_len=2048 -print_final_stats=1 \
+    -artifact_prefix="$out/" "$c" > "$log" 2>&1
+rc=$?
+execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+if [ "$rc" -ne 0 ] || [ -z "$execs" ]; then
+    tail -n 40 "$log"
+    echo "FAIL fuzz_tokenizer: exit status $rc (log: $log)"
+    exit 1
+fi
+echo "PASS fuzz_tokenizer ($execs execs)"
