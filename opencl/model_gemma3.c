@@ -215,7 +215,8 @@ int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_to
     size_t T = max_tok, qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_kv * hp->head_dim;
     /* the attention split needs room for at least one token over the whole context */
     size_t per_tok = (size_t)hp->n_head * ((n_ctx + OPS_ATTN_CHUNK - 1) / OPS_ATTN_CHUNK) * hp->head_dim;
-    b->part_elems = per_tok * (T < 64 ? T : 64);
+    /* room for 8 tokens at the smallest chunk (8x the chunks), or up to 64 tokens at the largest */
+    b->part_elems = per_tok * (T < 8 ? 8 : T < 64 ? T : 64);
     struct { cl_mem *m; size_t bytes; } all[] = {
         { &b->ids, 4 * T }, { &b->pos, 4 * T }, { &b->seq, 4 * T }, { &b->out_rows, 4 * (size_t)max_out },
         { &b->x, 4 * T * hp->n_embd }, { &b->xn, 4 * T * hp->n_embd }, { &b->q, 4 * T * qd }, { &b->k, 4 * T * kd },
@@ -246,7 +247,8 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
     const layer_weights *L = &m->layers[l];
     uint32_t span = a->max_pos + 1;
     if (L->is_swa && span > hp->window) span = hp->window;
-    uint32_t nchunk = (span + OPS_ATTN_CHUNK - 1) / OPS_ATTN_CHUNK;
+    uint32_t chunk, nchunk;
+    ops_attn_split(o, span, a->ntok, hp->n_head, &chunk, &nchunk);
     size_t per_tok = (size_t)hp->n_head * nchunk * hp->head_dim;
     uint32_t slice = (uint32_t)(b->part_elems / per_tok);
     if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", a->max_pos);
@@ -254,8 +256,8 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
     for (uint32_t t0 = 0; t0 < a->ntok; t0 += slice) {
         uint32_t n = a->ntok - t0 < slice ? a->ntok - t0 : slice;
         if (op_attention(o, b->q, t0, n, hp->n_head, hp->n_kv, hp->head_dim, &kk, &vv, b->pos, b->seq,
-                         L->is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap, nchunk, b->part_acc,
-                         b->part_ml, b->att, err, errlen))
+                         L->is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap, nchunk, chunk,
+                         b->part_acc, b->part_ml, b->att, err, errlen))
             return -1;
     }
     return 0;

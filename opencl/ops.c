@@ -1,5 +1,6 @@
 /* ops.c — see ops.h */
 #include "ops.h"
+#include "errf.h"
 
 #include <clblast_c.h>
 #include <stdarg.h>
@@ -10,7 +11,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
     [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial", [K_ATTN_COMBINE] = "attn_combine",
     [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_ROWS] = "add_rows",
-    [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax_rows",
+    [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)",
     [K_GEMM] = "gemm (CLBlast)",
 };
@@ -43,6 +44,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     memset(o, 0, sizeof *o);
     o->rt = rt;
     for (int i = 0; i < K_MV; i++) {
+        if (i == K_ARGMAX) continue; /* two kernels: argmax_part, argmax_final */
         o->k[i] = rt_kernel(rt, kernel_names[i], err, errlen);
         if (!o->k[i]) return -1;
     }
@@ -50,13 +52,22 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         const char *s = type_suffix(t);
         if (!s) continue;
         char name[64];
-        snprintf(name, sizeof name, "mv_%s", s);
-        if (!(o->mv[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        snprintf(name, sizeof name, "mv4_%s", s);
+        if (!(o->mv4[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        snprintf(name, sizeof name, "mv16_%s", s);
+        if (!(o->mv16[t] = rt_kernel(rt, name, err, errlen))) return -1;
         snprintf(name, sizeof name, "deq_%s", s);
         if (!(o->deq[t] = rt_kernel(rt, name, err, errlen))) return -1;
         snprintf(name, sizeof name, "emb_%s", s);
         if (!(o->emb[t] = rt_kernel(rt, name, err, errlen))) return -1;
     }
+    if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
+    if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;
+    if (!(o->am_val = rt_alloc(rt, 256 * 256 * sizeof(float), NULL, err, errlen))) return -1;
+    if (!(o->am_idx = rt_alloc(rt, 256 * 256 * sizeof(int), NULL, err, errlen))) return -1;
+    cl_uint cu = 1;
+    clGetDeviceInfo(rt->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    o->n_cu = cu;
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
     o->wg_mv = rt->is_cpu ? 4 : 64;
@@ -75,10 +86,15 @@ void ops_destroy(ops *o)
     for (int i = 0; i < K_GEMM; i++)
         if (o->k[i]) clReleaseKernel(o->k[i]);
     for (int t = 0; t < GGML_TYPE_COUNT; t++) {
-        if (o->mv[t]) clReleaseKernel(o->mv[t]);
+        if (o->mv4[t]) clReleaseKernel(o->mv4[t]);
+        if (o->mv16[t]) clReleaseKernel(o->mv16[t]);
         if (o->deq[t]) clReleaseKernel(o->deq[t]);
         if (o->emb[t]) clReleaseKernel(o->emb[t]);
     }
+    if (o->argmax_part) clReleaseKernel(o->argmax_part);
+    if (o->argmax_final) clReleaseKernel(o->argmax_final);
+    if (o->am_val) clReleaseMemObject(o->am_val);
+    if (o->am_idx) clReleaseMemObject(o->am_idx);
     if (o->scratch) clReleaseMemObject(o->scratch);
     memset(o, 0, sizeof *o);
 }
@@ -137,7 +153,7 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
     double wbytes = (double)w->row_bytes * w->rows;
     if (ntok <= OPS_MV_MAXT) {
         size_t lws = o->wg_mv, gws = (size_t)w->rows * lws;
-        return launch(o, K_MV, o->mv[t], 1, &gws, &lws, wbytes + 4.0 * ntok * (w->cols + w->rows),
+        return launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws, wbytes + 4.0 * ntok * (w->cols + w->rows),
                       2.0 * ntok * w->rows * w->cols, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows),
                       A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), LOCAL(lws * sizeof(float)));
     }
@@ -215,21 +231,34 @@ int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int no
 
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                 float scale, float softcap, uint32_t nchunk, cl_mem part_acc, cl_mem part_ml, cl_mem out,
-                 char *err, size_t errlen)
+                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
+                 cl_mem out, char *err, size_t errlen)
 {
+    if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
-    double span = (double)ntok * nh * nchunk * OPS_ATTN_CHUNK; /* upper bound on keys visited */
+    double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     if (launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
-               err, errlen, 21, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
+               err, errlen, 22, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
                A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
-               A(nchunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
+               A(nchunk), A(chunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
                LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float))))
         return -1;
     size_t l2[2] = { o->rt->is_cpu ? 16 : 128, 1 }, g2[2] = { nh * l2[0], ntok };
     return launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
                   errlen, 7, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out));
+}
+
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
+{
+    uint32_t c = OPS_ATTN_CHUNK;
+    if (!o->rt->is_cpu) {
+        /* aim for ~4 work-groups per compute unit */
+        uint64_t want = 4ull * o->n_cu, have = (uint64_t)ntok * nh;
+        while (c > OPS_ATTN_MIN_CHUNK && have * ((span + c - 1) / c) < want) c /= 2;
+    }
+    *chunk = c;
+    *nchunk = span ? (span + c - 1) / c : 1;
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -269,9 +298,19 @@ int op_softcap(ops *o, cl_mem x, float cap, uint32_t n, char *err, size_t errlen
 
 int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out, char *err, size_t errlen)
 {
-    size_t lws = o->rt->is_cpu ? 16 : 256, gws = rows * lws;
-    return launch(o, K_ARGMAX, o->k[K_ARGMAX], 1, &gws, &lws, 4.0 * rows * n, 0, err, errlen, 5, A(x), A(n), A(out),
-                  LOCAL(lws * sizeof(float)), LOCAL(lws * sizeof(int)));
+    if (rows > 256) return errf(err, errlen, "argmax: %u rows exceed 256", rows);
+    size_t lws = o->rt->is_cpu ? 16 : 256;
+    /* enough parts to cover the device, each a few thousand values */
+    uint32_t parts = o->rt->is_cpu ? 4 : 128;
+    if (parts > (n + lws - 1) / lws) parts = (uint32_t)((n + lws - 1) / lws);
+    uint32_t slice = (n + parts - 1) / parts;
+    size_t gws[2] = { parts * lws, rows }, l2[2] = { lws, 1 };
+    if (launch(o, K_ARGMAX, o->argmax_part, 2, gws, l2, 4.0 * rows * n, 0, err, errlen, 7, A(x), A(n), A(slice),
+               A(o->am_val), A(o->am_idx), LOCAL(lws * sizeof(float)), LOCAL(lws * sizeof(int))))
+        return -1;
+    size_t lf = 64, gf = rows * lf;
+    return launch(o, K_ARGMAX, o->argmax_final, 1, &gf, &lf, 8.0 * rows * parts, 0, err, errlen, 6, A(o->am_val),
+                  A(o->am_idx), A(parts), A(out), LOCAL(lf * sizeof(float)), LOCAL(lf * sizeof(int)));
 }
 
 void ops_profile_reset(ops *o)

@@ -6,8 +6,9 @@
 #include "runtime.h"
 #include "gguf.h"
 
-#define OPS_MV_MAXT 8   /* tokens per mv launch (MV_MAXT in 20_matmul.cl) */
-#define OPS_ATTN_CHUNK 256 /* ATTN_CHUNK in 40_attention.cl */
+#define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in 20_matmul.cl) */
+#define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in 40_attention.cl) */
+#define OPS_ATTN_MIN_CHUNK 32
 
 /* a weight matrix of rows x cols in its GGUF type, on the device */
 typedef struct weight {
@@ -26,7 +27,10 @@ enum op_kernel {
 typedef struct ops {
     cl_runtime *rt;
     cl_kernel k[K_GEMM];
-    cl_kernel mv[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
+    cl_kernel mv4[GGML_TYPE_COUNT], mv16[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
+    cl_kernel argmax_part, argmax_final;
+    cl_mem am_val, am_idx;    /* argmax partials: up to 256 rows x 256 parts */
+    uint32_t n_cu;
     cl_mem scratch;          /* dequantized weight tiles for GEMM */
     size_t scratch_elems;
     size_t wg;               /* default work-group size for row kernels */
@@ -63,16 +67,21 @@ int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_m
                  char *err, size_t errlen);
 int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int norm, float eps,
                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen);
-/* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats */
+/* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
+ * short decode steps still spread over the device (small chunks) and long prefills do not */
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
+/* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats;
+ * chunk (keys per chunk, <= OPS_ATTN_CHUNK) and nchunk cover the longest span in the batch */
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                 float scale, float softcap, uint32_t nchunk, cl_mem part_acc, cl_mem part_ml, cl_mem out,
-                 char *err, size_t errlen);
+                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
+                 cl_mem out, char *err, size_t errlen);
 int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen);
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen);
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen);
 int op_scale(ops *o, cl_mem x, float s, uint32_t n, char *err, size_t errlen);
 int op_softcap(ops *o, cl_mem x, float cap, uint32_t n, char *err, size_t errlen);
+/* rows <= 256 */
 int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out, char *err, size_t errlen);
 
 void ops_profile_reset(ops *o);

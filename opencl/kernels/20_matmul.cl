@@ -1,15 +1,14 @@
 /* 20_matmul.cl — weight products with rows kept in their GGUF type.
  *
- * mv_T:  Y[t][r] = sum_k W[r][k] * X[t][k] for t < T <= MV_MAXT (decode: a few tokens per step).
+ * mvN_T: Y[t][r] = sum_k W[r][k] * X[t][k] for t < ntok <= N (decode: a few tokens per step).
  *        One work-group per output row; its items stride over the row's 32-value sub-blocks, so the
  *        row is read once for all T tokens, then a local-memory reduction per token.
  * deq_T: dequantize rows [r0, r0+n) to float (prefill: the GEMM then runs on the float tile).
  * emb_T: embedding lookup of token ids, times a scale. */
 
-#define MV_MAXT 8
-
-#define DEFINE_WEIGHT_KERNELS(T)                                                                  \
-kernel void mv_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                    \
+/* mv4_T serves 1-4 tokens, mv16_T 5-16: the per-token accumulators stay in registers */
+#define DEFINE_MV(T, MAXT)                                                                        \
+kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,            \
                    global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,         \
                    local float *red)                                                              \
 {                                                                                                 \
@@ -17,13 +16,13 @@ kernel void mv_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,  
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     if (r >= n_rows) return;                                                                      \
     global const uchar *row = W + (size_t)r * row_bytes;                                          \
-    float acc[MV_MAXT];                                                                           \
-    for (int t = 0; t < MV_MAXT; t++) acc[t] = 0.0f;                                              \
+    float acc[MAXT];                                                                              \
+    for (int t = 0; t < MAXT; t++) acc[t] = 0.0f;                                                 \
     int nsb = k / 32;                                                                             \
     for (int sb = lid; sb < nsb; sb += L) {                                                       \
         float w[32];                                                                              \
         deq32_##T(row, sb, w);                                                                    \
-        for (int t = 0; t < MV_MAXT; t++) {                                                       \
+        for (int t = 0; t < MAXT; t++) {                                                          \
             if (t < (int)ntok) {                                                                  \
                 global const float4 *x = (global const float4 *)(X + (size_t)t * ldx + sb * 32); \
                 float4 s = 0.0f;                                                                  \
@@ -37,7 +36,11 @@ kernel void mv_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,  
         float v = L > 1 ? wg_sum(acc[t], red) : acc[t];                                           \
         if (lid == 0) Y[(size_t)t * ldy + r] = v;                                                 \
     }                                                                                             \
-}                                                                                                 \
+}
+
+#define DEFINE_WEIGHT_KERNELS(T)                                                                  \
+DEFINE_MV(T, 4)                                                                                   \
+DEFINE_MV(T, 16)                                                                                  \
 kernel void deq_##T(global const uchar *W, uint row_bytes, uint r0, uint n_rows, uint k,          \
                     global float *out)                                                            \
 {                                                                                                 \

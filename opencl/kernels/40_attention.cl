@@ -3,13 +3,13 @@
  * V sum; attn_combine merges the chunks. Causal by position; a window w > 0 limits keys to
  * (pos - w, pos]. Softcap > 0 applies cap * tanh(s / cap) to scores. */
 
-#define ATTN_CHUNK 256
+#define ATTN_MAX_CHUNK 256 /* keys per chunk at most (local score buffer); the host picks chunk <= this */
 
 kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint hd,
                          global const half *Kc, global const half *Vc,
                          global const int *tok_pos, global const int *tok_seq,
                          global const int *block_table, uint max_blocks, uint block_size,
-                         int window, float scale, float softcap, uint nchunk,
+                         int window, float scale, float softcap, uint nchunk, uint chunk,
                          global float *part_acc, global float *part_ml,
                          local float *q, local float *s, local float *red)
 {
@@ -17,8 +17,8 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
     int lid = get_local_id(0), L = get_local_size(0);
     int pos = tok_pos[t];
     int lo = window > 0 ? max(0, pos - window + 1) : 0;
-    int c0 = lo + (int)c * ATTN_CHUNK;
-    int c1 = min(pos + 1, c0 + ATTN_CHUNK);
+    int c0 = lo + (int)(c * chunk);
+    int c1 = min(pos + 1, c0 + (int)chunk);
     size_t pidx = ((size_t)tl * nh + h) * nchunk + c;
     global float *acc = part_acc + pidx * hd;
     if (c0 >= c1) { /* chunk past this token's keys: contributes nothing */
@@ -32,20 +32,34 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
     barrier(CLK_LOCAL_MEM_FENCE);
     global const int *bt = block_table + (size_t)tok_seq[t] * max_blocks;
     int n = c1 - c0;
-    float m = -INFINITY;
-    for (int j = lid; j < n; j += L) {
-        int p = c0 + j;
-        global const half *k = Kc + (((size_t)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd;
-        float dot = 0.0f;
-        for (uint d = 0; d < hd; d += 4) {
-            float4 kv = vload_half4(0, k + d);
-            dot += q[d] * kv.x + q[d + 1] * kv.y + q[d + 2] * kv.z + q[d + 3] * kv.w;
+    /* scores: P adjacent items share one key, each summing every P-th group of 4 dims, so a
+     * key row is read by consecutive items (coalesced) and small chunks still use the group */
+    int P = (int)chunk < L ? L / (int)chunk : 1;
+    int kpi = L / P;
+    for (int j0 = 0; j0 < n; j0 += kpi) {
+        int j = j0 + lid / P, p = lid % P;
+        float part = 0.0f;
+        if (j < n) {
+            int kp = c0 + j;
+            global const half *k = Kc + (((size_t)bt[kp / block_size] * nkv + kh) * block_size + kp % block_size) * hd;
+            for (uint d = 4 * p; d < hd; d += 4 * P) {
+                float4 kv = vload_half4(0, k + d);
+                part += q[d] * kv.x + q[d + 1] * kv.y + q[d + 2] * kv.z + q[d + 3] * kv.w;
+            }
         }
-        dot *= scale;
-        if (softcap > 0.0f) dot = softcap * tanh(dot / softcap);
-        s[j] = dot;
-        m = fmax(m, dot);
+        red[lid] = part;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (p == 0 && j < n) {
+            float dot = 0.0f;
+            for (int i = 0; i < P; i++) dot += red[lid + i];
+            dot *= scale;
+            if (softcap > 0.0f) dot = softcap * tanh(dot / softcap);
+            s[j] = dot;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
+    float m = -INFINITY;
+    for (int j = lid; j < n; j += L) m = fmax(m, s[j]);
     m = wg_max(m, red);
     float l = 0.0f;
     for (int j = lid; j < n; j += L) {

@@ -16,7 +16,8 @@ static const char *check_current = "?";
     check_failures_here++; check_failures_total++; } } while (0)
 
 #define RUN_TEST(fn) do { check_current = #fn; check_failures_here = 0; fn(); \
-    if (!check_failures_here) printf("PASS %s\n", #fn); fflush(stdout); } while (0)
+    if (!check_failures_here) { printf("PASS %s\n", #fn); } \
+    fflush(stdout); } while (0)
 
 #define CHECK_EXIT() return check_failures_total ? 1 : 0
 
