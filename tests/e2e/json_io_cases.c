@@ -1,0 +1,207 @@
+/* json_io_cases.c — unit cases of the request parser (fcgi/json_io.c): typed fields, OpenAI
+ * defaults, and the 400 each malformed request gets, with the parameter it names. Built and run by
+ * tests/suites/fuzz_request.sh (it links json-c, which the generic unit-test rule does not). */
+#include <json-c/json.h>
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "../../fcgi/json_io.c"
+
+#define M "\"model\":\"m\""
+#define USER "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static int chat(const char *body, api_chat_request *r, api_error *e)
+{
+    return json_parse_chat(body, strlen(body), r, e);
+}
+
+/* expects a 400 naming param ("" = no param) */
+static void expect_chat_400(const char *body, const char *param)
+{
+    api_chat_request r;
+    api_error e;
+    int rc = chat(body, &r, &e);
+    CHECK(rc == -1, "accepted: %s", body);
+    if (rc == -1) {
+        CHECK(e.status == 400, "status %d for %s", e.status, body);
+        CHECK(!strcmp(e.param, param), "param '%s', want '%s' for %s (%s)", e.param, param, body, e.message);
+        CHECK(!strcmp(e.type, "invalid_request_error"), "type %s", e.type);
+    } else {
+        api_chat_request_free(&r);
+    }
+}
+
+static void test_full_chat_request(void)
+{
+    const char *b = "{" M ",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+                    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+                    "{\"role\":\"assistant\",\"content\":\"ok\"}],"
+                    "\"max_tokens\":8,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"min_p\":0.1,\"seed\":7,"
+                    "\"stop\":[\"x\",\"yz\"],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                    "\"frequency_penalty\":0.5,\"presence_penalty\":-1,\"repetition_penalty\":1.2,\"n\":1,"
+                    "\"user\":\"u\",\"some_future_field\":{\"x\":[1,2]}}";
+    api_chat_request r;
+    api_error e;
+    CHECK(chat(b, &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(!strcmp(r.model, "m"), "model");
+    CHECK(r.n_msgs == 3, "n_msgs %d", r.n_msgs);
+    CHECK(r.msgs[0].role == ROLE_SYSTEM && r.msgs[1].role == ROLE_USER && r.msgs[2].role == ROLE_ASSISTANT, "roles");
+    CHECK(!strcmp(r.msgs[1].content, "ab") && r.msgs[1].len == 2, "text parts joined: '%s'", r.msgs[1].content);
+    CHECK(r.gen.max_tokens == 8, "max_tokens");
+    CHECK(fabsf(r.gen.sampling.temperature - 0.5f) < 1e-6, "temperature");
+    CHECK(fabsf(r.gen.sampling.top_p - 0.9f) < 1e-6 && r.gen.sampling.top_k == 40, "top_p/top_k");
+    CHECK(fabsf(r.gen.sampling.min_p - 0.1f) < 1e-6, "min_p");
+    CHECK(r.gen.seed_given && r.gen.sampling.seed == 7, "seed");
+    CHECK(r.gen.n_stop == 2 && !strcmp(r.gen.stop[1], "yz") && r.gen.stop_len[1] == 2, "stop");
+    CHECK(r.gen.stream && r.gen.include_usage, "stream");
+    CHECK(fabsf(r.gen.sampling.frequency_penalty - 0.5f) < 1e-6 && r.gen.sampling.presence_penalty == -1, "penalties");
+    CHECK(fabsf(r.gen.sampling.repetition_penalty - 1.2f) < 1e-6, "repetition_penalty");
+    api_chat_request_free(&r);
+}
+
+static void test_defaults_follow_openai(void)
+{
+    api_chat_request r;
+    api_error e;
+    CHECK(chat("{" M "," USER "}", &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(r.gen.max_tokens == -1, "max_tokens unset");
+    CHECK(r.gen.sampling.temperature == 1.0f, "OpenAI's default temperature is 1, got %g", r.gen.sampling.temperature);
+    CHECK(r.gen.sampling.top_p == 1.0f && r.gen.sampling.top_k == 0, "top_p/top_k off");
+    CHECK(!r.gen.seed_given && !r.gen.stream && r.gen.n_stop == 0, "no seed, no stream, no stop");
+    api_chat_request_free(&r);
+}
+
+static void test_nulls_mean_absent_and_newer_name_wins(void)
+{
+    api_chat_request r;
+    api_error e;
+    CHECK(chat("{" M "," USER ",\"temperature\":null,\"stop\":null,\"max_tokens\":5,\"max_completion_tokens\":9,"
+               "\"stream_options\":null}", &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(r.gen.sampling.temperature == 1.0f, "null temperature = default");
+    CHECK(r.gen.max_tokens == 9, "max_completion_tokens wins, got %d", r.gen.max_tokens);
+    api_chat_request_free(&r);
+}
+
+static void test_integral_float_is_an_integer(void)
+{
+    api_chat_request r;
+    api_error e;
+    CHECK(chat("{" M "," USER ",\"max_tokens\":8.0}", &r, &e) == 0, "8.0 rejected: %s", e.message);
+    CHECK(r.gen.max_tokens == 8, "max_tokens %d", r.gen.max_tokens);
+    api_chat_request_free(&r);
+    expect_chat_400("{" M "," USER ",\"max_tokens\":8.5}", "max_tokens");
+}
+
+static void test_malformed_bodies(void)
+{
+    expect_chat_400("", "");
+    expect_chat_400("{", "");
+    expect_chat_400("{" M "," USER "} x", "");
+    expect_chat_400("[1,2]", "");
+    expect_chat_400("{'model':'m'}", "");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", "");
+}
+
+static void test_field_errors_name_the_field(void)
+{
+    expect_chat_400("{" USER "}", "model");
+    expect_chat_400("{\"model\":5," USER "}", "model");
+    expect_chat_400("{" M "}", "messages");
+    expect_chat_400("{" M ",\"messages\":[]}", "messages");
+    expect_chat_400("{" M ",\"messages\":{}}", "messages");
+    expect_chat_400("{" M ",\"messages\":[\"hi\"]}", "messages[0]");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0].role");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"x\"}]}",
+                    "messages[1].role");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\"}]}", "messages[0].content");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":7}]}", "messages[0].content");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
+                    "messages[0].content");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", "messages[0].content");
+    expect_chat_400("{" M "," USER ",\"max_tokens\":0}", "max_tokens");
+    expect_chat_400("{" M "," USER ",\"max_tokens\":\"8\"}", "max_tokens");
+    expect_chat_400("{" M "," USER ",\"max_completion_tokens\":-3}", "max_completion_tokens");
+    expect_chat_400("{" M "," USER ",\"temperature\":2.5}", "temperature");
+    expect_chat_400("{" M "," USER ",\"temperature\":true}", "temperature");
+    expect_chat_400("{" M "," USER ",\"top_p\":1.5}", "top_p");
+    expect_chat_400("{" M "," USER ",\"top_k\":-2}", "top_k");
+    expect_chat_400("{" M "," USER ",\"min_p\":-0.1}", "min_p");
+    expect_chat_400("{" M "," USER ",\"frequency_penalty\":3}", "frequency_penalty");
+    expect_chat_400("{" M "," USER ",\"presence_penalty\":-2.5}", "presence_penalty");
+    expect_chat_400("{" M "," USER ",\"repetition_penalty\":0}", "repetition_penalty");
+    expect_chat_400("{" M "," USER ",\"seed\":1.5}", "seed");
+    expect_chat_400("{" M "," USER ",\"n\":2}", "n");
+    expect_chat_400("{" M "," USER ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop");
+    expect_chat_400("{" M "," USER ",\"stop\":\"\"}", "stop");
+    expect_chat_400("{" M "," USER ",\"stop\":[1]}", "stop");
+    expect_chat_400("{" M "," USER ",\"stream\":\"yes\"}", "stream");
+    expect_chat_400("{" M "," USER ",\"stream_options\":{\"include_usage\":true}}", "stream_options");
+    expect_chat_400("{" M "," USER ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+                    "stream_options.include_usage");
+    expect_chat_400("{" M "," USER ",\"user\":5}", "user");
+}
+
+static void test_developer_role_is_system(void)
+{
+    api_chat_request r;
+    api_error e;
+    CHECK(chat("{" M ",\"messages\":[{\"role\":\"developer\",\"content\":\"x\"},{\"role\":\"user\",\"content\":\"y\"}]}",
+               &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(r.msgs[0].role == ROLE_SYSTEM, "developer -> system");
+    api_chat_request_free(&r);
+}
+
+static void test_completions(void)
+{
+    api_completion_request r;
+    api_error e;
+    const char *ok = "{" M ",\"prompt\":[\"once upon\"],\"max_tokens\":4,\"echo\":false,\"stop\":\"\\n\"}";
+    CHECK(json_parse_completion(ok, strlen(ok), &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(!strcmp(r.prompt, "once upon") && r.prompt_len == 9, "prompt '%s'", r.prompt);
+    CHECK(r.gen.max_tokens == 4 && r.gen.n_stop == 1 && !strcmp(r.gen.stop[0], "\n"), "fields");
+    api_completion_request_free(&r);
+    const char *bad[][2] = {
+        { "{" M "}", "prompt" },
+        { "{" M ",\"prompt\":[\"a\",\"b\"]}", "prompt" },
+        { "{" M ",\"prompt\":[1,2,3]}", "prompt" },
+        { "{" M ",\"prompt\":5}", "prompt" },
+        { "{" M ",\"prompt\":\"a\",\"echo\":true}", "echo" },
+        { "{" M ",\"prompt\":\"a\",\"max_completion_tokens\":0,\"max_tokens\":0}", "max_tokens" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = json_parse_completion(bad[i][0], strlen(bad[i][0]), &r, &e);
+        CHECK(rc == -1 && e.status == 400 && !strcmp(e.param, bad[i][1]), "%s: rc %d param '%s' (%s)", bad[i][0], rc,
+              e.param, e.message);
+        if (rc == 0) api_completion_request_free(&r);
+    }
+}
+
+static void test_error_body_shape(void)
+{
+    api_error e;
+    api_fail(&e, 404, "invalid_request_error", "model_not_found", "model", "no model \"%s\"", "x/y");
+    char *b = api_error_body(&e);
+    CHECK(b != NULL, "body");
+    CHECK(!strcmp(b, "{\"error\":{\"message\":\"no model \\\"x/y\\\"\",\"type\":\"invalid_request_error\","
+                     "\"param\":\"model\",\"code\":\"model_not_found\"}}"), "got %s", b);
+    free(b);
+    api_fail(&e, 400, "invalid_request_error", NULL, NULL, "bad");
+    b = api_error_body(&e);
+    CHECK(strstr(b, "\"param\":null") && strstr(b, "\"code\":null"), "nulls: %s", b);
+    free(b);
+}
+
+int main(void)
+{
+    RUN_TEST(test_full_chat_request);
+    RUN_TEST(test_defaults_follow_openai);
+    RUN_TEST(test_nulls_mean_absent_and_newer_name_wins);
+    RUN_TEST(test_integral_float_is_an_integer);
+    RUN_TEST(test_malformed_bodies);
+    RUN_TEST(test_field_errors_name_the_field);
+    RUN_TEST(test_developer_role_is_system);
+    RUN_TEST(test_completions);
+    RUN_TEST(test_error_body_shape);
+    CHECK_EXIT();
+}
