@@ -357,9 +357,16 @@ static int cmd_bench(const cli_args *a)
             items[b] = (engine_item){ .seq = seqs[b], .tokens = prompt, .n_tokens = np, .smp = smp[b] };
         }
         /* prefill one sequence (the 'prompt processing' figure), then the rest untimed */
+        int last = rep == a->reps - 1;
+        if (a->profile && last) engine_set_profiling(e, 1);
         double t0 = now_s();
         step_or_die(e, items, 1);
         pp[rep] = np / (now_s() - t0);
+        if (a->profile && last) {
+            fprintf(stderr, "profile: prefill of %d tokens\n", np);
+            engine_profile_print(e, (now_s() - t0) * 1e3, 1);
+            engine_set_profiling(e, 0);
+        }
         if (B > 1) step_or_die(e, items + 1, B - 1);
         int32_t next[256];
         if (a->profile && rep == a->reps - 1) engine_set_profiling(e, 1);
@@ -384,7 +391,10 @@ static int cmd_bench(const cli_args *a)
            "\"decode_tok_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"load_s\":%.3f}\n",
            in->name, in->device, np, nd, B, a->reps, pp[a->reps / 2], pp[0], pp[a->reps - 1], tg[a->reps / 2], tg[0],
            tg[a->reps - 1], load_s);
-    if (a->profile) engine_profile_print(e, prof_wall, prof_steps);
+    if (a->profile) {
+        fprintf(stderr, "profile: decode, batch %d, %d steps\n", B, prof_steps);
+        engine_profile_print(e, prof_wall, prof_steps);
+    }
     for (int b = 0; b < B; b++) sampler_destroy(smp[b]);
     free(prompt);
     engine_destroy(e);

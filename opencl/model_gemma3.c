@@ -267,30 +267,33 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
 {
     const model_hparams *hp = &m->hp;
     uint32_t T = a->ntok, d = hp->n_embd, qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
-    if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen)) return -1;
+    if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen) ||
+        op_rmsnorm(o, b->x, m->layers[0].attn_norm, b->xn, T, d, hp->eps, err, errlen))
+        return -1;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const layer_weights *L = &m->layers[l];
         cl_mem freq = L->is_swa ? m->freq_local : m->freq_global;
         kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
-        if (op_rmsnorm(o, b->x, L->attn_norm, b->xn, T, d, hp->eps, err, errlen) ||
-            op_matmul(o, &L->q, b->xn, d, b->q, qd, T, err, errlen) ||
-            op_matmul(o, &L->k, b->xn, d, b->k, kd, T, err, errlen) ||
-            op_matmul(o, &L->v, b->xn, d, b->v, kd, T, err, errlen) ||
-            op_norm_rope(o, b->q, T, hp->n_head, hp->head_dim, L->q_norm, 1, hp->eps, freq, hp->head_dim, b->pos,
-                         b->seq, NULL, err, errlen) ||
-            op_norm_rope(o, b->k, T, hp->n_kv, hp->head_dim, L->k_norm, 1, hp->eps, freq, hp->head_dim, b->pos,
-                         b->seq, &kk, err, errlen) ||
-            op_v_store(o, b->v, T, hp->n_kv, hp->head_dim, 0, hp->eps, b->pos, b->seq, &vv, err, errlen) ||
+        mm_out qkv[3] = { { &L->q, b->q, qd }, { &L->k, b->k, kd }, { &L->v, b->v, kd } };
+        mm_out gu[2] = { { &L->gate, b->g, hp->n_ff }, { &L->up, b->u, hp->n_ff } };
+        /* xn holds attn_norm(x) here: from the embedding or from the previous layer's fused add+norm */
+        if (op_matmul_multi(o, qkv, 3, b->xn, d, T, err, errlen) ||
+            op_qkv_rope(o, b->q, b->k, b->v, T, hp->n_head, hp->n_kv, hp->head_dim, L->q_norm, L->k_norm, 1, 0,
+                        hp->eps, freq, hp->head_dim, b->pos, b->seq, &kk, &vv, err, errlen) ||
             attention(m, o, b, kv, l, a, err, errlen) ||
             op_matmul(o, &L->o, b->att, qd, b->o, d, T, err, errlen) ||
-            op_rmsnorm_add(o, b->o, L->post_attn_norm, b->x, T, d, hp->eps, err, errlen) ||
-            op_rmsnorm(o, b->x, L->ffn_norm, b->xn, T, d, hp->eps, err, errlen) ||
-            op_matmul(o, &L->gate, b->xn, d, b->g, hp->n_ff, T, err, errlen) ||
-            op_matmul(o, &L->up, b->xn, d, b->u, hp->n_ff, T, err, errlen) ||
+            op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps, err, errlen) ||
+            op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen) ||
             op_geglu(o, b->g, b->u, b->g, T * hp->n_ff, err, errlen) ||
-            op_matmul(o, &L->down, b->g, hp->n_ff, b->o, d, T, err, errlen) ||
-            op_rmsnorm_add(o, b->o, L->post_ffw_norm, b->x, T, d, hp->eps, err, errlen))
+            op_matmul(o, &L->down, b->g, hp->n_ff, b->o, d, T, err, errlen))
             return -1;
+        if (l + 1 < hp->n_layer) {
+            if (op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, m->layers[l + 1].attn_norm, b->xn, T, d, hp->eps,
+                                    err, errlen))
+                return -1;
+        } else if (op_rmsnorm_add(o, b->o, L->post_ffw_norm, b->x, T, d, hp->eps, err, errlen)) {
+            return -1;
+        }
     }
     if (a->n_out == 0) return 0;
     if (op_gather_rows(o, b->x, b->out_rows, b->xo, a->n_out, d, err, errlen) ||

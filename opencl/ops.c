@@ -10,7 +10,8 @@
 static const char *const kernel_names[K_COUNT] = {
     [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
     [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial", [K_ATTN_COMBINE] = "attn_combine",
-    [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_ROWS] = "add_rows",
+    [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_NORM] = "rmsnorm_add_norm",
+    [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)",
     [K_GEMM] = "gemm (CLBlast)",
@@ -202,6 +203,59 @@ int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32
     size_t lws = o->wg, gws = (size_t)rows * lws;
     return launch(o, K_RMSNORM_ADD, o->k[K_RMSNORM_ADD], 1, &gws, &lws, 12.0 * rows * n, 5.0 * rows * n, err,
                   errlen, 6, A(x), A(w), A(res), A(n), A(eps), LOCAL(lws * sizeof(float)));
+}
+
+int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
+                        float eps, char *err, size_t errlen)
+{
+    size_t lws = o->wg, gws = (size_t)rows * lws;
+    return launch(o, K_ADD_NORM, o->k[K_ADD_NORM], 1, &gws, &lws, 16.0 * rows * n, 8.0 * rows * n, err, errlen, 8,
+                  A(x), A(w1), A(res), A(w2), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
+}
+
+int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
+                    size_t errlen)
+{
+    if (ntok > 4 || n > 3 || n < 1) {
+        for (int i = 0; i < n; i++)
+            if (op_matmul(o, outs[i].w, X, ldx, outs[i].y, outs[i].ldy, ntok, err, errlen)) return -1;
+        return 0;
+    }
+    uint32_t k = outs[0].w->cols;
+    cl_mem W[3], Y[3];
+    uint32_t ty[3] = { 0 }, rb[3] = { 0 }, nr[3] = { 0 }, ld[3] = { 0 };
+    double bytes = 0, flop = 0;
+    size_t rows = 0;
+    for (int i = 0; i < 3; i++) {
+        const mm_out *m = &outs[i < n ? i : 0];
+        if (m->w->cols != k) return errf(err, errlen, "mv_multi: matrices differ in columns (%u vs %u)", m->w->cols, k);
+        W[i] = m->w->buf; Y[i] = m->y;
+        if (i < n) {
+            ty[i] = m->w->type; rb[i] = m->w->row_bytes; nr[i] = m->w->rows; ld[i] = m->ldy;
+            rows += nr[i];
+            bytes += (double)rb[i] * nr[i];
+            flop += 2.0 * ntok * nr[i] * k;
+        }
+    }
+    size_t lws = o->wg_mv, gws = rows * lws;
+    return launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 23, A(W[0]), A(ty[0]),
+                  A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]), A(ty[1]), A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]),
+                  A(W[2]), A(ty[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X), A(ldx), A(ntok),
+                  LOCAL(lws * sizeof(float)));
+}
+
+int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                cl_mem qw, cl_mem kw, int qk_norm, int v_norm, float eps, cl_mem freq, uint32_t rot,
+                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kc, const kv_view *vc, char *err, size_t errlen)
+{
+    size_t lws = o->wg, gws = (size_t)ntok * (nh + 2 * nkv) * lws;
+    cl_mem qwb = qw ? qw : Q, kwb = kw ? kw : Q;
+    if (qk_norm == 1 && (!qw || !kw)) return errf(err, errlen, "qkv_rope: norm mode 1 needs Q and K weights");
+    return launch(o, K_QKV_ROPE, o->k[K_QKV_ROPE], 1, &gws, &lws, 8.0 * ntok * (nh + 2 * nkv) * hd,
+                  8.0 * ntok * (nh + nkv) * hd, err, errlen, 23, A(Q), A(K), A(V), A(nh), A(nkv), A(hd), A(qwb),
+                  A(kwb), A(qk_norm), A(v_norm), A(eps), A(freq), A(rot), A(tok_pos), A(tok_seq), A(kc->cache),
+                  A(vc->cache), A(kc->block_table), A(kc->max_blocks), A(kc->block_size), A(ntok),
+                  LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)));
 }
 
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,

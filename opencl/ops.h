@@ -20,7 +20,8 @@ typedef struct weight {
 
 enum op_kernel {
     K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
-    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_MV, K_DEQ, K_EMB, K_GEMM,
+    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
+    K_MV, K_DEQ, K_EMB, K_GEMM,
     K_COUNT
 };
 
@@ -62,6 +63,19 @@ typedef struct kv_view {       /* where one layer's K or V cache lives and how i
     uint32_t max_blocks, block_size;
 } kv_view;
 
+/* res += norm(x) * w1; y = norm(res) * w2 */
+int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
+                        float eps, char *err, size_t errlen);
+/* several products of the same X (Q/K/V or gate/up): one launch when ntok <= 4, else one each */
+typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
+int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
+                    size_t errlen);
+/* Q/K/V of a batch in one launch: Q normed + roped in place, K normed + roped into its cache,
+ * V into its cache. Norm modes (qk_norm for Q and K, v_norm for V): 0 none, 1 RMS norm times the
+ * head weight (qw, kw), 2 RMS norm without weight. */
+int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                cl_mem qw, cl_mem kw, int qk_norm, int v_norm, float eps, cl_mem freq, uint32_t rot,
+                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kc, const kv_view *vc, char *err, size_t errlen);
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache,
                  char *err, size_t errlen);

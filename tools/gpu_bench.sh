@@ -14,7 +14,7 @@ export XDG_CACHE_HOME=$out/cache
 rm -rf "$out/cache"
 t0=$(date +%s.%N); build/clgemma generate -m "$model" -p "Hello" -n 1 --temp 0 >/dev/null 2>"$out/cold.log"; t1=$(date +%s.%N)
 build/clgemma generate -m "$model" -p "Hello" -n 1 --temp 0 >/dev/null 2>"$out/warm.log"; t2=$(date +%s.%N)
-echo "start-up to first token: cold $(echo "$t1 - $t0" | bc) s, warm (binary cache) $(echo "$t2 - $t1" | bc) s"
+python3 -c "print('start-up to first token: cold %.2f s, warm (binary cache) %.2f s' % ($t1 - $t0, $t2 - $t1))"
 if [ -f tests/golden_check.py ] && [ -f tests/golden/gemma3_270m.json ]; then
   CLGEMMA_MODEL=$model python3 tests/golden_check.py --model "$model" 2>&1 | tee "$out/golden.log" | grep -E '^(PASS|FAIL)'
 fi
@@ -34,7 +34,7 @@ row 4 512 128
 row 16 512 128
 row 64 128 64
 row 1 2048 16
-echo "per-kernel profile, decode B=1 (512-token prompt, 64 steps):"
-build/clgemma bench -m "$model" -p 512 -n 64 -r 1 --profile 2>&1 >/dev/null | tail -25
+echo "per-kernel profiles, B=1 (512-token prompt, 64 decode steps):"
+build/clgemma bench -m "$model" -p 512 -n 64 -r 1 --profile 2>&1 >/dev/null | tail -40
 echo "per-kernel profile, decode B=16:"
-build/clgemma bench -m "$model" -p 128 -n 32 -r 1 -b 16 --profile 2>&1 >/dev/null | tail -25
+build/clgemma bench -m "$model" -p 128 -n 32 -r 1 -b 16 --profile 2>&1 >/dev/null | grep -A30 "profile: decode"

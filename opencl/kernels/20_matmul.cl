@@ -73,3 +73,58 @@ DEFINE_WEIGHT_KERNELS(q5_1)
 DEFINE_WEIGHT_KERNELS(q4_k)
 DEFINE_WEIGHT_KERNELS(q5_k)
 DEFINE_WEIGHT_KERNELS(q6_k)
+
+/* any supported type, chosen at run time (uniform per work-group) */
+inline void deq32_any(uint type, global const uchar *row, int sb, float *w)
+{
+    switch (type) {
+    case 0: deq32_f32(row, sb, w); break;
+    case 1: deq32_f16(row, sb, w); break;
+    case 2: deq32_q4_0(row, sb, w); break;
+    case 3: deq32_q4_1(row, sb, w); break;
+    case 6: deq32_q5_0(row, sb, w); break;
+    case 7: deq32_q5_1(row, sb, w); break;
+    case 8: deq32_q8_0(row, sb, w); break;
+    case 12: deq32_q4_k(row, sb, w); break;
+    case 13: deq32_q5_k(row, sb, w); break;
+    case 14: deq32_q6_k(row, sb, w); break;
+    case 30: deq32_bf16(row, sb, w); break;
+    default: for (int i = 0; i < 32; i++) w[i] = NAN;
+    }
+}
+
+/* Up to three matrices sharing the input X in one launch (Q/K/V, gate/up): work-group r belongs
+ * to matrix 0 for r < n0, matrix 1 for r < n0 + n1, else matrix 2. Decode only (ntok <= 4). */
+kernel void mv_multi(global const uchar *W0, uint t0, uint rb0, uint n0, global float *Y0, uint ld0,
+                     global const uchar *W1, uint t1, uint rb1, uint n1, global float *Y1, uint ld1,
+                     global const uchar *W2, uint t2, uint rb2, uint n2, global float *Y2, uint ld2,
+                     uint k, global const float *X, uint ldx, uint ntok, local float *red)
+{
+    uint r = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
+    global const uchar *W; uint type, rb, ldy; global float *Y;
+    if (r < n0) { W = W0; type = t0; rb = rb0; Y = Y0; ldy = ld0; }
+    else if (r < n0 + n1) { r -= n0; W = W1; type = t1; rb = rb1; Y = Y1; ldy = ld1; }
+    else if (r < n0 + n1 + n2) { r -= n0 + n1; W = W2; type = t2; rb = rb2; Y = Y2; ldy = ld2; }
+    else return;
+    global const uchar *row = W + (size_t)r * rb;
+    float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+    int nsb = k / 32;
+    for (int sb = lid; sb < nsb; sb += L) {
+        float w[32];
+        deq32_any(type, row, sb, w);
+        for (int t = 0; t < 4; t++) {
+            if (t < (int)ntok) {
+                global const float4 *x = (global const float4 *)(X + (size_t)t * ldx + sb * 32);
+                float4 s = 0.0f;
+                for (int i = 0; i < 8; i++)
+                    s += (float4)(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]) * x[i];
+                acc[t] += s.x + s.y + s.z + s.w;
+            }
+        }
+    }
+    for (int t = 0; t < (int)ntok; t++) {
+        float v = L > 1 ? wg_sum(acc[t], red) : acc[t];
+        if (lid == 0) Y[(size_t)t * ldy + r] = v;
+    }
+}

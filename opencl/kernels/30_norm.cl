@@ -99,3 +99,76 @@ kernel void v_store(global const float *x, uint nh, uint hd, int norm, float eps
     global half *dst = cache + (((size_t)blk * nh + h) * block_size + p % block_size) * hd;
     for (uint i = lid; i < hd; i += L) vstore_half(xr[i] * inv, i, dst);
 }
+
+/* res += norm(x) * w1; y = norm(res) * w2 — a post-norm residual add fused with the next pre-norm */
+kernel void rmsnorm_add_norm(global const float *x, global const float *w1, global float *res,
+                             global const float *w2, global float *y, uint n, float eps, local float *red)
+{
+    size_t r = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
+    global const float *xr = x + r * n;
+    global float *rr = res + r * n;
+    global float *yr = y + r * n;
+    float ss = 0.0f;
+    for (uint i = lid; i < n; i += L) ss += xr[i] * xr[i];
+    ss = wg_sum(ss, red);
+    float inv = rsqrt(ss / (float)n + eps);
+    float ss2 = 0.0f;
+    for (uint i = lid; i < n; i += L) {
+        float v = rr[i] + xr[i] * inv * w1[i];
+        rr[i] = v; /* each item rereads only what it wrote */
+        ss2 += v * v;
+    }
+    ss2 = wg_sum(ss2, red);
+    float inv2 = rsqrt(ss2 / (float)n + eps);
+    for (uint i = lid; i < n; i += L) yr[i] = rr[i] * inv2 * w2[i];
+}
+
+/* One launch for the attention inputs of a batch: rows [0, T*nh) are Q heads (norm + RoPE in
+ * place), then T*nkv K heads (norm + RoPE into the K cache), then T*nkv V heads (into the V
+ * cache). Q/K/V are separate [T][heads][hd] buffers. Norm modes: 0 none, 1 RMS norm with the
+ * head weight, 2 RMS norm without weight. */
+kernel void qkv_rope(global float *Q, global const float *K, global const float *V, uint nh, uint nkv, uint hd,
+                     global const float *qw, global const float *kw, int qk_norm, int v_norm, float eps,
+                     global const float *freq, uint rot, global const int *tok_pos, global const int *tok_seq,
+                     global half *kc, global half *vc, global const int *block_table, uint max_blocks,
+                     uint block_size, uint ntok, local float *buf, local float *red)
+{
+    size_t row = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
+    int kind; /* 0 q, 1 k, 2 v */
+    uint t, h;
+    global const float *src;
+    if (row < (size_t)ntok * nh) { kind = 0; t = row / nh; h = row % nh; src = Q + row * hd; }
+    else if (row < (size_t)ntok * (nh + nkv)) { kind = 1; row -= (size_t)ntok * nh; t = row / nkv; h = row % nkv; src = K + row * hd; }
+    else { kind = 2; row -= (size_t)ntok * (nh + nkv); t = row / nkv; h = row % nkv; src = V + row * hd; }
+    int norm = kind < 2 ? qk_norm : v_norm; /* 0 none, 1 with weight (Q/K only), 2 without */
+    global const float *w = kind == 0 ? qw : kw;
+    float inv = 1.0f;
+    if (norm) {
+        float ss = 0.0f;
+        for (uint i = lid; i < hd; i += L) ss += src[i] * src[i];
+        ss = wg_sum(ss, red);
+        inv = rsqrt(ss / (float)hd + eps);
+    }
+    for (uint i = lid; i < hd; i += L) buf[i] = src[i] * inv * (norm == 1 && kind < 2 ? w[i] : 1.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int p = tok_pos[t];
+    global half *dst = 0;
+    if (kind > 0) {
+        int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
+        dst = (kind == 1 ? kc : vc) + (((size_t)blk * nkv + h) * block_size + p % block_size) * hd;
+    }
+    uint half_rot = rot / 2;
+    for (uint i = lid; i < hd; i += L) {
+        float v = buf[i];
+        if (kind < 2 && i < rot) {
+            uint j = i < half_rot ? i : i - half_rot;
+            float th = (float)p * freq[j];
+            float c = cos(th), s = sin(th);
+            v = i < half_rot ? buf[i] * c - buf[i + half_rot] * s : buf[j] * s + buf[i] * c;
+        }
+        if (kind == 0) Q[row * hd + i] = v;
+        else vstore_half(v, i, dst);
+    }
+}
