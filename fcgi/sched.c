@@ -268,6 +268,9 @@ static void *engine_main(void *arg)
             else s->active[k++] = j;
         }
         n = k;
+        pthread_mutex_lock(&s->mu);
+        s->n_active = n;
+        pthread_mutex_unlock(&s->mu);
         if (n) {
             step_all(s, n);
             pthread_mutex_lock(&s->mu);
