@@ -1,0 +1,34 @@
+#!/bin/sh
+# The newcomer's path: deploy/serve.sh (what `make serve` runs, setup skipped: make test did it)
+# in a temp run directory on a free port — spawn-fcgi workers, nginx, certificate, key — then the
+# curl line it prints, pasted as is, must stream a Gemma answer; deploy/stop.sh must stop it all.
+cd "$(dirname "$0")/../.." || exit 1
+run=$(mktemp -d /tmp/clgemma-serve.XXXXXX)
+cleanup() { RUN_DIR=$run sh deploy/stop.sh --quiet; rm -rf "$run"; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+if ! CLGEMMA_RUN_DIR=$run CLGEMMA_PORT=$port CLGEMMA_SKIP_SETUP=1 CLGEMMA_CTX=1024 sh deploy/serve.sh > "$run/serve.out" 2>&1; then
+  echo "FAIL serve_starts: deploy/serve.sh failed"; cat "$run/serve.out"; exit 1
+fi
+echo "PASS serve_starts"
+# the printed curl command: from "curl -N" to the line with -d '...'
+sed -n '/^curl -N/,/-d /p' "$run/serve.out" | sed 's/"max_tokens":96/"max_tokens":8/' > "$run/curl.sh"
+if [ ! -s "$run/curl.sh" ]; then echo "FAIL serve_prints_curl: no curl line in the output"; cat "$run/serve.out"; exit 1; fi
+sh "$run/curl.sh" > "$run/answer" 2> "$run/curl.err"
+if grep -q '"content":"[^"]' "$run/answer" && tail -n 2 "$run/answer" | grep -q '^data: \[DONE\]'; then
+  echo "PASS serve_curl_line_streams_an_answer"
+else
+  echo "FAIL serve_curl_line_streams_an_answer: $(head -c 300 "$run/answer") $(cat "$run/curl.err")"; exit 1
+fi
+key=$(sed -n 's/^  API key  //p' "$run/serve.out")
+[ -n "$key" ] && grep -qx "$key" "$run/api_keys" && echo "PASS serve_prints_the_key" || { echo "FAIL serve_prints_the_key: '$key'"; exit 1; }
+pids="$(cat "$run"/worker-*.pid) $(cat "$run/nginx/nginx.pid")"
+RUN_DIR=$run sh deploy/stop.sh > "$run/stop.out" 2>&1
+left=""
+for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
+if [ -z "$left" ] && ! curl -s --cacert "$run/tls/cert.pem" "https://localhost:$port/health" >/dev/null 2>&1; then
+  echo "PASS stop_stops_everything"
+else
+  echo "FAIL stop_stops_everything: still running:$left"; cat "$run/stop.out"; exit 1
+fi
