@@ -1,6 +1,7 @@
 /* http.c — HTTP over a FastCGI request. */
 #include "http.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,11 @@ void http_req_init(http_req *r, FCGX_Request *fr)
     r->path[n] = 0;
     r->request_id = param(r, "REQUEST_ID");
     if (!r->request_id || !*r->request_id || strlen(r->request_id) > 64) {
+        /* no nginx in front (direct FastCGI): 32 hex digits like nginx's $request_id */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        snprintf(r->own_id, sizeof r->own_id, "%08lx%08lx%p", (unsigned long)ts.tv_sec,
-                 (unsigned long)ts.tv_nsec, (void *)r);
+        snprintf(r->own_id, sizeof r->own_id, "%016llx%08x%08lx", (unsigned long long)ts.tv_sec,
+                 (unsigned)ts.tv_nsec, (unsigned long)((uintptr_t)r >> 4) & 0xffffffffUL);
         r->request_id = r->own_id;
     }
 }

@@ -1,8 +1,10 @@
 /* worker.c — a worker process: request threads on FCGX_Accept_r, routing, model load, drain.
  *
  * Signals: SIGTERM/SIGINT are blocked in every thread and taken by the main thread with
- * sigtimedwait; SIGUSR2 is the wake-up the main thread sends to request threads blocked in
- * accept() when the worker stops (their FCGX_Accept_r then fails with EINTR). */
+ * sigtimedwait; a real-time signal (WAKE_SIG) is the wake-up the main thread sends to request
+ * threads blocked in accept() when the worker stops (their FCGX_Accept_r then fails with EINTR).
+ * Not SIGUSR2: the OpenCL stack (LLVM inside PoCL) registers its own handler for it, and a worker
+ * was seen dying of signal 12 during shutdown; real-time signals are left alone by libraries. */
 #include "worker.h"
 
 #include <errno.h>
@@ -44,6 +46,8 @@ struct worker {
     req_thread *threads;
     int n_threads;
 };
+
+#define WAKE_SIG (SIGRTMIN + 5)
 
 static void on_wake(int sig) { (void)sig; }
 
@@ -131,7 +135,7 @@ static void *request_thread(void *arg)
     worker *w = t->w;
     sigset_t wake;
     sigemptyset(&wake);
-    sigaddset(&wake, SIGUSR2);
+    sigaddset(&wake, WAKE_SIG);
     pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
     FCGX_Request req;
     FCGX_InitRequest(&req, w->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
@@ -182,7 +186,7 @@ static int stop_threads(worker *w, double give_up_s)
             req_thread *t = &w->threads[i];
             if (t->started && !atomic_load(&t->exited)) {
                 left++;
-                pthread_kill(t->tid, SIGUSR2);
+                pthread_kill(t->tid, WAKE_SIG);
             }
         }
         if (!left) break;
@@ -274,13 +278,13 @@ int worker_run(const server_config *cfg, int index, int listen_fd)
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGUSR2);
+    sigaddset(&block, WAKE_SIG);
     pthread_sigmask(SIG_BLOCK, &block, NULL); /* inherited by every thread we start */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_wake; /* no SA_RESTART: accept() returns EINTR */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR2, &sa, NULL);
+    sigaction(WAKE_SIG, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);   /* a closed socket is a write error, not a death */
 
     if (FCGX_Init()) { LOG(&w, "FCGX_Init failed"); metrics_destroy(w.m); return WORKER_EXIT_ERROR; }
