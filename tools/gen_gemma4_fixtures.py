@@ -189,6 +189,51 @@ def check_dir_path(model, fixture: Path, name: str, decoys: set[str]) -> None:
             assert np.array_equal(np.asarray(t.data), np.asarray(ta[n].data)), n
 
 
+def check_hf_tokenizer_path() -> None:
+    """Exercise the real-checkpoint tokenizer path of hf_to_gguf.py (tokenizer.json -> model "gemma4"):
+    build a HF fast BPE tokenizer (byte fallback, Gemma 4 specials) from the synthetic vocabulary,
+    convert it with hf_vocab() and check token types, merges and the written GGUF keys."""
+    import tempfile
+    import gguf
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+    from transformers import PreTrainedTokenizerFast
+    from ref_gemma4 import _field_value
+    v = conv.synthetic_spm_vocab(N_VOCAB)
+    ids = {t: i for i, t in enumerate(v.tokens)}
+    merges = []
+    for t in v.tokens[ids["<0xFF>"] + 1:]:
+        for k in range(1, len(t)):
+            a, b = t[:k], t[k:]
+            if len(t) > 1 and a in ids and b in ids and max(ids[a], ids[b]) < ids[t]:
+                merges.append((a, b))
+                break
+    tk = Tokenizer(models.BPE(vocab=ids, merges=merges, byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    tk.normalizer = normalizers.Replace(" ", "\u2581")
+    tk.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    specials = [t for t, _ in conv.GEMMA4_SPECIALS]
+    tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>",
+                                   pad_token="<pad>", mask_token="<mask>", extra_special_tokens=specials[5:])
+    TT = gguf.TokenType
+    with tempfile.TemporaryDirectory() as td:
+        fast.save_pretrained(td)
+        hv = conv.hf_vocab(Path(td))
+        assert hv.model == "gemma4" and hv.tokens == v.tokens and len(hv.merges) == len(merges), (hv.model, len(hv.merges))
+        for t, kind in conv.GEMMA4_SPECIALS:
+            want = TT.USER_DEFINED if kind == "visible" else TT.CONTROL     # LlamaHfVocab types <unk> CONTROL too
+            assert hv.types[ids[t]] == want, (t, hv.types[ids[t]])
+        assert all(hv.types[ids[f"<0x{b:02X}>"]] == TT.BYTE for b in range(256))
+        assert (hv.bos, hv.eos, hv.unk, hv.pad) == (2, 1, 3, 0)
+        model, _ = make_model("dense", SEEDS["dense"])
+        out = Path(td) / "tok.gguf"
+        conv.convert_model(model, hv, out, "f32")
+        r = gguf.GGUFReader(str(out))
+        kv = {k: _field_value(f) for k, f in r.fields.items() if k.startswith("tokenizer.")}
+        assert kv["tokenizer.ggml.model"] == "gemma4" and len(kv["tokenizer.ggml.merges"]) == len(merges)
+        assert kv["tokenizer.ggml.add_bos_token"] is True and kv["tokenizer.ggml.add_space_prefix"] is False
+    print(f"hf tokenizer path ok: {len(merges)} merges, visible tokens USER_DEFINED")
+
+
 def r6(a) -> list:
     return np.round(np.asarray(a, dtype=np.float64), 6).tolist()
 
@@ -329,6 +374,7 @@ def build_variant(name: str) -> dict:
 
 def main() -> int:
     torch.set_num_threads(1)
+    check_hf_tokenizer_path()
     names = sys.argv[1:] or list(VARIANTS)
     total = 0
     for name in names:
