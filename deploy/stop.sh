@@ -32,8 +32,8 @@ if [ -f "$RUN_DIR/nginx/nginx.pid" ]; then
   pid=$(cat "$RUN_DIR/nginx/nginx.pid" 2>/dev/null)
   n=0
   while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+  kill -0 "$pid" 2>/dev/null || { say "stopped nginx (pid $pid)"; rm -f "$RUN_DIR/nginx/nginx.pid"; }
   stop_pid "$RUN_DIR/nginx/nginx.pid" nginx 5
-  say "stopped nginx"
 fi
 for f in "$RUN_DIR"/worker-*.pid; do
   [ -f "$f" ] && stop_pid "$f" "worker $(basename "$f" .pid)" 90

@@ -46,6 +46,7 @@ struct sched {
     /* engine thread only */
     gen_job **active;
     engine_item *items;
+    int *failed;
 };
 
 static double now_s(void)
@@ -200,25 +201,22 @@ static void fill_item(engine_item *it, gen_job *j)
 static void step_all(sched *s, int n)
 {
     char err[256];
+    int *failed = s->failed;
     for (int i = 0; i < n; i++) fill_item(&s->items[i], s->active[i]);
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
-    int *failed = NULL, one_failed = 0;
+    for (int i = 0; i < n; i++) failed[i] = rc != 0;
     if (rc && n > 1) {
-        /* find the culprit: no state changed, so run the sequences one at a time */
-        failed = calloc((size_t)n, sizeof *failed);
+        /* find the culprit: a failed step changed no state, so run the sequences one at a time */
         for (int i = 0; i < n; i++) {
             fill_item(&s->items[i], s->active[i]);
-            int r = engine_step(s->eng, &s->items[i], 1, err, sizeof err);
-            if (failed) failed[i] = r != 0;
-            else if (r) one_failed = 1;
+            failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err) != 0;
         }
     }
     double t = now_s();
     int k = 0;
     for (int i = 0; i < n; i++) {
         gen_job *j = s->active[i];
-        int bad = rc && (n == 1 || (failed ? failed[i] : one_failed));
-        if (bad) {
+        if (failed[i]) {
             fprintf(stderr, "clgemma-fcgi: engine step failed: %s\n", err);
             metrics_engine_error(s->m);
             char msg[300];
@@ -228,7 +226,6 @@ static void step_all(sched *s, int n)
         }
         if (!after_step(s, j, s->items[i].token_out, t)) s->active[k++] = j;
     }
-    free(failed);
     pthread_mutex_lock(&s->mu);
     s->n_active = k;
     pthread_mutex_unlock(&s->mu);
@@ -302,8 +299,9 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     s->max_queue = o->max_queue >= 0 ? o->max_queue : 0;
     s->active = calloc((size_t)s->max_seqs, sizeof *s->active);
     s->items = calloc((size_t)s->max_seqs, sizeof *s->items);
-    if (!s->active || !s->items) {
-        free(s->active); free(s->items); free(s);
+    s->failed = calloc((size_t)s->max_seqs, sizeof *s->failed);
+    if (!s->active || !s->items || !s->failed) {
+        free(s->active); free(s->items); free(s->failed); free(s);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -315,7 +313,7 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
         snprintf(err, errlen, "cannot start the engine thread: %s", strerror(rc));
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
-        free(s->active); free(s->items); free(s);
+        free(s->active); free(s->items); free(s->failed); free(s);
         return -1;
     }
     *out = s;
@@ -334,6 +332,7 @@ void sched_destroy(sched *s)
     pthread_mutex_destroy(&s->mu);
     free(s->active);
     free(s->items);
+    free(s->failed);
     free(s);
 }
 
