@@ -1,7 +1,11 @@
 /* chat.c — Gemma chat templates.
  * Gemma 3: "<start_of_turn>{user|model}\n{content}<end_of_turn>\n" per turn; a system message is
  * folded into the first user turn followed by a blank line; content is trimmed of surrounding
- * whitespace as the reference template does; the generation prompt is "<start_of_turn>model\n". */
+ * whitespace as the reference template does; the generation prompt is "<start_of_turn>model\n".
+ * Gemma 4 (docs/GEMMA4.md §6, thinking off): "<|turn>{system|user|model}\n{content}<turn|>\n" per
+ * turn; a system (or developer) message gets its own turn; a model turn drops its thoughts (the
+ * text up to the last "<channel|>"); content is trimmed; the generation prompt is
+ * "<|turn>model\n<|channel>thought\n<channel|>" (an empty thought channel: thinking off). */
 #include "chat.h"
 
 #include <ctype.h>
@@ -32,9 +36,40 @@ static void put_trimmed(sbuf *b, const char *s)
     put(b, s, n);
 }
 
+static int format_gemma4(const chat_msg *msgs, int n, int add_generation_prompt, char *out, size_t cap)
+{
+    sbuf b = { out, cap, 0 };
+    for (int i = 0; i < n; i++) {
+        const char *r = msgs[i].role, *c = msgs[i].content;
+        if (!r || !c) return -1;
+        const char *turn;
+        if (strcmp(r, "system") == 0 || strcmp(r, "developer") == 0) {
+            if (i != 0) return -1; /* only a leading system message */
+            turn = "system";
+        } else if (strcmp(r, "user") == 0) {
+            turn = "user";
+        } else if (strcmp(r, "assistant") == 0 || strcmp(r, "model") == 0) {
+            turn = "model";
+            const char *t = c, *hit;
+            while ((hit = strstr(t, "<channel|>")) != NULL) t = hit + strlen("<channel|>");
+            c = t;
+        } else {
+            return -1;
+        }
+        puts_(&b, "<|turn>");
+        puts_(&b, turn);
+        puts_(&b, "\n");
+        put_trimmed(&b, c);
+        puts_(&b, "<turn|>\n");
+    }
+    if (add_generation_prompt) puts_(&b, "<|turn>model\n<|channel>thought\n<channel|>");
+    if (cap) out[b.len < cap ? b.len : cap - 1] = 0;
+    return (int)b.len;
+}
+
 int chat_format(chat_family fam, const chat_msg *msgs, int n, int add_generation_prompt, char *out, size_t cap)
 {
-    (void)fam; /* Gemma 3 and Gemma 4 (without thinking) share the turn format */
+    if (fam == CHAT_GEMMA4) return format_gemma4(msgs, n, add_generation_prompt, out, cap);
     sbuf b = { out, cap, 0 };
     int i = 0;
     const char *system = NULL;

@@ -28,7 +28,7 @@ struct engine {
     fwd_bufs b;
     tokenizer *tok;
     chat_family family;
-    int32_t stop_ids[4];
+    int32_t stop_ids[8];
     int n_stop;
     uint32_t max_batch;
     int profiling;
@@ -57,8 +57,8 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
     if (gguf_open(&e->gguf, path, why, sizeof why)) { ERR("%s", why); goto fail; }
     gguf_str a;
     if (gguf_get_str(e->gguf, "general.architecture", &a) != 0) { ERR("%s: no general.architecture key", path); goto fail; }
-    if (!gguf_str_eq(a, "gemma3")) {
-        ERR("%s: unsupported architecture '%.*s' (supported: gemma3)", path, (int)(a.len > 40 ? 40 : a.len), a.ptr);
+    if (!gguf_str_eq(a, "gemma3") && !gguf_str_eq(a, "gemma4")) {
+        ERR("%s: unsupported architecture '%.*s' (supported: gemma3, gemma4)", path, (int)(a.len > 40 ? 40 : a.len), a.ptr);
         goto fail;
     }
     if (tokenizer_from_gguf(&e->tok, e->gguf, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
@@ -90,7 +90,7 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
     /* KV pool: every sequence may reach n_ctx, within a third of what the weights leave free */
     uint64_t per_tok = 0;
     uint32_t dims[1024];
-    for (uint32_t l = 0; l < hp->n_layer; l++) { dims[l] = hp->n_kv * hp->head_dim; per_tok += 2ull * 2 * dims[l]; }
+    for (uint32_t l = 0; l < hp->n_layer; l++) { dims[l] = e->m.kv_dims ? e->m.kv_dims[l] : hp->n_kv * hp->head_dim; per_tok += 2ull * 2 * dims[l]; }
     uint64_t want_blocks = (uint64_t)n_seq * ((n_ctx + KV_BLOCK - 1) / KV_BLOCK);
     uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
     uint64_t fit = room / (per_tok * KV_BLOCK);
@@ -113,9 +113,23 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
     e->family = chat_family_from_arch(hp->arch);
     e->n_stop = 0;
-    int32_t eos = tokenizer_eos(e->tok), eot = tokenizer_find(e->tok, "<end_of_turn>");
-    if (eos >= 0) e->stop_ids[e->n_stop++] = eos;
-    if (eot >= 0) e->stop_ids[e->n_stop++] = eot;
+    /* Gemma 3 ends a turn with <end_of_turn>; Gemma 4 with <turn|>, and hands over to a tool
+     * with <|tool_response>. The file's eot id (if any) is honoured too. */
+    int32_t cand[5] = { tokenizer_eos(e->tok), -1, -1, -1, -1 };
+    int64_t eot_id;
+    if (gguf_get_int(e->gguf, "tokenizer.ggml.eot_token_id", &eot_id) == 0 && eot_id >= 0 && eot_id < hp->n_vocab)
+        cand[1] = (int32_t)eot_id;
+    if (e->family == CHAT_GEMMA4) {
+        cand[2] = tokenizer_find(e->tok, "<turn|>");
+        cand[3] = tokenizer_find(e->tok, "<|tool_response>");
+    } else {
+        cand[2] = tokenizer_find(e->tok, "<end_of_turn>");
+    }
+    for (int i = 0; i < 5; i++) {
+        int dup = cand[i] < 0;
+        for (int j = 0; j < e->n_stop && !dup; j++) dup = e->stop_ids[j] == cand[i];
+        if (!dup) e->stop_ids[e->n_stop++] = cand[i];
+    }
 
     engine_info *in = &e->info;
     snprintf(in->arch, sizeof in->arch, "%s", hp->arch);

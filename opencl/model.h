@@ -25,8 +25,13 @@ typedef struct layer_weights {
     int is_swa;               /* sliding-window (local) layer */
 } layer_weights;
 
+struct gemma4_model;
+
 typedef struct model {
     model_hparams hp;
+    /* architectures other than gemma3 (model_gemma4.c); hp then holds per-layer maxima */
+    struct gemma4_model *g4;
+    uint32_t *kv_dims;        /* per layer n_kv*head_dim of its KV cache (0 = none); NULL = uniform */
     weight tok_embd, output;  /* output == tok_embd when tied */
     cl_mem output_norm;
     layer_weights *layers;
@@ -43,6 +48,7 @@ typedef struct fwd_bufs {
     cl_mem xo, logits, argmax;
     cl_mem part_acc, part_ml;
     size_t part_elems;        /* floats in part_acc */
+    cl_mem ext[12];           /* architecture-specific scratch (gemma4: PLE, MoE) */
 } fwd_bufs;
 
 /* one forward: tokens already uploaded to b->ids/pos/seq; for the n_out rows listed in
@@ -60,5 +66,11 @@ int  fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_t
 void fwd_bufs_destroy(fwd_bufs *b);
 /* runs layers over the batch (writes KV) and computes logits for the out rows */
 int  model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
+
+/* Gemma 4 (model_gemma4.c); model_load/fwd_bufs_create/model_forward/model_free dispatch to these */
+int  gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);
+void gemma4_model_free(model *m);
+int  gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen);
+int  gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
 
 #endif

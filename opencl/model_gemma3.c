@@ -89,8 +89,9 @@ int model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t e
     model_hparams *hp = &m->hp;
     gguf_str a;
     if (gguf_get_str(f, "general.architecture", &a) != 0) return ERR("model: no general.architecture key");
+    if (gguf_str_eq(a, "gemma4")) return gemma4_model_load(m, f, rt, err, errlen);
     if (!gguf_str_eq(a, "gemma3"))
-        return ERR("model: unsupported architecture '%.*s' (supported: gemma3)", (int)(a.len > 40 ? 40 : a.len), a.ptr);
+        return ERR("model: unsupported architecture '%.*s' (supported: gemma3, gemma4)", (int)(a.len > 40 ? 40 : a.len), a.ptr);
     snprintf(hp->arch, sizeof hp->arch, "gemma3");
     const char *A = hp->arch;
     if (key_u32(f, A, "block_count", &hp->n_layer, 1, err, errlen) ||
@@ -188,6 +189,10 @@ static void rel(cl_mem *m)
 
 void model_free(model *m)
 {
+    if (m->g4) {
+        gemma4_model_free(m);
+        return;
+    }
     if (m->output.buf && m->output.buf != m->tok_embd.buf) rel(&m->output.buf);
     rel(&m->tok_embd.buf);
     rel(&m->output_norm);
@@ -229,6 +234,7 @@ int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_to
         *all[i].m = rt_alloc(rt, all[i].bytes, NULL, err, errlen);
         if (!*all[i].m) { fwd_bufs_destroy(b); return -1; }
     }
+    if (m->g4 && gemma4_bufs_create(b, m, rt, err, errlen)) { fwd_bufs_destroy(b); return -1; }
     return 0;
 }
 
@@ -237,6 +243,7 @@ void fwd_bufs_destroy(fwd_bufs *b)
     cl_mem *ms[] = { &b->ids, &b->pos, &b->seq, &b->out_rows, &b->x, &b->xn, &b->q, &b->k, &b->v, &b->att,
                      &b->o, &b->g, &b->u, &b->xo, &b->logits, &b->argmax, &b->part_acc, &b->part_ml };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) rel(ms[i]);
+    for (size_t i = 0; i < sizeof b->ext / sizeof *b->ext; i++) rel(&b->ext[i]);
 }
 
 /* attention over the batch, in token slices so the split-KV partials fit their buffers */
@@ -265,6 +272,7 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
 
 int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
 {
+    if (m->g4) return gemma4_forward(m, o, b, kv, a, err, errlen);
     const model_hparams *hp = &m->hp;
     uint32_t T = a->ntok, d = hp->n_embd, qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
     if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen) ||

@@ -1,0 +1,112 @@
+/* 60_gemma4.cl — Gemma 4 extras: products with any row length (f32/f16 rows need not hold whole
+ * 32-value sub-blocks), MoE routing (softmax over all experts, top-k, renormalised, times the
+ * per-expert scale), expert products that read only the selected experts' rows, and the
+ * per-layer-embedding gate. */
+
+/* dot of one weight row of k values (any supported type) with x */
+inline float g4_dot(uint type, global const uchar *row, uint k, global const float *x)
+{
+    float acc = 0.0f;
+    if (k % 32 == 0) {
+        for (uint sb = 0; sb < k / 32; sb++) {
+            float w[32];
+            deq32_any(type, row, (int)sb, w);
+            for (int i = 0; i < 32; i++) acc += w[i] * x[sb * 32 + i];
+        }
+    } else if (type == 0) {
+        global const float *r = (global const float *)row;
+        for (uint i = 0; i < k; i++) acc += r[i] * x[i];
+    } else if (type == 1) {
+        for (uint i = 0; i < k; i++) acc += vload_half(i, (global const half *)row) * x[i];
+    } else {
+        acc = NAN;
+    }
+    return acc;
+}
+
+/* Y[t][r] (ldy) = W[r] . X[t] (ldx): one item per output */
+kernel void g4_mv_any(global const uchar *W, uint type, uint row_bytes, uint n_rows, uint k,
+                      global const float *X, uint ldx, global float *Y, uint ldy, uint ntok)
+{
+    uint r = get_global_id(0), t = get_global_id(1);
+    if (r >= n_rows || t >= ntok) return;
+    Y[(size_t)t * ldy + r] = g4_dot(type, W + (size_t)r * row_bytes, k, X + (size_t)t * ldx);
+}
+
+/* per token: p = softmax(z) over n_exp, the n_used largest (ties: lower index first),
+ * renormalised over those, times exp_scale[e] */
+kernel void g4_router_topk(global const float *z, uint n_exp, uint n_used, global const float *exp_scale,
+                           global int *sel, global float *wsel, uint ntok)
+{
+    uint t = get_global_id(0);
+    if (t >= ntok) return;
+    global const float *zt = z + (size_t)t * n_exp;
+    float mx = -INFINITY;
+    for (uint e = 0; e < n_exp; e++) mx = fmax(mx, zt[e]);
+    float sum = 0.0f;
+    for (uint e = 0; e < n_exp; e++) sum += exp(zt[e] - mx);
+    ulong taken[4] = { 0, 0, 0, 0 }; /* n_exp <= 256 */
+    float wsum = 0.0f;
+    for (uint j = 0; j < n_used; j++) {
+        int best = -1;
+        float bv = -INFINITY;
+        for (uint e = 0; e < n_exp; e++) {
+            if (taken[e >> 6] & (1ul << (e & 63))) continue;
+            if (best < 0 || zt[e] > bv) { best = (int)e; bv = zt[e]; }
+        }
+        taken[best >> 6] |= 1ul << (best & 63);
+        float p = exp(bv - mx) / sum;
+        sel[(size_t)t * n_used + j] = best;
+        wsel[(size_t)t * n_used + j] = p;
+        wsum += p;
+    }
+    for (uint j = 0; j < n_used; j++) {
+        size_t i = (size_t)t * n_used + j;
+        wsel[i] = wsel[i] / wsum * exp_scale[sel[i]];
+    }
+}
+
+/* gu[t*n_used + j][r] = W_e[r] . X[t], e = sel[t*n_used + j]; W holds n_exp experts of rows_e rows */
+kernel void g4_moe_up(global const uchar *W, uint type, uint row_bytes, uint rows_e, uint k,
+                      global const float *X, uint ldx, global const int *sel, uint n_used,
+                      global float *gu, uint nsel)
+{
+    uint r = get_global_id(0), s = get_global_id(1);
+    if (r >= rows_e || s >= nsel) return;
+    uint t = s / n_used;
+    global const uchar *row = W + ((size_t)sel[s] * rows_e + r) * row_bytes;
+    gu[(size_t)s * rows_e + r] = g4_dot(type, row, k, X + (size_t)t * ldx);
+}
+
+/* act[s][i] = gelu(gu[s][i]) * gu[s][f + i] (gate rows first, then up rows) */
+kernel void g4_geglu_split(global const float *gu, uint f, global float *act, uint nsel)
+{
+    uint i = get_global_id(0), s = get_global_id(1);
+    if (i >= f || s >= nsel) return;
+    act[(size_t)s * f + i] = gelu_tanh(gu[(size_t)s * 2 * f + i]) * gu[(size_t)s * 2 * f + f + i];
+}
+
+/* Y[t][r] = sum_j wsel[t,j] * W_e[r] . act[t,j], e = sel[t,j]; W holds experts of rows_e rows of k */
+kernel void g4_moe_down(global const uchar *W, uint type, uint row_bytes, uint rows_e, uint k,
+                        global const float *act, global const int *sel, global const float *wsel, uint n_used,
+                        global float *Y, uint ntok)
+{
+    uint r = get_global_id(0), t = get_global_id(1);
+    if (r >= rows_e || t >= ntok) return;
+    float acc = 0.0f;
+    for (uint j = 0; j < n_used; j++) {
+        size_t s = (size_t)t * n_used + j;
+        global const uchar *row = W + ((size_t)sel[s] * rows_e + r) * row_bytes;
+        acc += wsel[s] * g4_dot(type, row, k, act + s * k);
+    }
+    Y[(size_t)t * rows_e + r] = acc;
+}
+
+/* g[t][i] = gelu(g[t][i]) * ple[t][il*p + i]; ple rows hold n_layer*p values */
+kernel void g4_ple_gate(global float *g, global const float *ple, uint p, uint row, uint il, uint ntok)
+{
+    uint i = get_global_id(0), t = get_global_id(1);
+    if (i >= p || t >= ntok) return;
+    size_t gi = (size_t)t * p + i;
+    g[gi] = gelu_tanh(g[gi]) * ple[(size_t)t * row + (size_t)il * p + i];
+}

@@ -1,0 +1,589 @@
+/* model_gemma4.c — Gemma 4 text models (GGUF arch "gemma4"): weights and forward pass.
+ * docs/GEMMA4.md is the written spec, tools/ref_gemma4.py the executable one; this file follows
+ * the reference step by step.
+ *
+ * Layers are sliding (window W, head dim hd_swa, base theta_swa, rot n_rot_swa) or full (hd_full,
+ * theta, n_rot, rope_freqs divisors = proportional partial RoPE); head count, KV heads and MLP
+ * width may vary per layer. Per layer:
+ *   h = rms(x, attn_norm); q = rope(rms(Wq h, q_norm)); k = rope(rms(Wk h, k_norm));
+ *   v = rms(Wv h) without weight (Wv absent: v = rms(Wk h), "K = V"); attention with scale 1.0;
+ *   x += rms(Wo a, post_attention_norm)
+ *   h = rms(x, ffn_norm); mlp = down(gelu(gate h) * up h)
+ *   MoE: mlp = rms(mlp, post_ffw_norm_1) + rms(sum_k w_k expert_k(rms(x, pre_ffw_norm_2)), post_ffw_norm_2),
+ *        router on rms(x) * gate_inp.scale / sqrt(H), softmax over all experts, top-k renormalised,
+ *        times the per-expert scale
+ *   x += rms(mlp, post_ffw_norm)
+ *   PLE: x += rms(proj(gelu(inp_gate x) * ple[il]), post_norm)
+ *   x *= layer_output_scale
+ * KV sharing: layers >= n_layer - shared_kv_layers compute no K/V and read the cache of the last
+ * earlier layer of the same type. Logits: rms(x, output_norm), tied head, final softcap. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errf.h"
+#include "ops_gemma4.h"
+
+typedef struct g4_layer {
+    layer_weights w;          /* q, k, v (v.buf NULL: K = V), o, gate, up, down and the norms */
+    uint32_t nh, nkv, hd, n_ff, rot;
+    uint32_t kv_src;          /* layer whose KV cache this one reads (itself unless shared) */
+    int has_kv;
+    float out_scale;
+    /* MoE */
+    weight router, gate_up_exps, down_exps;
+    cl_mem router_w;          /* gate_inp.scale / sqrt(H), as an RMS-norm weight */
+    cl_mem exp_scale, post_ffw_norm_1, post_ffw_norm_2, pre_ffw_norm_2;
+    /* per-layer embeddings */
+    weight inp_gate, proj;
+    cl_mem post_norm;
+} g4_layer;
+
+typedef struct gemma4_model {
+    ops_g4 g;
+    g4_layer *L;
+    uint32_t n_ple, n_expert, n_used, n_ff_exp, first_shared;
+    weight ple_tok, ple_proj;
+    cl_mem ple_norm;
+} gemma4_model;
+
+enum { X_PLE, X_PLE_TOK, X_PLE_GATE, X_Z, X_SEL, X_WSEL, X_GU, X_ACT, X_MOE, X_H2, X_COUNT };
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+static int key_int(const gguf_file *f, const char *name, int64_t *out, int required, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "gemma4.%s", name);
+    int r = gguf_get_int(f, key, out);
+    if (r == -1 && !required) return 0;
+    if (r != 0) return ERR("model: %s key '%s'", r == -1 ? "missing" : "wrong type for", key);
+    if (*out < 0 || *out > 0x7fffffff) return ERR("model: key '%s' out of range (%lld)", key, (long long)*out);
+    return 0;
+}
+
+static int key_float(const gguf_file *f, const char *name, float *out, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "gemma4.%s", name);
+    double v;
+    int r = gguf_get_float(f, key, &v);
+    if (r == -1) return 0;
+    if (r != 0) return ERR("model: wrong type for key '%s'", key);
+    *out = (float)v;
+    return 0;
+}
+
+/* a key that is a scalar (broadcast to every layer) or an array of n_layer numbers/bools */
+static int key_per_layer(const gguf_file *f, const char *name, uint32_t n_layer, uint32_t *out, int required,
+                         int64_t def, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, "gemma4.%s", name);
+    const gguf_kv *kv = gguf_find_kv(f, key);
+    if (!kv) {
+        if (required) return ERR("model: missing key '%s'", key);
+        for (uint32_t l = 0; l < n_layer; l++) out[l] = (uint32_t)def;
+        return 0;
+    }
+    if (kv->type != GGUF_VT_ARRAY) {
+        int64_t v;
+        if (key_int(f, name, &v, 1, err, errlen)) return -1;
+        for (uint32_t l = 0; l < n_layer; l++) out[l] = (uint32_t)v;
+        return 0;
+    }
+    uint32_t et;
+    uint64_t n;
+    const void *data;
+    if (gguf_get_arr(f, key, &et, &n, &data) != 0) return ERR("model: key '%s' is not a numeric array", key);
+    if (n != n_layer) return ERR("model: key '%s' has %llu entries, expected %u (one per layer)", key,
+                                 (unsigned long long)n, n_layer);
+    for (uint32_t l = 0; l < n_layer; l++) {
+        const uint8_t *p = data;
+        int64_t v;
+        switch (et) {
+        case GGUF_VT_U8: case GGUF_VT_BOOL: v = p[l]; break;
+        case GGUF_VT_I8: v = (int8_t)p[l]; break;
+        case GGUF_VT_U16: { uint16_t x; memcpy(&x, p + 2 * l, 2); v = x; break; }
+        case GGUF_VT_I16: { int16_t x; memcpy(&x, p + 2 * l, 2); v = x; break; }
+        case GGUF_VT_U32: { uint32_t x; memcpy(&x, p + 4 * l, 4); v = x; break; }
+        case GGUF_VT_I32: { int32_t x; memcpy(&x, p + 4 * l, 4); v = x; break; }
+        case GGUF_VT_U64: { uint64_t x; memcpy(&x, p + 8 * l, 8); v = x > 0x7fffffff ? -1 : (int64_t)x; break; }
+        case GGUF_VT_I64: { int64_t x; memcpy(&x, p + 8 * l, 8); v = x; break; }
+        default: return ERR("model: key '%s' has a non-integer element type", key);
+        }
+        if (v < 0 || v > 0x7fffffff) return ERR("model: key '%s' entry %u out of range (%lld)", key, l, (long long)v);
+        out[l] = (uint32_t)v;
+    }
+    return 0;
+}
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+
+static const char *shape_str(char *buf, size_t n, uint64_t a, uint64_t b, uint64_t c)
+{
+    if (c > 1) snprintf(buf, n, "[%llu, %llu, %llu]", (unsigned long long)a, (unsigned long long)b, (unsigned long long)c);
+    else if (b > 1) snprintf(buf, n, "[%llu, %llu]", (unsigned long long)a, (unsigned long long)b);
+    else snprintf(buf, n, "[%llu]", (unsigned long long)a);
+    return buf;
+}
+
+/* finds a tensor and checks its shape [ne0, ne1, ne2]; vec: must be F32 (norms, scales) */
+static int find_t(const gguf_file *f, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2, int vec,
+                  const gguf_tensor **out, char *err, size_t errlen)
+{
+    char want[96], got[96];
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return ERR("model: missing tensor '%s' (expected shape %s)", name, shape_str(want, sizeof want, ne0, ne1, ne2));
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
+        return ERR("model: tensor '%s' has shape %s, expected %s", name,
+                   shape_str(got, sizeof got, t->ne[0], t->ne[1], t->ne[2] * t->ne[3]),
+                   shape_str(want, sizeof want, ne0, ne1, ne2));
+    if (vec && t->type != GGML_TYPE_F32)
+        return ERR("model: tensor '%s' has type %s, expected F32", name, ggml_type_name(t->type));
+    if (!vec) {
+        if (!ops_type_supported(t->type))
+            return ERR("model: tensor '%s' has unsupported type %s", name, ggml_type_name(t->type));
+        if (ne0 % 32 && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16)
+            return ERR("model: tensor '%s' (%s) row length %llu is not a multiple of 32", name,
+                       ggml_type_name(t->type), (unsigned long long)ne0);
+    }
+    *out = t;
+    return 0;
+}
+
+static int upload(cl_runtime *rt, const gguf_tensor *t, const char *name, cl_mem *m, uint64_t *bytes, char *err,
+                  size_t errlen)
+{
+    *m = rt_alloc(rt, t->nbytes, t->data, err, errlen);
+    if (!*m) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err);
+        return ERR("model: uploading '%s' (%.1f MiB): %s", name, t->nbytes / 1048576.0, why);
+    }
+    *bytes += t->nbytes;
+    return 0;
+}
+
+/* matrix of ne2 stacked [ne1 rows][ne0 cols] slices */
+static int ld_mat(const gguf_file *f, cl_runtime *rt, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                  weight *w, uint64_t *bytes, char *err, size_t errlen)
+{
+    const gguf_tensor *t;
+    if (find_t(f, name, ne0, ne1, ne2, 0, &t, err, errlen) || upload(rt, t, name, &w->buf, bytes, err, errlen)) return -1;
+    w->type = t->type;
+    w->cols = (uint32_t)ne0;
+    w->rows = (uint32_t)(ne1 * ne2);
+    w->row_bytes = (uint32_t)ggml_row_bytes(t->type, ne0);
+    return 0;
+}
+
+static int ld_vec(const gguf_file *f, cl_runtime *rt, const char *name, uint64_t n, cl_mem *m, uint64_t *bytes,
+                  char *err, size_t errlen)
+{
+    const gguf_tensor *t;
+    return find_t(f, name, n, 1, 1, 1, &t, err, errlen) || upload(rt, t, name, m, bytes, err, errlen) ? -1 : 0;
+}
+
+static void rel(cl_mem *m)
+{
+    if (*m) clReleaseMemObject(*m);
+    *m = NULL;
+}
+
+static cl_mem freq_table(cl_runtime *rt, uint32_t rot, double base, const float *div, char *err, size_t errlen)
+{
+    float fr[1024];
+    uint32_t n = rot / 2 ? rot / 2 : 1;
+    for (uint32_t i = 0; i < n && i < 1024; i++) {
+        double v = pow(base, -2.0 * i / rot);
+        if (div) v /= div[i];
+        fr[i] = (float)v;
+    }
+    return rt_alloc(rt, sizeof(float) * n, fr, err, errlen);
+}
+
+/* ---- load -------------------------------------------------------------------------------- */
+
+int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    model_hparams *hp = &m->hp;
+    snprintf(hp->arch, sizeof hp->arch, "gemma4");
+    gemma4_model *g = calloc(1, sizeof *g);
+    if (!g) return ERR("out of memory");
+    m->g4 = g;
+    uint32_t *nh = NULL, *nkv = NULL, *nff = NULL, *swa = NULL;
+    float *ff = NULL;
+    int64_t v;
+    if (key_int(f, "block_count", &v, 1, err, errlen)) goto fail;
+    hp->n_layer = (uint32_t)v;
+    if (hp->n_layer == 0 || hp->n_layer > 1024) { ERR("model: block_count %u out of range", hp->n_layer); goto fail; }
+    uint32_t NL = hp->n_layer;
+    nh = calloc(NL, 4); nkv = calloc(NL, 4); nff = calloc(NL, 4); swa = calloc(NL, 4);
+    g->L = calloc(NL, sizeof *g->L);
+    m->kv_dims = calloc(NL, sizeof *m->kv_dims);
+    if (!nh || !nkv || !nff || !swa || !g->L || !m->kv_dims) { ERR("out of memory"); goto fail; }
+    if (key_int(f, "embedding_length", &v, 1, err, errlen)) goto fail;
+    hp->n_embd = (uint32_t)v;
+    if (key_int(f, "context_length", &v, 1, err, errlen)) goto fail;
+    hp->n_ctx_train = (uint32_t)v;
+    int64_t hd_full, hd_swa, vl_full = -1, vl_swa = -1, rot_full = -1, rot_swa = -1, win = 0, shared = 0, ple = 0,
+            nexp = 0, nused = 0, ffexp = 0;
+    if (key_per_layer(f, "attention.head_count", NL, nh, 1, 0, err, errlen) ||
+        key_per_layer(f, "attention.head_count_kv", NL, nkv, 0, -1, err, errlen) ||
+        key_per_layer(f, "feed_forward_length", NL, nff, 1, 0, err, errlen) ||
+        key_per_layer(f, "attention.sliding_window_pattern", NL, swa, 1, 0, err, errlen) ||
+        key_int(f, "attention.key_length", &hd_full, 1, err, errlen) ||
+        key_int(f, "attention.key_length_swa", &hd_swa, 1, err, errlen) ||
+        key_int(f, "attention.value_length", &vl_full, 0, err, errlen) ||
+        key_int(f, "attention.value_length_swa", &vl_swa, 0, err, errlen) ||
+        key_int(f, "rope.dimension_count", &rot_full, 0, err, errlen) ||
+        key_int(f, "rope.dimension_count_swa", &rot_swa, 0, err, errlen) ||
+        key_int(f, "attention.sliding_window", &win, 1, err, errlen) ||
+        key_int(f, "attention.shared_kv_layers", &shared, 0, err, errlen) ||
+        key_int(f, "embedding_length_per_layer_input", &ple, 0, err, errlen) ||
+        key_int(f, "expert_count", &nexp, 0, err, errlen) ||
+        key_int(f, "expert_used_count", &nused, 0, err, errlen) ||
+        key_int(f, "expert_feed_forward_length", &ffexp, 0, err, errlen))
+        goto fail;
+    if (vl_full < 0) vl_full = hd_full;
+    if (vl_swa < 0) vl_swa = hd_swa;
+    if (rot_full < 0) rot_full = hd_full;
+    if (rot_swa < 0) rot_swa = hd_swa;
+    hp->eps = 1e-6f;
+    float theta_full = 1e6f, theta_swa = 1e4f;
+    if (key_float(f, "attention.layer_norm_rms_epsilon", &hp->eps, err, errlen) ||
+        key_float(f, "rope.freq_base", &theta_full, err, errlen) ||
+        key_float(f, "rope.freq_base_swa", &theta_swa, err, errlen) ||
+        key_float(f, "final_logit_softcapping", &hp->final_softcap, err, errlen))
+        goto fail;
+    uint32_t H = hp->n_embd;
+    if (H == 0 || H % 32 || hd_full == 0 || hd_full % 32 || hd_full > 1024 || hd_swa == 0 || hd_swa % 32 ||
+        hd_swa > 1024 || vl_full != hd_full || vl_swa != hd_swa || rot_full > hd_full || rot_full % 2 ||
+        rot_swa > hd_swa || rot_swa % 2 || win == 0 || (uint64_t)shared >= NL || (ple && ple % 32) ||
+        (nexp && (nused == 0 || nused > nexp || nexp > 256 || ffexp == 0)))
+    {
+        ERR("model: inconsistent gemma4 hyperparameters (embd %u, head_dim %lld/%lld, value_length %lld/%lld, "
+            "rope dims %lld/%lld, window %lld, shared_kv_layers %lld, per-layer input %lld, experts %lld/%lld ff %lld)",
+            H, (long long)hd_full, (long long)hd_swa, (long long)vl_full, (long long)vl_swa, (long long)rot_full,
+            (long long)rot_swa, (long long)win, (long long)shared, (long long)ple, (long long)nused, (long long)nexp,
+            (long long)ffexp);
+        goto fail;
+    }
+    hp->window = (uint32_t)win;
+    hp->attn_scale = 1.0f;
+    hp->attn_softcap = 0.0f;
+    hp->embd_scale = sqrtf((float)H);
+    g->n_ple = (uint32_t)ple;
+    g->n_expert = (uint32_t)nexp;
+    g->n_used = (uint32_t)nused;
+    g->n_ff_exp = (uint32_t)ffexp;
+    g->first_shared = NL - (uint32_t)shared;
+    for (uint32_t l = 0; l < NL; l++) {
+        g4_layer *L = &g->L[l];
+        if (swa[l] > 1) { ERR("model: layer %u has unknown type %u in gemma4.attention.sliding_window_pattern "
+                              "(expected 1 sliding or 0 full)", l, swa[l]); goto fail; }
+        L->w.is_swa = (int)swa[l];
+        L->nh = nh[l];
+        L->nkv = nkv[l] == (uint32_t)-1 ? nh[l] : nkv[l];
+        L->hd = L->w.is_swa ? (uint32_t)hd_swa : (uint32_t)hd_full;
+        L->rot = L->w.is_swa ? (uint32_t)rot_swa : (uint32_t)rot_full;
+        L->n_ff = nff[l];
+        if (L->nh == 0 || L->nkv == 0 || L->nh % L->nkv || L->n_ff == 0) {
+            ERR("model: layer %u: inconsistent heads %u / kv heads %u / ff %u", l, L->nh, L->nkv, L->n_ff);
+            goto fail;
+        }
+        L->has_kv = l < g->first_shared;
+        L->kv_src = l;
+        if (!L->has_kv) {
+            int found = 0;
+            for (int j = (int)g->first_shared - 1; j >= 0 && !found; j--)
+                if (g->L[j].w.is_swa == L->w.is_swa) { L->kv_src = (uint32_t)j; found = 1; }
+            if (!found) { ERR("model: KV-shared layer %u has no earlier %s layer to share with", l,
+                              L->w.is_swa ? "sliding" : "full"); goto fail; }
+            const g4_layer *S = &g->L[L->kv_src];
+            if (S->nkv != L->nkv || S->hd != L->hd) {
+                ERR("model: KV-shared layer %u (%u kv heads x %u) differs from its source layer %u (%u x %u)", l,
+                    L->nkv, L->hd, L->kv_src, S->nkv, S->hd);
+                goto fail;
+            }
+        }
+        m->kv_dims[l] = L->has_kv ? L->nkv * L->hd : 0;
+        if (L->nh > hp->n_head) hp->n_head = L->nh;
+        if (L->nkv > hp->n_kv) hp->n_kv = L->nkv;
+        if (L->hd > hp->head_dim) hp->head_dim = L->hd;
+        if (L->n_ff > hp->n_ff) hp->n_ff = L->n_ff;
+    }
+
+    /* global tensors */
+    const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+    if (!te) { ERR("model: missing tensor 'token_embd.weight' (expected shape [%u, n_vocab])", H); goto fail; }
+    hp->n_vocab = (uint32_t)te->ne[1];
+    uint64_t *B = &m->weight_bytes;
+    if (ld_mat(f, rt, "token_embd.weight", H, hp->n_vocab, 1, &m->tok_embd, B, err, errlen) ||
+        ld_vec(f, rt, "output_norm.weight", H, &m->output_norm, B, err, errlen))
+        goto fail;
+    if (gguf_find_tensor(f, "output.weight")) {
+        if (ld_mat(f, rt, "output.weight", H, hp->n_vocab, 1, &m->output, B, err, errlen)) goto fail;
+    } else {
+        m->output = m->tok_embd;
+    }
+    if (gguf_find_tensor(f, "rope_freqs.weight")) {
+        const gguf_tensor *t;
+        if (find_t(f, "rope_freqs.weight", (uint64_t)rot_full / 2, 1, 1, 1, &t, err, errlen)) goto fail;
+        ff = malloc(t->nbytes);
+        if (!ff) { ERR("out of memory"); goto fail; }
+        memcpy(ff, t->data, t->nbytes);
+    }
+    if (g->n_ple) {
+        uint64_t LP = (uint64_t)NL * g->n_ple;
+        if (ld_mat(f, rt, "per_layer_token_embd.weight", LP, hp->n_vocab, 1, &g->ple_tok, B, err, errlen) ||
+            ld_mat(f, rt, "per_layer_model_proj.weight", H, LP, 1, &g->ple_proj, B, err, errlen) ||
+            ld_vec(f, rt, "per_layer_proj_norm.weight", g->n_ple, &g->ple_norm, B, err, errlen))
+            goto fail;
+        if (LP * H > m->max_weight_elems) m->max_weight_elems = LP * H;
+    }
+
+    for (uint32_t l = 0; l < NL; l++) {
+        g4_layer *L = &g->L[l];
+        layer_weights *W = &L->w;
+        char n[96];
+        uint32_t qd = L->nh * L->hd, kd = L->nkv * L->hd;
+#define M(field, nm, a, b) (snprintf(n, sizeof n, "blk.%u." nm, l), ld_mat(f, rt, n, a, b, 1, field, B, err, errlen))
+#define M3(field, nm, a, b, c) (snprintf(n, sizeof n, "blk.%u." nm, l), ld_mat(f, rt, n, a, b, c, field, B, err, errlen))
+#define V(field, nm, a) (snprintf(n, sizeof n, "blk.%u." nm, l), ld_vec(f, rt, n, a, field, B, err, errlen))
+        if (M(&W->q, "attn_q.weight", H, qd) || M(&W->o, "attn_output.weight", qd, H) ||
+            M(&W->gate, "ffn_gate.weight", H, L->n_ff) || M(&W->up, "ffn_up.weight", H, L->n_ff) ||
+            M(&W->down, "ffn_down.weight", L->n_ff, H) || V(&W->attn_norm, "attn_norm.weight", H) ||
+            V(&W->q_norm, "attn_q_norm.weight", L->hd) || V(&W->post_attn_norm, "post_attention_norm.weight", H) ||
+            V(&W->ffn_norm, "ffn_norm.weight", H) || V(&W->post_ffw_norm, "post_ffw_norm.weight", H))
+            goto fail;
+        if (L->has_kv) {
+            if (M(&W->k, "attn_k.weight", H, kd) || V(&W->k_norm, "attn_k_norm.weight", L->hd)) goto fail;
+            snprintf(n, sizeof n, "blk.%u.attn_v.weight", l);
+            if (gguf_find_tensor(f, n) && M(&W->v, "attn_v.weight", H, kd)) goto fail;
+        }
+        L->out_scale = 1.0f;
+        snprintf(n, sizeof n, "blk.%u.layer_output_scale.weight", l);
+        if (gguf_find_tensor(f, n)) {
+            const gguf_tensor *t;
+            if (find_t(f, n, 1, 1, 1, 1, &t, err, errlen)) goto fail;
+            memcpy(&L->out_scale, t->data, 4);
+        }
+        if (g->n_expert) {
+            uint32_t E = g->n_expert, Fe = g->n_ff_exp;
+            const gguf_tensor *ts;
+            snprintf(n, sizeof n, "blk.%u.ffn_gate_inp.scale", l);
+            if (find_t(f, n, H, 1, 1, 1, &ts, err, errlen)) goto fail;
+            float *rw = malloc(sizeof(float) * H);
+            if (!rw) { ERR("out of memory"); goto fail; }
+            memcpy(rw, ts->data, sizeof(float) * H);
+            for (uint32_t i = 0; i < H; i++) rw[i] /= sqrtf((float)H);
+            L->router_w = rt_alloc(rt, sizeof(float) * H, rw, err, errlen);
+            free(rw);
+            if (!L->router_w) goto fail;
+            if (M(&L->router, "ffn_gate_inp.weight", H, E) || V(&L->exp_scale, "ffn_down_exps.scale", E) ||
+                M3(&L->gate_up_exps, "ffn_gate_up_exps.weight", H, 2 * Fe, E) ||
+                M3(&L->down_exps, "ffn_down_exps.weight", Fe, H, E) ||
+                V(&L->post_ffw_norm_1, "post_ffw_norm_1.weight", H) ||
+                V(&L->post_ffw_norm_2, "post_ffw_norm_2.weight", H) ||
+                V(&L->pre_ffw_norm_2, "pre_ffw_norm_2.weight", H))
+                goto fail;
+        }
+        if (g->n_ple) {
+            if (M(&L->inp_gate, "inp_gate.weight", H, g->n_ple) || M(&L->proj, "proj.weight", g->n_ple, H) ||
+                V(&L->post_norm, "post_norm.weight", H))
+                goto fail;
+        }
+#undef M
+#undef M3
+#undef V
+        size_t e[] = { (size_t)qd * H, (size_t)L->n_ff * H, (size_t)g->n_expert * H };
+        for (int i = 0; i < 3; i++)
+            if (e[i] > m->max_weight_elems) m->max_weight_elems = e[i];
+    }
+    m->freq_local = freq_table(rt, (uint32_t)rot_swa, theta_swa, NULL, err, errlen);
+    m->freq_global = m->freq_local ? freq_table(rt, (uint32_t)rot_full, theta_full, ff, err, errlen) : NULL;
+    if (!m->freq_global) goto fail;
+    if (ops_g4_init(&g->g, rt, err, errlen)) goto fail;
+    free(nh); free(nkv); free(nff); free(swa); free(ff);
+    return 0;
+fail:
+    free(nh); free(nkv); free(nff); free(swa); free(ff);
+    gemma4_model_free(m);
+    return -1;
+}
+
+void gemma4_model_free(model *m)
+{
+    gemma4_model *g = m->g4;
+    if (m->output.buf && m->output.buf != m->tok_embd.buf) rel(&m->output.buf);
+    rel(&m->tok_embd.buf);
+    rel(&m->output_norm);
+    rel(&m->freq_local);
+    rel(&m->freq_global);
+    if (g) {
+        if (g->L) {
+            for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+                g4_layer *L = &g->L[l];
+                layer_weights *W = &L->w;
+                cl_mem *ms[] = { &W->q.buf, &W->k.buf, &W->v.buf, &W->o.buf, &W->gate.buf, &W->up.buf, &W->down.buf,
+                                 &W->attn_norm, &W->q_norm, &W->k_norm, &W->post_attn_norm, &W->ffn_norm,
+                                 &W->post_ffw_norm, &L->router.buf, &L->gate_up_exps.buf, &L->down_exps.buf,
+                                 &L->router_w, &L->exp_scale, &L->post_ffw_norm_1, &L->post_ffw_norm_2,
+                                 &L->pre_ffw_norm_2, &L->inp_gate.buf, &L->proj.buf, &L->post_norm };
+                for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) rel(ms[i]);
+            }
+            free(g->L);
+        }
+        rel(&g->ple_tok.buf);
+        rel(&g->ple_proj.buf);
+        rel(&g->ple_norm);
+        if (g->g.rt) ops_g4_destroy(&g->g);
+        free(g);
+    }
+    free(m->kv_dims);
+    memset(m, 0, sizeof *m);
+}
+
+int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen)
+{
+    const gemma4_model *g = m->g4;
+    size_t T = b->max_tok, H = m->hp.n_embd, LP = (size_t)m->hp.n_layer * g->n_ple, K = g->n_used;
+    size_t sz[X_COUNT] = { 0 };
+    if (g->n_ple) {
+        sz[X_PLE] = T * LP;
+        sz[X_PLE_TOK] = T * LP;
+        sz[X_PLE_GATE] = T * g->n_ple;
+    }
+    if (g->n_expert) {
+        sz[X_Z] = T * g->n_expert;
+        sz[X_SEL] = T * K;
+        sz[X_WSEL] = T * K;
+        sz[X_GU] = T * K * 2 * g->n_ff_exp;
+        sz[X_ACT] = T * K * g->n_ff_exp;
+        sz[X_MOE] = T * H;
+        sz[X_H2] = T * H;
+    }
+    for (int i = 0; i < X_COUNT; i++) {
+        if (!sz[i]) continue;
+        b->ext[i] = rt_alloc(rt, 4 * sz[i], NULL, err, errlen);
+        if (!b->ext[i]) return -1;
+    }
+    return 0;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4_layer *L, const fwd_args *a,
+                     char *err, size_t errlen)
+{
+    const model_hparams *hp = &m->hp;
+    uint32_t span = a->max_pos + 1;
+    if (L->w.is_swa && span > hp->window) span = hp->window;
+    uint32_t chunk, nchunk;
+    ops_attn_split(o, span, a->ntok, L->nh, &chunk, &nchunk);
+    /* partial buffers are sized for the largest head dim; slice by it so part_ml fits too */
+    size_t per_tok = (size_t)L->nh * nchunk * hp->head_dim;
+    uint32_t slice = (uint32_t)(b->part_elems / per_tok);
+    if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", a->max_pos);
+    kv_view kk = kv_layer_k(kv, L->kv_src), vv = kv_layer_v(kv, L->kv_src);
+    for (uint32_t t0 = 0; t0 < a->ntok; t0 += slice) {
+        uint32_t n = a->ntok - t0 < slice ? a->ntok - t0 : slice;
+        if (op_attention(o, b->q, t0, n, L->nh, L->nkv, L->hd, &kk, &vv, b->pos, b->seq,
+                         L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap, nchunk, chunk,
+                         b->part_acc, b->part_ml, b->att, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t T, char *err, size_t errlen)
+{
+    const gemma4_model *g = m->g4;
+    const ops_g4 *G = &g->g;
+    uint32_t H = m->hp.n_embd, Fe = g->n_ff_exp, K = g->n_used;
+    float eps = m->hp.eps;
+    /* b->o holds the dense MLP output; b->x the residual after attention */
+    return op_rmsnorm(o, b->o, L->post_ffw_norm_1, b->o, T, H, eps, err, errlen) ||
+           op_rmsnorm(o, b->x, L->router_w, b->ext[X_H2], T, H, eps, err, errlen) ||
+           g4_matmul(o, G, &L->router, b->ext[X_H2], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
+           g4_router_topk(G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
+           op_rmsnorm(o, b->x, L->pre_ffw_norm_2, b->ext[X_H2], T, H, eps, err, errlen) ||
+           g4_moe_up(G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], T, err, errlen) ||
+           g4_geglu_split(G, b->ext[X_GU], Fe, b->ext[X_ACT], T * K, err, errlen) ||
+           g4_moe_down(G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE], T, err,
+                       errlen) ||
+           op_rmsnorm_add(o, b->ext[X_MOE], L->post_ffw_norm_2, b->o, T, H, eps, err, errlen)
+               ? -1 : 0;
+}
+
+int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
+{
+    const model_hparams *hp = &m->hp;
+    const gemma4_model *g = m->g4;
+    const ops_g4 *G = &g->g;
+    uint32_t T = a->ntok, H = hp->n_embd, NL = hp->n_layer, P = g->n_ple;
+    float eps = hp->eps;
+    if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen)) return -1;
+    if (P) {
+        /* ple[t][il] = (rms(proj(x0)/sqrt(H), ple_norm) + tok_ple[t][il] * sqrt(P)) / sqrt(2) */
+        uint32_t LP = NL * P;
+        if (op_embed(o, &g->ple_tok, b->ids, T, sqrtf((float)P), b->ext[X_PLE_TOK], err, errlen) ||
+            g4_matmul(o, G, &g->ple_proj, b->x, H, b->ext[X_PLE], LP, T, err, errlen) ||
+            op_scale(o, b->ext[X_PLE], 1.0f / sqrtf((float)H), T * LP, err, errlen) ||
+            op_rmsnorm(o, b->ext[X_PLE], g->ple_norm, b->ext[X_PLE], T * NL, P, eps, err, errlen) ||
+            op_add(o, b->ext[X_PLE], b->ext[X_PLE_TOK], T * LP, err, errlen) ||
+            op_scale(o, b->ext[X_PLE], 1.0f / sqrtf(2.0f), T * LP, err, errlen))
+            return -1;
+    }
+    for (uint32_t l = 0; l < NL; l++) {
+        const g4_layer *L = &g->L[l];
+        const layer_weights *W = &L->w;
+        uint32_t qd = L->nh * L->hd, kd = L->nkv * L->hd;
+        cl_mem freq = W->is_swa ? m->freq_local : m->freq_global;
+        if (op_rmsnorm(o, b->x, W->attn_norm, b->xn, T, H, eps, err, errlen)) return -1;
+        if (L->has_kv) {
+            kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
+            mm_out qkv[3] = { { &W->q, b->q, qd }, { &W->k, b->k, kd }, { &W->v, b->v, kd } };
+            /* K = V layers: V is the raw K projection (normalised without weight, no RoPE) */
+            if (op_matmul_multi(o, qkv, W->v.buf ? 3 : 2, b->xn, H, T, err, errlen) ||
+                op_qkv_rope(o, b->q, b->k, W->v.buf ? b->v : b->k, T, L->nh, L->nkv, L->hd, W->q_norm, W->k_norm, 1,
+                            2, eps, freq, L->rot, b->pos, b->seq, &kk, &vv, err, errlen))
+                return -1;
+        } else if (op_matmul(o, &W->q, b->xn, H, b->q, qd, T, err, errlen) ||
+                   op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL, err,
+                                errlen)) {
+            return -1;
+        }
+        if (attention(m, o, b, kv, L, a, err, errlen) ||
+            op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen) ||
+            op_rmsnorm_add(o, b->o, W->post_attn_norm, b->x, T, H, eps, err, errlen) ||
+            op_rmsnorm(o, b->x, W->ffn_norm, b->xn, T, H, eps, err, errlen) ||
+            g4_matmul(o, G, &W->gate, b->xn, H, b->g, L->n_ff, T, err, errlen) ||
+            g4_matmul(o, G, &W->up, b->xn, H, b->u, L->n_ff, T, err, errlen) ||
+            op_geglu(o, b->g, b->u, b->g, T * L->n_ff, err, errlen) ||
+            g4_matmul(o, G, &W->down, b->g, L->n_ff, b->o, H, T, err, errlen))
+            return -1;
+        if (g->n_expert && moe(m, o, b, L, T, err, errlen)) return -1;
+        if (op_rmsnorm_add(o, b->o, W->post_ffw_norm, b->x, T, H, eps, err, errlen)) return -1;
+        if (P && (g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen) ||
+                  g4_ple_gate(G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
+                  g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen) ||
+                  op_rmsnorm_add(o, b->o, L->post_norm, b->x, T, H, eps, err, errlen)))
+            return -1;
+        if (L->out_scale != 1.0f && op_scale(o, b->x, L->out_scale, T * H, err, errlen)) return -1;
+    }
+    if (a->n_out == 0) return 0;
+    if (op_gather_rows(o, b->x, b->out_rows, b->xo, a->n_out, H, err, errlen) ||
+        op_rmsnorm(o, b->xo, m->output_norm, b->xo, a->n_out, H, eps, err, errlen) ||
+        op_matmul(o, &m->output, b->xo, H, b->logits, hp->n_vocab, a->n_out, err, errlen))
+        return -1;
+    if (hp->final_softcap > 0 && op_softcap(o, b->logits, hp->final_softcap, a->n_out * hp->n_vocab, err, errlen))
+        return -1;
+    return 0;
+}
