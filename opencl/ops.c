@@ -153,10 +153,14 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
     if (ntok <= OPS_MV_MAXT) {
-        size_t lws = o->wg_mv, gws = (size_t)w->rows * lws;
-        return launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws, wbytes + 4.0 * ntok * (w->cols + w->rows),
-                      2.0 * ntok * w->rows * w->cols, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows),
-                      A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), LOCAL(lws * sizeof(float)));
+        /* items per row: enough for about two sub-blocks each, a power of two within the group */
+        uint32_t nsb = w->cols / 32, tpr = 1;
+        while (tpr < o->wg_mv && tpr * 2 < nsb + 1) tpr *= 2;
+        size_t lws = o->wg_mv, rows_per = lws / tpr, gws = (w->rows + rows_per - 1) / rows_per * lws;
+        return launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws,
+                      wbytes + 4.0 * ntok * (w->cols + w->rows), 2.0 * ntok * w->rows * w->cols, err, errlen, 11,
+                      A(w->buf), A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), A(tpr),
+                      LOCAL(lws * sizeof(float)));
     }
     /* prefill: dequantize a tile of rows into scratch, then Y[:, r0:r0+n] = X * tile^T */
     uint32_t tile = (uint32_t)(o->scratch_elems / w->cols);

@@ -1,25 +1,28 @@
 /* 20_matmul.cl — weight products with rows kept in their GGUF type.
  *
  * mvN_T: Y[t][r] = sum_k W[r][k] * X[t][k] for t < ntok <= N (decode: a few tokens per step).
- *        One work-group per output row; its items stride over the row's 32-value sub-blocks, so the
- *        row is read once for all T tokens, then a local-memory reduction per token.
+ *        tpr items per output row stride over the row's 32-value sub-blocks, so the row is read
+ *        once for all tokens, then a local-memory reduction per token.
  * deq_T: dequantize rows [r0, r0+n) to float (prefill: the GEMM then runs on the float tile).
  * emb_T: embedding lookup of token ids, times a scale. */
 
-/* mv4_T serves 1-4 tokens, mv16_T 5-16: the per-token accumulators stay in registers */
+/* mv4_T serves 1-4 tokens, mv16_T 5-16: the per-token accumulators stay in registers.
+ * tpr items share a row (a power of two <= the group size), so short rows (640 values = 20
+ * sub-blocks) still keep every item busy: a group covers L / tpr rows. */
 #define DEFINE_MV(T, MAXT)                                                                        \
 kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,            \
                    global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,         \
-                   local float *red)                                                              \
+                   uint tpr, local float *red)                                                    \
 {                                                                                                 \
-    uint r = get_group_id(0);                                                                     \
     int lid = get_local_id(0), L = get_local_size(0);                                             \
-    if (r >= n_rows) return;                                                                      \
-    global const uchar *row = W + (size_t)r * row_bytes;                                          \
+    int sub = lid % (int)tpr;                                                                     \
+    uint r = get_group_id(0) * (L / tpr) + lid / tpr;                                             \
+    int live = r < n_rows; /* no early return: the reduction below has barriers */               \
+    global const uchar *row = W + (size_t)(live ? r : 0) * row_bytes;                             \
     float acc[MAXT];                                                                              \
     for (int t = 0; t < MAXT; t++) acc[t] = 0.0f;                                                 \
-    int nsb = k / 32;                                                                             \
-    for (int sb = lid; sb < nsb; sb += L) {                                                       \
+    int nsb = live ? (int)(k / 32) : 0;                                                           \
+    for (int sb = sub; sb < nsb; sb += tpr) {                                                     \
         float w[32];                                                                              \
         deq32_##T(row, sb, w);                                                                    \
         for (int t = 0; t < MAXT; t++) {                                                          \
@@ -33,8 +36,14 @@ kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, u
         }                                                                                         \
     }                                                                                             \
     for (int t = 0; t < (int)ntok; t++) {                                                         \
-        float v = L > 1 ? wg_sum(acc[t], red) : acc[t];                                           \
-        if (lid == 0) Y[(size_t)t * ldy + r] = v;                                                 \
+        red[lid] = acc[t];                                                                        \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        for (int s = (int)tpr / 2; s > 0; s >>= 1) {                                              \
+            if (sub < s) red[lid] += red[lid + s];                                                \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                         \
+        }                                                                                         \
+        if (sub == 0 && live) Y[(size_t)t * ldy + r] = red[lid];                                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
     }                                                                                             \
 }
 
