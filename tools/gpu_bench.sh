@@ -16,7 +16,7 @@ t0=$(date +%s.%N); build/clgemma generate -m "$model" -p "Hello" -n 1 --temp 0 >
 build/clgemma generate -m "$model" -p "Hello" -n 1 --temp 0 >/dev/null 2>"$out/warm.log"; t2=$(date +%s.%N)
 python3 -c "print('start-up to first token: cold %.2f s, warm (binary cache) %.2f s' % ($t1 - $t0, $t2 - $t1))"
 if [ -f tests/golden_check.py ] && [ -f tests/golden/gemma3_270m.json ]; then
-  CLGEMMA_MODEL=$model python3 tests/golden_check.py --model "$model" 2>&1 | tee "$out/golden.log" | grep -E '^(PASS|FAIL)'
+  GOLDEN_MODEL=$model GOLDEN_ALL=1 python3 tests/golden_check.py 2>&1 | tee "$out/golden.log" | grep -E '^(PASS|FAIL)'
 fi
 echo "| batch | prompt | gen | prefill tok/s (min-max) | decode tok/s aggregate (min-max) |"
 echo "| --- | --- | --- | --- | --- |"

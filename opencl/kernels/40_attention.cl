@@ -35,6 +35,7 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
     /* scores: P adjacent items share one key, each summing every P-th group of 4 dims, so a
      * key row is read by consecutive items (coalesced) and small chunks still use the group */
     int P = (int)chunk < L ? L / (int)chunk : 1;
+    if (P < 8 && L >= 64 && hd >= 128) P = 8; /* 8 items x 8 bytes: one 64-byte K segment per read */
     int kpi = L / P;
     for (int j0 = 0; j0 < n; j0 += kpi) {
         int j = j0 + lid / P, p = lid % P;
