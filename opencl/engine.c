@@ -183,7 +183,7 @@ int engine_is_stop_token(const engine *e, int32_t id)
 {
     for (int i = 0; i < e->n_stop; i++)
         if (e->stop_ids[i] == id) return 1;
-    return 0;
+    return tokenizer_is_eog(e->tok, id); /* llama.cpp's end-of-generation set, e.g. Gemma's </s> */
 }
 
 int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
