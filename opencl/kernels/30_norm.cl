@@ -1,6 +1,16 @@
 /* 30_norm.cl — RMSNorm family, one work-group per row of n values.
  * GGUF Gemma norm weights already hold Gemma's (1 + w), so y = x / rms(x) * w. */
 
+/* 1 / rms(x[0..n)) over the work-group (every item gets it) */
+inline float row_inv_rms(global const float *x, uint n, float eps, local float *red)
+{
+    int lid = get_local_id(0), L = get_local_size(0);
+    float ss = 0.0f;
+    for (uint i = lid; i < n; i += L) ss += x[i] * x[i];
+    ss = wg_sum(ss, red);
+    return rsqrt(ss / (float)n + eps);
+}
+
 /* y = norm(x) * w  (y may alias x) */
 kernel void rmsnorm(global const float *x, global const float *w, global float *y, uint n, float eps,
                     local float *red)
@@ -8,10 +18,7 @@ kernel void rmsnorm(global const float *x, global const float *w, global float *
     size_t r = get_group_id(0);
     int lid = get_local_id(0), L = get_local_size(0);
     global const float *xr = x + r * n;
-    float ss = 0.0f;
-    for (uint i = lid; i < n; i += L) ss += xr[i] * xr[i];
-    ss = wg_sum(ss, red);
-    float inv = rsqrt(ss / (float)n + eps);
+    float inv = row_inv_rms(xr, n, eps, red);
     global float *yr = y + r * n;
     for (uint i = lid; i < n; i += L) yr[i] = xr[i] * inv * w[i];
 }
@@ -23,10 +30,7 @@ kernel void rmsnorm_add(global const float *x, global const float *w, global flo
     size_t r = get_group_id(0);
     int lid = get_local_id(0), L = get_local_size(0);
     global const float *xr = x + r * n;
-    float ss = 0.0f;
-    for (uint i = lid; i < n; i += L) ss += xr[i] * xr[i];
-    ss = wg_sum(ss, red);
-    float inv = rsqrt(ss / (float)n + eps);
+    float inv = row_inv_rms(xr, n, eps, red);
     global float *rr = res + r * n;
     for (uint i = lid; i < n; i += L) rr[i] += xr[i] * inv * w[i];
 }
@@ -48,10 +52,7 @@ kernel void norm_rope(global float *x, uint nh, uint hd, global const float *w, 
     global float *xr = x + row * hd;
     float inv = 1.0f;
     if (norm) {
-        float ss = 0.0f;
-        for (uint i = lid; i < hd; i += L) ss += xr[i] * xr[i];
-        ss = wg_sum(ss, red);
-        inv = rsqrt(ss / (float)hd + eps);
+        inv = row_inv_rms(xr, hd, eps, red);
     }
     for (uint i = lid; i < hd; i += L) buf[i] = xr[i] * inv * (norm && has_w ? w[i] : 1.0f);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -89,10 +90,7 @@ kernel void v_store(global const float *x, uint nh, uint hd, int norm, float eps
     global const float *xr = x + row * hd;
     float inv = 1.0f;
     if (norm) {
-        float ss = 0.0f;
-        for (uint i = lid; i < hd; i += L) ss += xr[i] * xr[i];
-        ss = wg_sum(ss, red);
-        inv = rsqrt(ss / (float)hd + eps);
+        inv = row_inv_rms(xr, hd, eps, red);
     }
     int p = tok_pos[t];
     int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
@@ -109,10 +107,7 @@ kernel void rmsnorm_add_norm(global const float *x, global const float *w1, glob
     global const float *xr = x + r * n;
     global float *rr = res + r * n;
     global float *yr = y + r * n;
-    float ss = 0.0f;
-    for (uint i = lid; i < n; i += L) ss += xr[i] * xr[i];
-    ss = wg_sum(ss, red);
-    float inv = rsqrt(ss / (float)n + eps);
+    float inv = row_inv_rms(xr, n, eps, red);
     float ss2 = 0.0f;
     for (uint i = lid; i < n; i += L) {
         float v = rr[i] + xr[i] * inv * w1[i];
@@ -146,10 +141,7 @@ kernel void qkv_rope(global float *Q, global const float *K, global const float 
     global const float *w = kind == 0 ? qw : kw;
     float inv = 1.0f;
     if (norm) {
-        float ss = 0.0f;
-        for (uint i = lid; i < hd; i += L) ss += src[i] * src[i];
-        ss = wg_sum(ss, red);
-        inv = rsqrt(ss / (float)hd + eps);
+        inv = row_inv_rms(src, hd, eps, red);
     }
     for (uint i = lid; i < hd; i += L) buf[i] = src[i] * inv * (norm == 1 && kind < 2 ? w[i] : 1.0f);
     barrier(CLK_LOCAL_MEM_FENCE);
