@@ -115,7 +115,7 @@ static void parse(cli_args *a, int argc, char **argv)
         else if (!strcmp(f, "--chat")) a->chat = 1;
         else if (!strcmp(f, "--ids")) a->ids = 1;
         else if (!strcmp(f, "--profile")) a->profile = 1;
-        else { usage(); die("unknown option '%s'", f); }
+        else die("unknown option '%s' (see clgemma --help)", f);
 #undef NEXT
     }
 }
@@ -218,10 +218,13 @@ static int cmd_generate(const cli_args *a)
     int n;
     int32_t *ids = encode_prompt(e, a->prompts[0], a->chat, &n);
     int n_predict = a->n_predict >= 0 ? a->n_predict : 128;
+    if (n >= (int)in->n_ctx) {
+        fprintf(stderr, "clgemma: prompt of %d tokens does not fit the context of %u (use --ctx)\n", n, in->n_ctx);
+        exit(1);
+    }
     if ((long)n + n_predict > (long)in->n_ctx)
         fprintf(stderr, "clgemma: note: prompt (%d) + %d tokens exceeds the context (%u); generation stops there\n", n,
                 n_predict, in->n_ctx);
-    if (n >= (int)in->n_ctx) die("prompt of %s tokens does not fit the context", "many");
     sampler *smp;
     if (sampler_create(&smp, &a->sp, in->n_vocab)) die("%s", "out of memory");
     for (int i = 0; i < n; i++) sampler_accept(smp, ids[i]);
@@ -412,7 +415,6 @@ int main(int argc, char **argv)
     if (!strcmp(a.cmd, "logits")) return cmd_logits(&a);
     if (!strcmp(a.cmd, "bench")) return cmd_bench(&a);
     if (!strcmp(a.cmd, "-h") || !strcmp(a.cmd, "--help") || !strcmp(a.cmd, "help")) { usage(); return 0; }
-    usage();
-    die("unknown command '%s'", a.cmd);
+    die("unknown command '%s' (see clgemma --help)", a.cmd);
     return 1;
 }
