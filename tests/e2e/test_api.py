@@ -351,8 +351,10 @@ def two_concurrent_streams():
 
 @test
 def queue_full_is_429():
-    # --max-seqs 2 --max-queue 1: two running, one waiting, the fourth is refused
-    body = chat_body("Write a long story about mountains.", max_tokens=60, stream=True)
+    # --max-seqs 2 --max-queue 1: two running, one waiting, the fourth is refused. The running ones
+    # must not finish (and free a slot) before the fourth arrives: give them far more tokens than
+    # the test takes (this prompt does not stop early on greedy decoding).
+    body = chat_body("Write a long story about mountains.", max_tokens=600, stream=True)
     streams, clients = [], []
     try:
         for i in range(3):
