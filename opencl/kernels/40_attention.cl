@@ -105,3 +105,89 @@ kernel void attn_combine(global const float *part_acc, global const float *part_
         o[d] = a / den;
     }
 }
+
+/* Prefill attention for a run of tokens of ONE sequence at consecutive positions: a work-group
+ * takes ATT_TQ queries of one head and walks their keys in tiles of ATT_TK, so each K/V row is read
+ * once per query block instead of once per query (online softmax across tiles). Needs 128 items
+ * and hd <= 256 (hd / 8 outputs per item). */
+#define ATT_TQ 16
+#define ATT_TK 16
+
+kernel void attn_tile(global const float *Q, uint ntok, uint nh, uint nkv, uint hd,
+                      global const half *Kc, global const half *Vc,
+                      global const int *tok_pos, global const int *tok_seq,
+                      global const int *block_table, uint max_blocks, uint block_size,
+                      int window, float scale, float softcap, global float *out,
+                      local float *qs, local float *kv, local float *sc, local float *ml)
+{
+    uint blk = get_group_id(0), h = get_group_id(1);
+    int lid = get_local_id(0), L = get_local_size(0);
+    uint t0 = blk * ATT_TQ;
+    int nq = min((int)ATT_TQ, (int)(ntok - t0));
+    int p0 = tok_pos[t0], plast = p0 + nq - 1;
+    uint kh = h / (nh / nkv);
+    global const int *bt = block_table + (size_t)tok_seq[t0] * max_blocks;
+    for (uint i = lid; i < ATT_TQ * hd; i += L) {
+        uint q = i / hd, d = i % hd;
+        qs[i] = (int)q < nq ? Q[((size_t)(t0 + q) * nh + h) * hd + d] : 0.0f;
+    }
+    int G = L / ATT_TQ, r = lid / G, g = lid % G, per = (int)hd / G;
+    float o[32];
+    for (int j = 0; j < 32; j++) o[j] = 0.0f;
+    if (lid < ATT_TQ) { ml[lid] = -INFINITY; ml[ATT_TQ + lid] = 0.0f; ml[2 * ATT_TQ + lid] = 1.0f; }
+    int klo = window > 0 ? max(0, p0 - window + 1) : 0;
+    for (int k0 = klo; k0 <= plast; k0 += ATT_TK) {
+        int nk = min((int)ATT_TK, plast + 1 - k0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < (uint)nk * hd; i += L) {
+            int j = i / hd, p = k0 + j;
+            kv[i] = vload_half(i % hd, Kc + (((size_t)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int i = lid; i < ATT_TQ * ATT_TK; i += L) {
+            int q = i / ATT_TK, j = i % ATT_TK, pq = p0 + q, pk = k0 + j;
+            float s = -INFINITY;
+            if (q < nq && j < nk && pk <= pq && (window <= 0 || pq - pk < window)) {
+                float dot = 0.0f;
+                for (uint d = 0; d < hd; d++) dot += qs[q * hd + d] * kv[j * hd + d];
+                s = dot * scale;
+                if (softcap > 0.0f) s = softcap * tanh(s / softcap);
+            }
+            sc[i] = s;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < ATT_TQ) { /* online softmax: new row max, rescale factor, tile weights */
+            float mo = ml[lid], mx = mo;
+            for (int j = 0; j < nk; j++) mx = fmax(mx, sc[lid * ATT_TK + j]);
+            float f = mx == -INFINITY ? 1.0f : exp(mo - mx), sum = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                float s = sc[lid * ATT_TK + j];
+                float e = s == -INFINITY ? 0.0f : exp(s - mx);
+                sc[lid * ATT_TK + j] = e;
+                sum += e;
+            }
+            ml[lid] = mx;
+            ml[ATT_TQ + lid] = ml[ATT_TQ + lid] * f + sum;
+            ml[2 * ATT_TQ + lid] = f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < (uint)nk * hd; i += L) { /* V tile over the K tile */
+            int j = i / hd, p = k0 + j;
+            kv[i] = vload_half(i % hd, Vc + (((size_t)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float f = ml[2 * ATT_TQ + r];
+        for (int jj = 0; jj < per; jj++) {
+            int d = g + G * jj;
+            float a = o[jj] * f;
+            for (int j = 0; j < nk; j++) a += sc[r * ATT_TK + j] * kv[j * hd + d];
+            o[jj] = a;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (r < nq) {
+        float inv = 1.0f / ml[ATT_TQ + r];
+        global float *dst = out + ((size_t)(t0 + r) * nh + h) * hd;
+        for (int jj = 0; jj < per; jj++) dst[g + G * jj] = o[jj] * inv;
+    }
+}
