@@ -6,8 +6,11 @@
  *   clgemma tokenize -m FILE -p TEXT
  *   clgemma logits   -m FILE -p TEXT -o OUT.f32               (last-position logits, raw float32)
  *   clgemma bench    -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile]
+ *   clgemma bench    --synthetic gemma4-26b-a4b|gemma4-31b|gemma4-e4b|gemma4-e2b --type q4_k|q8_0|bf16 ...
+ *                    (random weights of the real shape made on the device; no file)
  * Every command takes --device P:D (or env CLGEMMA_DEVICE). Errors: one line on stderr, exit 1. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,8 @@
 
 typedef struct cli_args {
     const char *cmd, *model, *device, *out_path;
+    const char *synthetic, *synth_type;
+    int synth_layers;     /* hidden --layers N: fewer layers (tests on small devices) */
     const char *prompts[MAX_PROMPTS];
     int n_prompts;
     int n_predict, n_prompt_bench, reps, batch, ctx;
@@ -75,7 +80,9 @@ static void usage(void)
             "       clgemma batch -m FILE -p TEXT [-p TEXT ...] [-n N] [--ids]\n"
             "       clgemma tokenize -m FILE -p TEXT\n"
             "       clgemma logits -m FILE -p TEXT -o OUT.f32\n"
-            "       clgemma bench -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n");
+            "       clgemma bench -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n"
+            "       clgemma bench --synthetic gemma4-26b-a4b|gemma4-31b|gemma4-e4b|gemma4-e2b --type q4_k|q8_0|bf16\n"
+            "                     [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n");
 }
 
 static void parse(cli_args *a, int argc, char **argv)
@@ -112,6 +119,9 @@ static void parse(cli_args *a, int argc, char **argv)
         else if (!strcmp(f, "--presence-penalty")) a->sp.presence_penalty = parse_float(f, NEXT(), -2, 2);
         else if (!strcmp(f, "--seed")) a->sp.seed = (uint64_t)parse_int(f, NEXT(), 0, 0x7fffffffffffffffL);
         else if (!strcmp(f, "--device")) a->device = NEXT();
+        else if (!strcmp(f, "--synthetic")) a->synthetic = NEXT();
+        else if (!strcmp(f, "--type")) a->synth_type = NEXT();
+        else if (!strcmp(f, "--layers")) a->synth_layers = (int)parse_int(f, NEXT(), 1, 1024);
         else if (!strcmp(f, "--chat")) a->chat = 1;
         else if (!strcmp(f, "--ids")) a->ids = 1;
         else if (!strcmp(f, "--profile")) a->profile = 1;
@@ -122,7 +132,10 @@ static void parse(cli_args *a, int argc, char **argv)
 
 static engine *load(const cli_args *a, int max_seqs)
 {
-    if (!a->model) die("%s: -m FILE is required", a->cmd);
+    if (a->synthetic && strcmp(a->cmd, "bench")) die("%s: --synthetic is only for bench", a->cmd);
+    if (!a->synthetic && (a->synth_type || a->synth_layers)) die("%s", "--type and --layers need --synthetic");
+    if (a->synthetic && a->model) die("%s", "bench: give -m FILE or --synthetic, not both");
+    if (!a->model && !a->synthetic) die("%s: -m FILE is required", a->cmd);
     engine_opts o = { 0 };
     o.device = a->device;
     o.n_ctx = a->ctx;
@@ -131,7 +144,16 @@ static engine *load(const cli_args *a, int max_seqs)
     o.verbose = getenv("CLGEMMA_VERBOSE") != NULL;
     engine *e;
     char err[512];
-    if (engine_load(&e, a->model, &o, err, sizeof err)) die("%s", err);
+    if (a->synthetic) {
+        if (engine_load_synthetic(&e, a->synthetic, a->synth_type ? a->synth_type : "q4_k", a->synth_layers, &o, err,
+                                  sizeof err))
+            die("%s", err);
+        const engine_info *in = engine_get_info(e);
+        fprintf(stderr, "clgemma: %s: %u layers, %.2f GiB of weights made on %s in %.2f s; tensor types: %s\n",
+                in->name, in->n_layer, in->weight_bytes / 1073741824.0, in->device, in->load_seconds, in->types);
+    } else if (engine_load(&e, a->model, &o, err, sizeof err)) {
+        die("%s", err);
+    }
     return e;
 }
 
@@ -331,6 +353,37 @@ static int cmp_d(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* synthetic weights: after the timed work, one more (untimed) token per sequence with its logits
+ * read back; any NaN/inf, or an out-of-range id, fails the bench */
+static void check_finite(engine *e, engine_item *items, int B, int32_t *next)
+{
+    uint32_t nv = engine_get_info(e)->n_vocab;
+    float *lg = malloc(sizeof(float) * nv);
+    if (!lg) die("%s", "out of memory");
+    for (int b = 0; b < B; b++) {
+        next[b] = items[b].token_out;
+        if (next[b] < 0 || (uint32_t)next[b] >= nv) die("%s", "synthetic model produced an out-of-range token id");
+        engine_item it = items[b];
+        it.tokens = &next[b];
+        it.n_tokens = 1;
+        it.logits = lg;
+        step_or_die(e, &it, 1);
+        size_t bad = 0;
+        float mx = 0;
+        for (uint32_t i = 0; i < nv; i++) {
+            if (!(lg[i] == lg[i]) || lg[i] > 1e30f || lg[i] < -1e30f) bad++;
+            else if (fabsf(lg[i]) > mx) mx = fabsf(lg[i]);
+        }
+        if (bad) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%zu of %u logits of sequence %d", bad, nv, b);
+            die("synthetic model: NaN/inf in the output (%s)", msg);
+        }
+        if (b == 0) fprintf(stderr, "clgemma: output check: logits finite (max |logit| %.3g)\n", mx);
+    }
+    free(lg);
+}
+
 static int cmd_bench(const cli_args *a)
 {
     int B = a->batch, np = a->n_prompt_bench, nd = a->n_predict >= 0 ? a->n_predict : 128;
@@ -385,6 +438,7 @@ static int cmd_bench(const cli_args *a)
         double dt = now_s() - t1;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
         if (a->profile && rep == a->reps - 1) { prof_wall = dt * 1e3; prof_steps = nd; }
+        if (a->synthetic && last) check_finite(e, items, B, next);
         for (int b = 0; b < B; b++) engine_seq_free(e, seqs[b]);
     }
     qsort(pp, (size_t)a->reps, sizeof *pp, cmp_d);

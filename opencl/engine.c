@@ -13,6 +13,7 @@
 #include "model.h"
 #include "ops.h"
 #include "runtime.h"
+#include "synth.h"
 #include "tokenizer_gguf.h"
 
 #include "errf.h"
@@ -36,7 +37,55 @@ struct engine {
     int32_t *h_ids, *h_pos, *h_seq, *h_out;
     size_t h_cap;
     float *h_logits;
+    void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
 };
+
+/* "Q4_K 302, Q5_0 60 (ffn_down, ffn_down_exps), F32 423": tensors per type; for the minority
+ * weight types (not F32, not the most common) the tensor roles that have them */
+static void types_summary(const gguf_file *f, char *out, size_t cap)
+{
+    size_t cnt[GGML_TYPE_COUNT] = { 0 }, n = gguf_tensor_count(f);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t t = gguf_tensor_at(f, i)->type;
+        if (t < GGML_TYPE_COUNT) cnt[t]++;
+    }
+    uint32_t major = GGML_TYPE_F32;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+        if (t != GGML_TYPE_F32 && cnt[t] > (major == GGML_TYPE_F32 ? 0 : cnt[major])) major = t;
+    size_t o = 0;
+    out[0] = 0;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT && o + 1 < cap; t++) {
+        if (!cnt[t]) continue;
+        o += (size_t)snprintf(out + o, cap - o, "%s%s %zu", o ? ", " : "", ggml_type_name(t), cnt[t]);
+        if (t == major || t == GGML_TYPE_F32 || o + 1 >= cap) continue;
+        /* roles: the name without "blk.N.", each once, up to 4 */
+        char roles[4][48];
+        int nr = 0, more = 0;
+        for (size_t i = 0; i < n; i++) {
+            const gguf_tensor *g = gguf_tensor_at(f, i);
+            if (g->type != t) continue;
+            const char *p = g->name.ptr;
+            size_t len = g->name.len;
+            if (len > 4 && !memcmp(p, "blk.", 4)) {
+                size_t k = 4;
+                while (k < len && p[k] != '.') k++;
+                if (k < len) { p += k + 1; len -= k + 1; }
+            }
+            if (len > 7 && !memcmp(p + len - 7, ".weight", 7)) len -= 7;
+            char r[48];
+            snprintf(r, sizeof r, "%.*s", (int)(len < 47 ? len : 47), p);
+            int seen = 0;
+            for (int j = 0; j < nr && !seen; j++) seen = !strcmp(roles[j], r);
+            if (seen) continue;
+            if (nr < 4) memcpy(roles[nr++], r, sizeof r);
+            else more = 1;
+        }
+        for (int j = 0; j < nr && o + 1 < cap; j++)
+            o += (size_t)snprintf(out + o, cap - o, "%s%s", j ? ", " : " (", roles[j]);
+        if (nr && o + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s)", more ? ", ..." : "");
+    }
+    if (o >= cap) out[cap - 1] = 0;
+}
 
 static double now_s(void)
 {
@@ -44,6 +93,8 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+static int engine_init(engine *e, const char *path, const engine_opts *opts, double t0, char *err, size_t errlen);
 
 int engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen)
 {
@@ -62,6 +113,44 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
         goto fail;
     }
     if (tokenizer_from_gguf(&e->tok, e->gguf, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
+    if (engine_init(e, path, opts, t0, err, errlen)) goto fail;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return -1;
+}
+
+int engine_load_synthetic(engine **out, const char *model, const char *type, int layers, const engine_opts *opts,
+                          char *err, size_t errlen)
+{
+    double t0 = now_s();
+    engine_opts def = { 0 };
+    if (!opts) opts = &def;
+    *out = NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return ERR("out of memory");
+    char why[512], name[96];
+    size_t size;
+    uint64_t virt;
+    if (synth_build(model, type, layers, &e->synth_buf, &size, &virt, name, why, sizeof why)) { ERR("%s", why); goto fail; }
+    if (gguf_open_virtual(&e->gguf, e->synth_buf, size, virt, why, sizeof why)) {
+        ERR("synthetic model: %s", why);
+        goto fail;
+    }
+    /* no tokenizer: the engine works on ids (bench); engine_tokenizer() returns NULL */
+    if (engine_init(e, name, opts, t0, err, errlen)) goto fail;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return -1;
+}
+
+/* the part of loading shared by files and synthetic models: device, weights, KV cache, buffers */
+static int engine_init(engine *e, const char *path, const engine_opts *opts, double t0, char *err, size_t errlen)
+{
+    char why[512];
     if (rt_create(&e->rt, opts->device, opts->profile, why, sizeof why)) { ERR("%s", why); goto fail; }
     e->rt_ok = 1;
     /* refuse early, with numbers, rather than failing half-way through the upload */
@@ -77,6 +166,11 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
         fprintf(stderr, "clgemma: kernels %s in %.2f s on %s\n", e->rt.cache_hit ? "loaded from cache" : "compiled",
                 e->rt.build_seconds, e->rt.device_name);
     if (model_load(&e->m, e->gguf, &e->rt, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
+    if (e->synth_buf) {
+        /* the device-side fill is part of loading (and reports its errors here) */
+        cl_int ce = clFinish(e->rt.q);
+        if (ce) { ERR("%s: filling the weights failed: %s", path, rt_errstr(ce)); goto fail; }
+    }
     const model_hparams *hp = &e->m.hp;
     uint32_t n_ctx = opts->n_ctx > 0 ? (uint32_t)opts->n_ctx : (hp->n_ctx_train < 8192 ? hp->n_ctx_train : 8192);
     if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
@@ -148,11 +242,10 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
     in->weight_bytes = e->m.weight_bytes;
     in->device_bytes = e->m.weight_bytes + e->kv.bytes;
     in->device_total = e->rt.global_mem;
+    types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = now_s() - t0;
-    *out = e;
     return 0;
 fail:
-    engine_destroy(e);
     return -1;
 }
 
@@ -167,6 +260,7 @@ void engine_destroy(engine *e)
     if (e->rt_ok) rt_destroy(&e->rt);
     tokenizer_destroy(e->tok);
     gguf_close(e->gguf);
+    free(e->synth_buf);
     free(e->h_ids); free(e->h_pos); free(e->h_seq); free(e->h_out); free(e->h_logits);
     free(e);
 }

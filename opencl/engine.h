@@ -36,10 +36,18 @@ typedef struct engine_info {
     uint64_t device_bytes;   /* all device memory the engine allocated */
     uint64_t device_total;   /* CL_DEVICE_GLOBAL_MEM_SIZE */
     double load_seconds;
+    char types[256];         /* weight types: "q4_k 302, q5_0 60 (ffn_down, ffn_down_exps), f32 423" */
 } engine_info;
 
 /* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */
 int  engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen);
+/* A synthetic Gemma 4 of a real shape with random weights made on the device, for benchmarks:
+ * model "gemma4-26b-a4b" | "gemma4-31b" | "gemma4-e4b" | "gemma4-e2b", type "q4_k" | "q8_0" | "bf16"
+ * (see synth.h for the fallbacks); layers 0 = the real count (else fewer, for tests). Same
+ * loader, forward and API as a file model, but without a tokenizer (engine_tokenizer is NULL):
+ * feed token ids. info.name is "synthetic <model> <type>". */
+int  engine_load_synthetic(engine **out, const char *model, const char *type, int layers, const engine_opts *opts,
+                           char *err, size_t errlen);
 void engine_destroy(engine *e);
 
 const engine_info *engine_get_info(const engine *e);

@@ -108,6 +108,7 @@ struct gguf_file {
     uint32_t version;
     uint64_t alignment;
     uint64_t data_off;      /* absolute offset of the data section */
+    uint64_t virt_size;     /* > size: tensor data may extend up to here (data NULL past size) */
 
     size_t n_kv;
     gguf_kv *kvs;
@@ -456,7 +457,7 @@ static int check_tensor(reader *r, const gguf_file *f, gguf_tensor *t) {
              nm.s, (unsigned long long)t->offset, (unsigned long long)f->alignment);
         return -1;
     }
-    uint64_t avail = f->size - f->data_off;
+    uint64_t avail = (f->virt_size > f->size ? f->virt_size : f->size) - f->data_off;
     if (t->offset > avail || nb > avail - t->offset) {
         unsigned long long s = (unsigned long long)f->data_off + t->offset;
         unsigned long long e = s + nb;
@@ -468,7 +469,9 @@ static int check_tensor(reader *r, const gguf_file *f, gguf_tensor *t) {
                  nm.s, s, e, f->size);
         return -1;
     }
-    t->data = f->base + f->data_off + t->offset;
+    /* virtual tensors (gguf_open_virtual): bytes past the buffer are made elsewhere */
+    int in_buf = t->offset <= f->size - f->data_off && nb <= f->size - f->data_off - t->offset;
+    t->data = in_buf ? f->base + f->data_off + t->offset : NULL;
     return 0;
 }
 
@@ -651,6 +654,22 @@ int gguf_open_memory(gguf_file **out, const void *data, size_t size, char *err, 
     if (!f) { fail(&r, "out of memory"); return -1; }
     f->base = r.base;
     f->size = size;
+    if (parse(f, &r)) { gguf_close(f); return -1; }
+    *out = f;
+    return 0;
+}
+
+int gguf_open_virtual(gguf_file **out, const void *data, size_t size, uint64_t virt_size, char *err,
+                      size_t errlen) {
+    reader r = {data, size, 0, err, errlen};
+    if (err && errlen) err[0] = 0;
+    *out = NULL;
+    if (!data) { fail(&r, "NULL data"); return -1; }
+    gguf_file *f = calloc(1, sizeof *f);
+    if (!f) { fail(&r, "out of memory"); return -1; }
+    f->base = data;
+    f->size = size;
+    f->virt_size = virt_size;
     if (parse(f, &r)) { gguf_close(f); return -1; }
     *out = f;
     return 0;

@@ -73,6 +73,11 @@ typedef struct gguf_file gguf_file;
 int  gguf_open(gguf_file **out, const char *path, char *err, size_t errlen);
 /* Same over caller-owned memory (used by fuzzers and tests); memory must outlive the handle. */
 int  gguf_open_memory(gguf_file **out, const void *data, size_t size, char *err, size_t errlen);
+/* A header whose tensor data lies (in part) past the buffer: the data section is taken to be
+ * virt_size bytes long for validation, and every tensor not wholly inside the buffer gets
+ * data == NULL (its contents are made on the device: synthetic benchmark models). */
+int  gguf_open_virtual(gguf_file **out, const void *data, size_t size, uint64_t virt_size, char *err,
+                       size_t errlen);
 void gguf_close(gguf_file *f);
 
 uint32_t gguf_version(const gguf_file *f);

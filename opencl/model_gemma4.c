@@ -26,6 +26,7 @@
 
 #include "errf.h"
 #include "ops_gemma4.h"
+#include "synth.h"
 
 typedef struct g4_layer {
     layer_weights w;          /* q, k, v (v.buf NULL: K = V), o, gate, up, down and the norms */
@@ -155,10 +156,12 @@ static int find_t(const gguf_file *f, const char *name, uint64_t ne0, uint64_t n
     return 0;
 }
 
+/* a tensor without host data (synthetic model, gguf_open_virtual) is made on the device */
 static int upload(cl_runtime *rt, const gguf_tensor *t, const char *name, cl_mem *m, uint64_t *bytes, char *err,
                   size_t errlen)
 {
     *m = rt_alloc(rt, t->nbytes, t->data, err, errlen);
+    if (*m && !t->data && synth_fill(rt, *m, t, err, errlen)) return -1;
     if (!*m) {
         char why[256];
         snprintf(why, sizeof why, "%s", err);
@@ -166,6 +169,12 @@ static int upload(cl_runtime *rt, const gguf_tensor *t, const char *name, cl_mem
     }
     *bytes += t->nbytes;
     return 0;
+}
+
+/* host contents of a small F32 tensor the loader reads itself */
+static int need_host(const gguf_tensor *t, const char *name, char *err, size_t errlen)
+{
+    return t->data ? 0 : ERR("model: tensor '%s' has no data in the file", name);
 }
 
 /* matrix of ne2 stacked [ne1 rows][ne0 cols] slices */
@@ -334,7 +343,9 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     }
     if (gguf_find_tensor(f, "rope_freqs.weight")) {
         const gguf_tensor *t;
-        if (find_t(f, "rope_freqs.weight", (uint64_t)rot_full / 2, 1, 1, 1, &t, err, errlen)) goto fail;
+        if (find_t(f, "rope_freqs.weight", (uint64_t)rot_full / 2, 1, 1, 1, &t, err, errlen) ||
+            need_host(t, "rope_freqs.weight", err, errlen))
+            goto fail;
         ff = malloc(t->nbytes);
         if (!ff) { ERR("out of memory"); goto fail; }
         memcpy(ff, t->data, t->nbytes);
@@ -371,14 +382,14 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
         snprintf(n, sizeof n, "blk.%u.layer_output_scale.weight", l);
         if (gguf_find_tensor(f, n)) {
             const gguf_tensor *t;
-            if (find_t(f, n, 1, 1, 1, 1, &t, err, errlen)) goto fail;
+            if (find_t(f, n, 1, 1, 1, 1, &t, err, errlen) || need_host(t, n, err, errlen)) goto fail;
             memcpy(&L->out_scale, t->data, 4);
         }
         if (g->n_expert) {
             uint32_t E = g->n_expert, Fe = g->n_ff_exp;
             const gguf_tensor *ts;
             snprintf(n, sizeof n, "blk.%u.ffn_gate_inp.scale", l);
-            if (find_t(f, n, H, 1, 1, 1, &ts, err, errlen)) goto fail;
+            if (find_t(f, n, H, 1, 1, 1, &ts, err, errlen) || need_host(ts, n, err, errlen)) goto fail;
             float *rw = malloc(sizeof(float) * H);
             if (!rw) { ERR("out of memory"); goto fail; }
             memcpy(rw, ts->data, sizeof(float) * H);

@@ -1,0 +1,55 @@
+#!/bin/sh
+# bench --synthetic: random weights of a real Gemma 4 shape made on the device. Each case must
+# exit 0, print one JSON line that parses with the right "model", tok/s > 0, and pass the
+# engine's output check (finite logits after prefill + decode). Bad names fail with one line.
+cd "$(dirname "$0")/../.." || exit 1
+CLI=build/clgemma
+PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+bench() { # name, expected model, extra stderr word, args...
+  name=$1; model=$2; word=$3; shift 3
+  start=$(date +%s)
+  $CLI bench "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  secs=$(( $(date +%s) - start ))
+  why=""
+  if [ "$rc" -ne 0 ]; then why="exit status $rc: $(tail -c 300 "$tmp/err")"
+  elif ! grep -q "logits finite" "$tmp/err"; then why="no output check line: $(tail -c 300 "$tmp/err")"
+  elif [ -n "$word" ] && ! grep -q -- "$word" "$tmp/err"; then why="'$word' not on stderr: $(head -c 300 "$tmp/err")"
+  else
+    why=$("$PY" - "$tmp/out" "$model" <<'EOF'
+import json, math, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+if len(lines) != 1: print("expected one JSON line, got %d" % len(lines)); sys.exit()
+try: j = json.loads(lines[0])
+except Exception as e: print("JSON does not parse: %s" % e); sys.exit()
+if j.get("model") != sys.argv[2]: print("model is %r, expected %r" % (j.get("model"), sys.argv[2])); sys.exit()
+for k in ("prefill_tok_s", "decode_tok_s"):
+    v = j.get(k)
+    if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0: print("%s = %r" % (k, v)); sys.exit()
+EOF
+)
+  fi
+  if [ -n "$why" ]; then echo "FAIL $name: $why"; fails=1
+  else echo "PASS $name (${secs}s: $(cat "$tmp/out"))"; fi
+}
+err_case() { # name, expected word, args...
+  name=$1; word=$2; shift 2
+  $CLI "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -gt 128 ]; then echo "FAIL $name: exit status $rc"; fails=1
+  elif [ "$(wc -l < "$tmp/err")" -ne 1 ] || ! grep -qi -- "$word" "$tmp/err"; then
+    echo "FAIL $name: expected one line with '$word': $(head -c 300 "$tmp/err")"; fails=1
+  else echo "PASS $name ($(cat "$tmp/err"))"; fi
+}
+# the whole E2B (35 layers, PLE, KV sharing, double-wide MLP) at its real size
+bench e2b_q8_0_full "synthetic gemma4-e2b q8_0" "q8_0" --synthetic gemma4-e2b --type q8_0 -p 16 -n 4 -r 1
+# 26B-A4B layers (MoE, K=V full layer, Q5_0 fallback for rows of 2112/704), two sequences
+bench moe_q4_k_b2 "synthetic gemma4-26b-a4b q4_k (2 layers)" "q5_0 .*(ffn_down" \
+  --synthetic gemma4-26b-a4b --type q4_k --layers 2 -p 12 -n 3 -r 1 -b 2
+# E4B layers in bf16
+bench e4b_bf16 "synthetic gemma4-e4b bf16 (2 layers)" "bf16" --synthetic gemma4-e4b --type bf16 --layers 2 -p 8 -n 2 -r 1
+err_case unknown_model "unknown synthetic model" bench --synthetic gemma4-7b --type q8_0
+err_case unknown_type "unknown synthetic weight type" bench --synthetic gemma4-e2b --type q3_k
+err_case not_bench "only for bench" generate --synthetic gemma4-e2b -p hi
+err_case layers_too_many "exceeds" bench --synthetic gemma4-26b-a4b --layers 31
+exit $fails
