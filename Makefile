@@ -1,4 +1,5 @@
 # clgemma — build, test, serve. See README.md.
+.DEFAULT_GOAL := all
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iopencl -MMD -MP
