@@ -316,10 +316,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, NULL);
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
-    int one_run = 1;
-    for (uint32_t i = 1; i < ntok && one_run; i++)
-        one_run = e->h_seq[t0 + i] == e->h_seq[t0] && e->h_pos[t0 + i] == e->h_pos[t0 + i - 1] + 1;
-    fwd_args a = { ntok, n_out, max_pos, one_run };
+    fwd_args a = { ntok, n_out, max_pos };
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
     if (!n_out) return 0;
     /* greedy rows: argmax on the device, only ids come back; others get their logits row */

@@ -57,7 +57,6 @@ typedef struct fwd_bufs {
 typedef struct fwd_args {
     uint32_t ntok, n_out;
     uint32_t max_pos;
-    int one_run;              /* all tokens belong to one sequence at consecutive positions (prefill) */
 } fwd_args;
 
 int  model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);

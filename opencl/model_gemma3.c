@@ -252,13 +252,6 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
 {
     const model_hparams *hp = &m->hp;
     const layer_weights *L = &m->layers[l];
-    kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
-    int window = L->is_swa ? (int)hp->window : 0;
-    if (a->one_run && a->ntok >= 16) {
-        int r = op_attention_tile(o, b->q, a->ntok, hp->n_head, hp->n_kv, hp->head_dim, &kk, &vv, b->pos, b->seq,
-                                  window, hp->attn_scale, hp->attn_softcap, b->att, err, errlen);
-        if (r <= 0) return r;
-    }
     uint32_t span = a->max_pos + 1;
     if (L->is_swa && span > hp->window) span = hp->window;
     uint32_t chunk, nchunk;
@@ -266,10 +259,11 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
     size_t per_tok = (size_t)hp->n_head * nchunk * hp->head_dim;
     uint32_t slice = (uint32_t)(b->part_elems / per_tok);
     if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", a->max_pos);
+    kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
     for (uint32_t t0 = 0; t0 < a->ntok; t0 += slice) {
         uint32_t n = a->ntok - t0 < slice ? a->ntok - t0 : slice;
         if (op_attention(o, b->q, t0, n, hp->n_head, hp->n_kv, hp->head_dim, &kk, &vv, b->pos, b->seq,
-                         window, hp->attn_scale, hp->attn_softcap, nchunk, chunk,
+                         L->is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap, nchunk, chunk,
                          b->part_acc, b->part_ml, b->att, err, errlen))
             return -1;
     }

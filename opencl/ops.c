@@ -11,7 +11,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
     [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial", [K_ATTN_COMBINE] = "attn_combine",
     [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_NORM] = "rmsnorm_add_norm",
-    [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_ATTN_TILE] = "attn_tile", [K_ADD_ROWS] = "add_rows",
+    [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)",
     [K_GEMM] = "gemm (CLBlast)",
@@ -317,21 +317,6 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
     }
     *chunk = c;
     *nchunk = span ? (span + c - 1) / c : 1;
-}
-
-int op_attention_tile(ops *o, cl_mem Q, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd, const kv_view *k,
-                      const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window, float scale, float softcap,
-                      cl_mem out, char *err, size_t errlen)
-{
-    enum { TQ = 16, TK = 16, L = 128 };
-    if (hd > 256 || hd % 8 || L > o->rt->max_wg) return 1;
-    size_t lws[2] = { L, 1 }, gws[2] = { (size_t)(ntok + TQ - 1) / TQ * L, nh };
-    double keys = (double)ntok * nh * (window > 0 ? window : 1024); /* rough: bytes counted per query block */
-    return launch(o, K_ATTN_TILE, o->k[K_ATTN_TILE], 2, gws, lws, keys / TQ * hd * 4.0, keys * hd * 4.0, err, errlen,
-                  20, A(Q), A(ntok), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
-                  A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap), A(out),
-                  LOCAL(TQ * hd * sizeof(float)), LOCAL(TK * hd * sizeof(float)), LOCAL(TQ * TK * sizeof(float)),
-                  LOCAL(3 * TQ * sizeof(float)));
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }

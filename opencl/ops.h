@@ -20,7 +20,7 @@ typedef struct weight {
 
 enum op_kernel {
     K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
-    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI, K_ATTN_TILE,
+    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
     K_MV, K_DEQ, K_EMB, K_GEMM,
     K_COUNT
 };
@@ -90,12 +90,6 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
                  cl_mem out, char *err, size_t errlen);
-/* attention for a run of ntok tokens of one sequence at consecutive positions (prefill), K/V read
- * once per block of 16 queries; hd <= 256 and a multiple of 8. Returns 1 (nothing enqueued) when
- * the shape does not qualify, so the caller falls back to op_attention. */
-int op_attention_tile(ops *o, cl_mem Q, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd, const kv_view *k,
-                      const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window, float scale, float softcap,
-                      cl_mem out, char *err, size_t errlen);
 int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen);
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen);
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen);

@@ -1096,58 +1096,6 @@ static void test_attention(void)
     }
 }
 
-/* prefill tile kernel: a run of T consecutive positions of one sequence (after p0 earlier keys) */
-static void test_attention_tile(void)
-{
-    reseed(__func__);
-    static const attn_cfg cfgs[] = {
-        { 0, 0.125f, 0.0f, 64, 0 }, { 100, 0.125f, 0.0f, 64, 0 }, { 7, 0.25f, 5.0f, 64, 0 },
-        { 0, 0.0625f, 0.0f, 256, 0 }, { 40, 0.0625f, 30.0f, 256, 0 },
-    };
-    const uint32_t nh = 4, nkv = 2, nseq = 2;
-    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
-        const attn_cfg *cf = &cfgs[c];
-        uint32_t hd = cf->hd, T = 17 + irand(40), p0 = irand(120);
-        uint32_t lens[2] = { 5 + irand(50), p0 + T };
-        paged p;
-        paged_make(&p, nseq, lens, KV_BLOCK, nkv, hd);
-        size_t nc = paged_elems(&p), nq = (size_t)T * nh * hd, tot = nq + PAD;
-        uint16_t *K = malloc(nc * 2), *V = malloc(nc * 2);
-        for (size_t i = 0; i < nc; i++) K[i] = V[i] = POISON16;
-        for (uint32_t sq = 0; sq < nseq; sq++)
-            for (uint32_t j = 0; j < lens[sq]; j++)
-                for (uint32_t h = 0; h < nkv; h++) {
-                    size_t at = paged_at(&p, sq, j, h);
-                    for (uint32_t i = 0; i < hd; i++) { K[at + i] = f2h(nrand()); V[at + i] = f2h(nrand()); }
-                }
-        int32_t pos[64], seq[64];
-        for (uint32_t t = 0; t < T; t++) { pos[t] = (int32_t)(p0 + t); seq[t] = 1; }
-        float *q = malloc(nq * 4), *out = malloc(tot * 4);
-        double *ref = malloc(nq * 8);
-        for (size_t i = 0; i < nq; i++) q[i] = nrand();
-        for (uint32_t t = 0; t < T; t++)
-            for (uint32_t h = 0; h < nh; h++)
-                attn_ref(&p, K, V, q + ((size_t)t * nh + h) * hd, 1, pos[t], h / (nh / nkv), cf,
-                         ref + ((size_t)t * nh + h) * hd);
-        cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
-               P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq), OUT = dbuf(tot * 4, NULL);
-        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
-        poison(OUT, tot * 4);
-        int r = op_attention_tile(&O, Q, T, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, OUT, err,
-                                  sizeof err);
-        CHECK(r == 0, "op_attention_tile refused hd %u: %s", hd, r < 0 ? err : "shape not accepted");
-        char what[160];
-        snprintf(what, sizeof what, "attention tile T %u p0 %u hd %u window %d softcap %g", T, p0, hd, cf->window,
-                 cf->softcap);
-        dread(OUT, out, tot * 4);
-        check_close(what, out, ref, nq, TOL_RED);
-        check_untouched(what, out, nq, tot);
-        free(K); free(V); free(q); free(out); free(ref);
-        cl_mem all[] = { Q, KC, VC, BT, P, S, OUT };
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
-    }
-}
-
 /* ------------------------------------------------------------------ elementwise and row ops */
 
 static void test_geglu(void)
@@ -1337,7 +1285,6 @@ int main(int argc, char **argv)
     RUN_TEST(test_v_store);
     RUN_TEST(test_qkv_rope);
     RUN_TEST(test_attention);
-    RUN_TEST(test_attention_tile);
     RUN_TEST(test_geglu);
     RUN_TEST(test_gather_rows);
     RUN_TEST(test_softcap);
