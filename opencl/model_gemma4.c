@@ -523,11 +523,11 @@ static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t 
     return op_rmsnorm(o, b->o, L->post_ffw_norm_1, b->o, T, H, eps, err, errlen) ||
            op_rmsnorm(o, b->x, L->router_w, b->ext[X_H2], T, H, eps, err, errlen) ||
            g4_matmul(o, G, &L->router, b->ext[X_H2], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
-           g4_router_topk(G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
+           g4_router_topk(o, G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
            op_rmsnorm(o, b->x, L->pre_ffw_norm_2, b->ext[X_H2], T, H, eps, err, errlen) ||
-           g4_moe_up(G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], T, err, errlen) ||
-           g4_geglu_split(G, b->ext[X_GU], Fe, b->ext[X_ACT], T * K, err, errlen) ||
-           g4_moe_down(G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE], T, err,
+           g4_moe_up(o, G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], T, err, errlen) ||
+           g4_geglu_split(o, G, b->ext[X_GU], Fe, b->ext[X_ACT], T * K, err, errlen) ||
+           g4_moe_down(o, G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE], T, err,
                        errlen) ||
            op_rmsnorm_add(o, b->ext[X_MOE], L->post_ffw_norm_2, b->o, T, H, eps, err, errlen)
                ? -1 : 0;
@@ -583,7 +583,7 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         if (g->n_expert && moe(m, o, b, L, T, err, errlen)) return -1;
         if (op_rmsnorm_add(o, b->o, W->post_ffw_norm, b->x, T, H, eps, err, errlen)) return -1;
         if (P && (g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen) ||
-                  g4_ple_gate(G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
+                  g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
                   g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen) ||
                   op_rmsnorm_add(o, b->o, L->post_norm, b->x, T, H, eps, err, errlen)))
             return -1;

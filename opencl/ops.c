@@ -14,7 +14,9 @@ static const char *const kernel_names[K_COUNT] = {
     [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)",
-    [K_GEMM] = "gemm (CLBlast)",
+    [K_GEMM] = "gemm (CLBlast)", [K_G4_MV_ANY] = "g4_mv_any", [K_G4_ROUTER] = "g4_router_topk",
+    [K_G4_MOE_UP] = "g4_moe_up", [K_G4_GEGLU_SPLIT] = "g4_geglu_split", [K_G4_MOE_DOWN] = "g4_moe_down",
+    [K_G4_PLE_GATE] = "g4_ple_gate",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -101,9 +103,8 @@ void ops_destroy(ops *o)
 }
 
 /* Argument list helpers: A(x) passes a value by address and size; LOCAL(n) reserves local bytes. */
-typedef struct karg { size_t size; const void *ptr; } karg;
-#define A(x) ((karg){ sizeof(x), &(x) })
-#define LOCAL(n) ((karg){ (n), NULL })
+#define A(x) KARG(x)
+#define LOCAL(n) KLOCAL(n)
 
 static void prof_event(ops *o, int kind, cl_event ev, double bytes, double flop)
 {
@@ -119,7 +120,7 @@ static void prof_event(ops *o, int kind, cl_event ev, double bytes, double flop)
     clReleaseEvent(ev);
 }
 
-static int launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws,
+int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws,
                   double bytes, double flop, char *err, size_t errlen, int nargs, ...)
 {
     va_list ap;
@@ -157,7 +158,7 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
         uint32_t nsb = w->cols / 32, tpr = 1;
         while (tpr < o->wg_mv && tpr * 2 < nsb + 1) tpr *= 2;
         size_t lws = o->wg_mv, rows_per = lws / tpr, gws = (w->rows + rows_per - 1) / rows_per * lws;
-        return launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws,
+        return ops_launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws,
                       wbytes + 4.0 * ntok * (w->cols + w->rows), 2.0 * ntok * w->rows * w->cols, err, errlen, 11,
                       A(w->buf), A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), A(tpr),
                       LOCAL(lws * sizeof(float)));
@@ -169,7 +170,7 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
         uint32_t n = w->rows - r0 < tile ? w->rows - r0 : tile;
         size_t lws[2] = { 32, 1 }, gws[2] = { w->cols / 32, n };
         if (o->rt->is_cpu) lws[0] = 1;
-        if (launch(o, K_DEQ, o->deq[t], 2, gws, lws, wbytes * n / w->rows + 4.0 * n * w->cols, 0, err, errlen,
+        if (ops_launch(o, K_DEQ, o->deq[t], 2, gws, lws, wbytes * n / w->rows + 4.0 * n * w->cols, 0, err, errlen,
                    6, A(w->buf), A(w->row_bytes), A(r0), A(n), A(w->cols), A(o->scratch)))
             return -1;
         cl_event ev = NULL;
@@ -190,14 +191,14 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen)
 {
     size_t gws[2] = { w->cols / 32, ntok };
-    return launch(o, K_EMB, o->emb[w->type], 2, gws, NULL, (double)ntok * (w->row_bytes + 4.0 * w->cols), 0,
+    return ops_launch(o, K_EMB, o->emb[w->type], 2, gws, NULL, (double)ntok * (w->row_bytes + 4.0 * w->cols), 0,
                   err, errlen, 7, A(w->buf), A(w->row_bytes), A(w->cols), A(ids), A(ntok), A(scale), A(out));
 }
 
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)
 {
     size_t lws = o->wg, gws = (size_t)rows * lws;
-    return launch(o, K_RMSNORM, o->k[K_RMSNORM], 1, &gws, &lws, 8.0 * rows * n, 4.0 * rows * n, err, errlen, 6,
+    return ops_launch(o, K_RMSNORM, o->k[K_RMSNORM], 1, &gws, &lws, 8.0 * rows * n, 4.0 * rows * n, err, errlen, 6,
                   A(x), A(w), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
 }
 
@@ -205,7 +206,7 @@ int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32
                    size_t errlen)
 {
     size_t lws = o->wg, gws = (size_t)rows * lws;
-    return launch(o, K_RMSNORM_ADD, o->k[K_RMSNORM_ADD], 1, &gws, &lws, 12.0 * rows * n, 5.0 * rows * n, err,
+    return ops_launch(o, K_RMSNORM_ADD, o->k[K_RMSNORM_ADD], 1, &gws, &lws, 12.0 * rows * n, 5.0 * rows * n, err,
                   errlen, 6, A(x), A(w), A(res), A(n), A(eps), LOCAL(lws * sizeof(float)));
 }
 
@@ -213,7 +214,7 @@ int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_m
                         float eps, char *err, size_t errlen)
 {
     size_t lws = o->wg, gws = (size_t)rows * lws;
-    return launch(o, K_ADD_NORM, o->k[K_ADD_NORM], 1, &gws, &lws, 16.0 * rows * n, 8.0 * rows * n, err, errlen, 8,
+    return ops_launch(o, K_ADD_NORM, o->k[K_ADD_NORM], 1, &gws, &lws, 16.0 * rows * n, 8.0 * rows * n, err, errlen, 8,
                   A(x), A(w1), A(res), A(w2), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
 }
 
@@ -242,7 +243,7 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
         }
     }
     size_t lws = o->wg_mv, gws = rows * lws;
-    return launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 23, A(W[0]), A(ty[0]),
+    return ops_launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 23, A(W[0]), A(ty[0]),
                   A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]), A(ty[1]), A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]),
                   A(W[2]), A(ty[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X), A(ldx), A(ntok),
                   LOCAL(lws * sizeof(float)));
@@ -255,7 +256,7 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
     size_t lws = o->wg, gws = (size_t)ntok * (nh + 2 * nkv) * lws;
     cl_mem qwb = qw ? qw : Q, kwb = kw ? kw : Q;
     if (qk_norm == 1 && (!qw || !kw)) return errf(err, errlen, "qkv_rope: norm mode 1 needs Q and K weights");
-    return launch(o, K_QKV_ROPE, o->k[K_QKV_ROPE], 1, &gws, &lws, 8.0 * ntok * (nh + 2 * nkv) * hd,
+    return ops_launch(o, K_QKV_ROPE, o->k[K_QKV_ROPE], 1, &gws, &lws, 8.0 * ntok * (nh + 2 * nkv) * hd,
                   8.0 * ntok * (nh + nkv) * hd, err, errlen, 23, A(Q), A(K), A(V), A(nh), A(nkv), A(hd), A(qwb),
                   A(kwb), A(qk_norm), A(v_norm), A(eps), A(freq), A(rot), A(tok_pos), A(tok_seq), A(kc->cache),
                   A(vc->cache), A(kc->block_table), A(kc->max_blocks), A(kc->block_size), A(ntok),
@@ -272,7 +273,7 @@ int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_m
     int to_cache = kv != NULL;
     cl_mem cache = kv ? kv->cache : x, bt = kv ? kv->block_table : tok_pos;
     uint32_t mb = kv ? kv->max_blocks : 1, bs = kv ? kv->block_size : 1;
-    return launch(o, K_NORM_ROPE, o->k[K_NORM_ROPE], 1, &gws, &lws, (to_cache ? 6.0 : 8.0) * ntok * nh * hd,
+    return ops_launch(o, K_NORM_ROPE, o->k[K_NORM_ROPE], 1, &gws, &lws, (to_cache ? 6.0 : 8.0) * ntok * nh * hd,
                   8.0 * ntok * nh * hd, err, errlen, 18, A(x), A(nh), A(hd), A(wb), A(norm), A(has_w), A(eps),
                   A(freq), A(rot), A(tok_pos), A(tok_seq), A(to_cache), A(cache), A(bt), A(mb), A(bs),
                   LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)));
@@ -282,7 +283,7 @@ int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int no
                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen)
 {
     size_t lws = o->wg, gws = (size_t)ntok * nh * lws;
-    return launch(o, K_V_STORE, o->k[K_V_STORE], 1, &gws, &lws, 6.0 * ntok * nh * hd, 0, err, errlen, 12, A(x),
+    return ops_launch(o, K_V_STORE, o->k[K_V_STORE], 1, &gws, &lws, 6.0 * ntok * nh * hd, 0, err, errlen, 12, A(x),
                   A(nh), A(hd), A(norm), A(eps), A(tok_pos), A(tok_seq), A(kv->cache), A(kv->block_table),
                   A(kv->max_blocks), A(kv->block_size), LOCAL(lws * sizeof(float)));
 }
@@ -296,14 +297,14 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
-    if (launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
+    if (ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
                err, errlen, 22, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
                A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                A(nchunk), A(chunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
                LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float))))
         return -1;
     size_t l2[2] = { o->rt->is_cpu ? 16 : 128, 1 }, g2[2] = { nh * l2[0], ntok };
-    return launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
+    return ops_launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
                   errlen, 7, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out));
 }
 
@@ -324,33 +325,33 @@ static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen)
 {
     size_t lws = 64, gws = round_up(n, lws);
-    return launch(o, K_GEGLU, o->k[K_GEGLU], 1, &gws, &lws, 12.0 * n, 10.0 * n, err, errlen, 4, A(g), A(u), A(out),
+    return ops_launch(o, K_GEGLU, o->k[K_GEGLU], 1, &gws, &lws, 12.0 * n, 10.0 * n, err, errlen, 4, A(g), A(u), A(out),
                   A(n));
 }
 
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen)
 {
     size_t lws[2] = { 64, 1 }, gws[2] = { round_up(n, 64), rows };
-    return launch(o, K_GATHER_ROWS, o->k[K_GATHER_ROWS], 2, gws, lws, 8.0 * rows * n, 0, err, errlen, 4, A(src),
+    return ops_launch(o, K_GATHER_ROWS, o->k[K_GATHER_ROWS], 2, gws, lws, 8.0 * rows * n, 0, err, errlen, 4, A(src),
                   A(idx), A(dst), A(n));
 }
 
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen)
 {
     size_t lws = 64, gws = round_up(n, lws);
-    return launch(o, K_ADD_ROWS, o->k[K_ADD_ROWS], 1, &gws, &lws, 12.0 * n, n, err, errlen, 3, A(x), A(y), A(n));
+    return ops_launch(o, K_ADD_ROWS, o->k[K_ADD_ROWS], 1, &gws, &lws, 12.0 * n, n, err, errlen, 3, A(x), A(y), A(n));
 }
 
 int op_scale(ops *o, cl_mem x, float s, uint32_t n, char *err, size_t errlen)
 {
     size_t lws = 64, gws = round_up(n, lws);
-    return launch(o, K_SCALE_ROWS, o->k[K_SCALE_ROWS], 1, &gws, &lws, 8.0 * n, n, err, errlen, 3, A(x), A(s), A(n));
+    return ops_launch(o, K_SCALE_ROWS, o->k[K_SCALE_ROWS], 1, &gws, &lws, 8.0 * n, n, err, errlen, 3, A(x), A(s), A(n));
 }
 
 int op_softcap(ops *o, cl_mem x, float cap, uint32_t n, char *err, size_t errlen)
 {
     size_t lws = 64, gws = round_up(n, lws);
-    return launch(o, K_SOFTCAP, o->k[K_SOFTCAP], 1, &gws, &lws, 8.0 * n, 3.0 * n, err, errlen, 3, A(x), A(cap),
+    return ops_launch(o, K_SOFTCAP, o->k[K_SOFTCAP], 1, &gws, &lws, 8.0 * n, 3.0 * n, err, errlen, 3, A(x), A(cap),
                   A(n));
 }
 
@@ -363,11 +364,11 @@ int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out, char *err
     if (parts > (n + lws - 1) / lws) parts = (uint32_t)((n + lws - 1) / lws);
     uint32_t slice = (n + parts - 1) / parts;
     size_t gws[2] = { parts * lws, rows }, l2[2] = { lws, 1 };
-    if (launch(o, K_ARGMAX, o->argmax_part, 2, gws, l2, 4.0 * rows * n, 0, err, errlen, 7, A(x), A(n), A(slice),
+    if (ops_launch(o, K_ARGMAX, o->argmax_part, 2, gws, l2, 4.0 * rows * n, 0, err, errlen, 7, A(x), A(n), A(slice),
                A(o->am_val), A(o->am_idx), LOCAL(lws * sizeof(float)), LOCAL(lws * sizeof(int))))
         return -1;
     size_t lf = 64, gf = rows * lf;
-    return launch(o, K_ARGMAX, o->argmax_final, 1, &gf, &lf, 8.0 * rows * parts, 0, err, errlen, 6, A(o->am_val),
+    return ops_launch(o, K_ARGMAX, o->argmax_final, 1, &gf, &lf, 8.0 * rows * parts, 0, err, errlen, 6, A(o->am_val),
                   A(o->am_idx), A(parts), A(out), LOCAL(lf * sizeof(float)), LOCAL(lf * sizeof(int)));
 }
 

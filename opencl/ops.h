@@ -22,8 +22,18 @@ enum op_kernel {
     K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
     K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
     K_MV, K_DEQ, K_EMB, K_GEMM,
+    /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
+    K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE,
     K_COUNT
 };
+
+/* One kernel launch: sets the arguments, enqueues (rounding gws up to lws when lws is given),
+ * and with profiling on records time, bytes and FLOPs under kind. Arguments: KARG(value) or
+ * KLOCAL(bytes). Every launcher (ops.c, ops_gemma4.c) goes through it. */
+typedef struct karg { size_t size; const void *ptr; } karg;
+#define KARG(x) ((karg){ sizeof(x), &(x) })
+#define KLOCAL(n) ((karg){ (n), NULL })
+
 
 typedef struct ops {
     cl_runtime *rt;
@@ -42,6 +52,9 @@ typedef struct ops {
     double prof_bytes[K_COUNT];
     double prof_flop[K_COUNT];
 } ops;
+
+int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws, double bytes,
+               double flop, char *err, size_t errlen, int nargs, ...);
 
 /* 1 if the engine has kernels for this tensor type */
 int  ops_type_supported(uint32_t type);

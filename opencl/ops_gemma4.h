@@ -1,5 +1,6 @@
 /* ops_gemma4.h — launchers for opencl/kernels/60_gemma4.cl (Gemma 4: any-length products, MoE
- * routing and expert products, per-layer-embedding gate). Same conventions as ops.h. */
+ * routing and expert products, per-layer-embedding gate). Same conventions as ops.h; launches go through ops_launch, so
+ * bench --profile sees them. */
 #ifndef CLGEMMA_OPS_GEMMA4_H
 #define CLGEMMA_OPS_GEMMA4_H
 
@@ -17,15 +18,15 @@ void ops_g4_destroy(ops_g4 *g);
 int g4_matmul(ops *o, const ops_g4 *g, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy,
               uint32_t ntok, char *err, size_t errlen);
 /* z [ntok][n_exp] router logits -> sel/wsel [ntok][n_used] (n_exp <= 256) */
-int g4_router_topk(const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel,
+int g4_router_topk(ops *o, const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel,
                    cl_mem wsel, uint32_t ntok, char *err, size_t errlen);
 /* expert products: W holds n_exp experts of rows_e rows x k (weight.rows = n_exp * rows_e) */
-int g4_moe_up(const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel, uint32_t n_used,
+int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel, uint32_t n_used,
               cl_mem gu, uint32_t ntok, char *err, size_t errlen);
-int g4_geglu_split(const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel, char *err, size_t errlen);
-int g4_moe_down(const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem act, cl_mem sel, cl_mem wsel,
+int g4_geglu_split(ops *o, const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel, char *err, size_t errlen);
+int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem act, cl_mem sel, cl_mem wsel,
                 uint32_t n_used, cl_mem Y, uint32_t ntok, char *err, size_t errlen);
-int g4_ple_gate(const ops_g4 *g, cl_mem gate, cl_mem ple, uint32_t p, uint32_t n_layer, uint32_t il, uint32_t ntok,
+int g4_ple_gate(ops *o, const ops_g4 *g, cl_mem gate, cl_mem ple, uint32_t p, uint32_t n_layer, uint32_t il, uint32_t ntok,
                 char *err, size_t errlen);
 
 #endif
