@@ -4,6 +4,7 @@
 
 #include <clblast_c.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_NORM] = "rmsnorm_add_norm",
     [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
-    [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)",
+    [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)", [K_MMQ] = "mmq (tensor cores)",
     [K_GEMM] = "gemm (CLBlast)", [K_G4_MV_ANY] = "g4_mv_any", [K_G4_ROUTER] = "g4_router_topk",
     [K_G4_MOE_UP] = "g4_moe_up", [K_G4_GEGLU_SPLIT] = "g4_geglu_split", [K_G4_MOE_DOWN] = "g4_moe_down",
     [K_G4_PLE_GATE] = "g4_ple_gate",
@@ -63,7 +64,19 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         if (!(o->deq[t] = rt_kernel(rt, name, err, errlen))) return -1;
         snprintf(name, sizeof name, "emb_%s", s);
         if (!(o->emb[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        if (rt->is_nvidia) {
+            snprintf(name, sizeof name, "mmqs_%s", s);
+            if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
+            snprintf(name, sizeof name, "mmql_%s", s);
+            if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
+            clGetKernelWorkGroupInfo(o->mmqs[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
+                                     &o->mmq_wg[0][t], NULL);
+            clGetKernelWorkGroupInfo(o->mmql[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
+                                     &o->mmq_wg[1][t], NULL);
+        }
     }
+    const char *no_mma = getenv("CLGEMMA_NO_MMA");
+    o->has_mma = rt->is_nvidia && !(no_mma && *no_mma && strcmp(no_mma, "0"));
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
     if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;
     if (!(o->am_val = rt_alloc(rt, 256 * 256 * sizeof(float), NULL, err, errlen))) return -1;
@@ -71,11 +84,20 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     cl_uint cu = 1;
     clGetDeviceInfo(rt->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     o->n_cu = cu;
+    cl_ulong lm = 16384;
+    clGetDeviceInfo(rt->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
+    o->local_mem = (size_t)lm;
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
-    o->wg_mv = rt->is_cpu ? 4 : 64;
+    o->wg_mv = rt->is_cpu ? 4 : 128;
     if (o->wg > rt->max_wg) o->wg = rt->max_wg;
+    /* tuning knobs for measurements on new devices (docs/PERF.md); defaults above */
+    const char *kv = getenv("CLGEMMA_MV_WG");
+    if (kv && atoi(kv) >= 1) o->wg_mv = (size_t)atoi(kv);
+    o->mv_tpr_cap = rt->is_nvidia ? 32 : (uint32_t)o->wg_mv;
+    if ((kv = getenv("CLGEMMA_MV_TPR")) && atoi(kv) >= 1) o->mv_tpr_cap = (uint32_t)atoi(kv);
     if (o->wg_mv > rt->max_wg) o->wg_mv = rt->max_wg;
+    if (o->mv_tpr_cap > o->wg_mv) o->mv_tpr_cap = (uint32_t)o->wg_mv;
     o->scratch_elems = scratch_elems;
     if (scratch_elems) {
         o->scratch = rt_alloc(rt, scratch_elems * sizeof(float), NULL, err, errlen);
@@ -93,6 +115,8 @@ void ops_destroy(ops *o)
         if (o->mv16[t]) clReleaseKernel(o->mv16[t]);
         if (o->deq[t]) clReleaseKernel(o->deq[t]);
         if (o->emb[t]) clReleaseKernel(o->emb[t]);
+        if (o->mmqs[t]) clReleaseKernel(o->mmqs[t]);
+        if (o->mmql[t]) clReleaseKernel(o->mmql[t]);
     }
     if (o->argmax_part) clReleaseKernel(o->argmax_part);
     if (o->argmax_final) clReleaseKernel(o->argmax_final);
@@ -148,16 +172,41 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
     return 0;
 }
 
+/* tensor cores: mmqs (16 tokens x 32 rows per warp) up to 16 tokens, else mmql (64 x 32); the
+ * warps of a group split k, as many as it takes to have ~2k warps in flight */
+static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok, char *err,
+               size_t errlen)
+{
+    int small = ntok <= 16;
+    uint32_t mt = small ? 1 : 4, nt = 4, nsb = w->cols / 32;
+    size_t tiles = (size_t)((w->rows + 8 * nt - 1) / (8 * nt)) * ((ntok + 16 * mt - 1) / (16 * mt)), ks = 1;
+    size_t part_per_warp = 32 * mt * nt * 4 * sizeof(float), max_wg = o->mmq_wg[!small][w->type];
+    while (ks < 16 && tiles * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
+           2 * ks * part_per_warp <= o->local_mem - 1024)
+        ks *= 2;
+    size_t lws[2] = { 32 * ks, 1 }, gws[2] = { tiles / ((ntok + 16 * mt - 1) / (16 * mt)) * lws[0],
+                                               (ntok + 16 * mt - 1) / (16 * mt) };
+    size_t part = ks > 1 ? ks * part_per_warp : sizeof(float);
+    double wreads = (double)gws[1], wbytes = (double)w->row_bytes * w->rows;
+    return ops_launch(o, K_MMQ, small ? o->mmqs[w->type] : o->mmql[w->type], 2, gws, lws,
+                      wreads * wbytes + 4.0 * ntok * (w->cols + w->rows), 2.0 * ntok * w->rows * w->cols, err, errlen,
+                      10, A(w->buf), A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok),
+                      LOCAL(part));
+}
+
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen)
 {
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
+    if (o->has_mma && ntok > 4) return mmq(o, w, X, ldx, Y, ldy, ntok, err, errlen);
     if (ntok <= OPS_MV_MAXT) {
-        /* items per row: enough for about two sub-blocks each, a power of two within the group */
-        uint32_t nsb = w->cols / 32, tpr = 1;
-        while (tpr < o->wg_mv && tpr * 2 < nsb + 1) tpr *= 2;
-        size_t lws = o->wg_mv, rows_per = lws / tpr, gws = (w->rows + rows_per - 1) / rows_per * lws;
+        /* items per row: about two 8-value units each, a power of two within the group (at most
+         * a warp on NVIDIA, where the reduction is warp shuffles) */
+        uint32_t nu = w->cols / 8, tpr = 1, cap = o->mv_tpr_cap;
+        while (tpr < cap && tpr * 2 < nu + 1) tpr *= 2;
+        size_t lws = o->wg_mv, rows_per = lws / tpr * (ntok <= 4 ? OPS_MV_R : 1);
+        size_t gws = (w->rows + rows_per - 1) / rows_per * lws;
         return ops_launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws,
                       wbytes + 4.0 * ntok * (w->cols + w->rows), 2.0 * ntok * w->rows * w->cols, err, errlen, 11,
                       A(w->buf), A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), A(tpr),
@@ -242,10 +291,12 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
             flop += 2.0 * ntok * nr[i] * k;
         }
     }
-    size_t lws = o->wg_mv, gws = rows * lws;
-    return ops_launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 23, A(W[0]), A(ty[0]),
+    uint32_t nu = k / 8, tpr = 1;
+    while (tpr < o->mv_tpr_cap && tpr * 2 < nu + 1) tpr *= 2;
+    size_t lws = o->wg_mv, rows_per = lws / tpr * OPS_MV_R, gws = (rows + rows_per - 1) / rows_per * lws;
+    return ops_launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 24, A(W[0]), A(ty[0]),
                   A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]), A(ty[1]), A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]),
-                  A(W[2]), A(ty[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X), A(ldx), A(ntok),
+                  A(W[2]), A(ty[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X), A(ldx), A(ntok), A(tpr),
                   LOCAL(lws * sizeof(float)));
 }
 

@@ -6,6 +6,7 @@
 #include "runtime.h"
 #include "gguf.h"
 
+#define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in 20_matmul.cl) */
 #define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in 20_matmul.cl) */
 #define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in 40_attention.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
@@ -21,7 +22,7 @@ typedef struct weight {
 enum op_kernel {
     K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
     K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
-    K_MV, K_DEQ, K_EMB, K_GEMM,
+    K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
     K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE,
     K_COUNT
@@ -39,6 +40,10 @@ typedef struct ops {
     cl_runtime *rt;
     cl_kernel k[K_GEMM];
     cl_kernel mv4[GGML_TYPE_COUNT], mv16[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
+    cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
+    int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
+    size_t mmq_wg[2][GGML_TYPE_COUNT]; /* largest group each mmq kernel can run (registers) */
+    size_t local_mem;        /* bytes of local memory per group on the device */
     cl_kernel argmax_part, argmax_final;
     cl_mem am_val, am_idx;    /* argmax partials: up to 256 rows x 256 parts */
     uint32_t n_cu;
@@ -46,6 +51,7 @@ typedef struct ops {
     size_t scratch_elems;
     size_t wg;               /* default work-group size for row kernels */
     size_t wg_mv;
+    uint32_t mv_tpr_cap;     /* items per row in mv at most (a warp on NVIDIA: shuffle reduction) */
     /* profiling (bench --profile): time and launches per op kind */
     double prof_ms[K_COUNT];
     long prof_n[K_COUNT];
@@ -62,7 +68,8 @@ int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t er
 void ops_destroy(ops *o);
 const char *ops_kernel_name(int k);
 
-/* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx) for t < ntok. Uses mv for ntok <= OPS_MV_MAXT,
+/* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx, a multiple of 4) for t < ntok. Uses mv for ntok <= 4;
+ * above that the tensor-core mmq kernels where the device has them, else mv up to OPS_MV_MAXT,
  * else dequantized tiles and GEMM. */
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen);

@@ -13,6 +13,7 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
     struct { cl_kernel *k; const char *name; } ks[] = {
         { &g->mv_any, "g4_mv_any" }, { &g->router_topk, "g4_router_topk" }, { &g->moe_up, "g4_moe_up" },
         { &g->geglu_split, "g4_geglu_split" }, { &g->moe_down, "g4_moe_down" }, { &g->ple_gate, "g4_ple_gate" },
+        { &g->moe_up_mv, "g4_moe_up_mv" }, { &g->moe_down_mv, "g4_moe_down_mv" },
     };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
@@ -21,7 +22,8 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
 
 void ops_g4_destroy(ops_g4 *g)
 {
-    cl_kernel ks[] = { g->mv_any, g->router_topk, g->moe_up, g->geglu_split, g->moe_down, g->ple_gate };
+    cl_kernel ks[] = { g->mv_any, g->router_topk, g->moe_up, g->geglu_split, g->moe_down, g->ple_gate,
+                       g->moe_up_mv, g->moe_down_mv };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
     memset(g, 0, sizeof *g);
@@ -53,10 +55,30 @@ int g4_router_topk(ops *o, const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n
                      A(exp_scale), A(sel), A(wsel), A(ntok));
 }
 
+/* decode layout (mv-style segments of OPS_MV_R rows) for vrows virtual rows of k columns */
+static int moe_mv_geometry(const ops *o, uint32_t k, uint32_t rows_e, size_t vrows, size_t *gws, size_t *lws,
+                           uint32_t *tpr)
+{
+    if (rows_e % OPS_MV_R || k % 32) return 0;
+    uint32_t nu = k / 8;
+    *tpr = 1;
+    while (*tpr < o->mv_tpr_cap && *tpr * 2 < nu + 1) *tpr *= 2;
+    *lws = o->wg_mv;
+    size_t per = *lws / *tpr * OPS_MV_R;
+    *gws = (vrows + per - 1) / per * *lws;
+    return 1;
+}
+
 int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel,
               uint32_t n_used, cl_mem gu, uint32_t ntok, char *err, size_t errlen)
 {
-    uint32_t nsel = ntok * n_used;
+    uint32_t nsel = ntok * n_used, tpr;
+    size_t gws, lws;
+    if (ntok <= 4 && moe_mv_geometry(o, w->cols, rows_e, (size_t)nsel * rows_e, &gws, &lws, &tpr))
+        return ops_launch(o, K_G4_MOE_UP, g->moe_up_mv, 1, &gws, &lws, (double)nsel * rows_e * w->row_bytes,
+                          2.0 * nsel * rows_e * w->cols, err, errlen, 13, A(w->buf), A(w->type), A(w->row_bytes),
+                          A(rows_e), A(w->cols), A(X), A(ldx), A(sel), A(n_used), A(gu), A(nsel), A(tpr),
+                          KLOCAL(lws * sizeof(float)));
     return G4_LAUNCH(K_G4_MOE_UP, g->moe_up, rows_e, nsel, (double)nsel * rows_e * w->row_bytes,
                      2.0 * nsel * rows_e * w->cols, 11, A(w->buf), A(w->type), A(w->row_bytes), A(rows_e), A(w->cols),
                      A(X), A(ldx), A(sel), A(n_used), A(gu), A(nsel));
@@ -72,6 +94,13 @@ int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_me
                 uint32_t n_used, cl_mem Y, uint32_t ntok, char *err, size_t errlen)
 {
     double nsel = (double)ntok * n_used;
+    uint32_t tpr;
+    size_t gws, lws;
+    if (ntok <= 4 && moe_mv_geometry(o, w->cols, rows_e, (size_t)ntok * rows_e, &gws, &lws, &tpr))
+        return ops_launch(o, K_G4_MOE_DOWN, g->moe_down_mv, 1, &gws, &lws, nsel * rows_e * w->row_bytes,
+                          2.0 * nsel * rows_e * w->cols, err, errlen, 13, A(w->buf), A(w->type), A(w->row_bytes),
+                          A(rows_e), A(w->cols), A(act), A(sel), A(wsel), A(n_used), A(Y), A(ntok), A(tpr),
+                          KLOCAL(lws * sizeof(float)));
     return G4_LAUNCH(K_G4_MOE_DOWN, g->moe_down, rows_e, ntok, nsel * rows_e * w->row_bytes,
                      2.0 * nsel * rows_e * w->cols, 11, A(w->buf), A(w->type), A(w->row_bytes), A(rows_e), A(w->cols),
                      A(act), A(sel), A(wsel), A(n_used), A(Y), A(ntok));

@@ -9,6 +9,7 @@
 typedef struct ops_g4 {
     cl_runtime *rt;
     cl_kernel mv_any, router_topk, moe_up, geglu_split, moe_down, ple_gate;
+    cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
 } ops_g4;
 
 int  ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen);

@@ -38,3 +38,35 @@ inline float wg_max(float v, local float *red)
     barrier(CLK_LOCAL_MEM_FENCE);
     return r;
 }
+
+#ifdef CLG_NVIDIA
+/* butterfly exchange inside a warp (PTX shfl.sync): no local memory, no barrier */
+inline float shfl_xor_f(float v, int m)
+{
+    uint r;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(m));
+    return as_float(r);
+}
+#endif
+
+/* sum over aligned segments of n items (n a power of two); each item gets its segment's sum.
+ * Every item of the group must call it (barriers on the portable path); red has group-size floats. */
+inline float seg_sum(float v, int n, local float *red)
+{
+#ifdef CLG_NVIDIA
+    if (n <= 32) {
+        for (int m = n / 2; m > 0; m >>= 1) v += shfl_xor_f(v, m);
+        return v;
+    }
+#endif
+    int lid = get_local_id(0), sub = lid % n;
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = n / 2; s > 0; s >>= 1) {
+        if (sub < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    v = red[lid - sub];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}

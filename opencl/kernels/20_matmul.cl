@@ -7,8 +7,15 @@
  * emb_T: embedding lookup of token ids, times a scale. */
 
 /* mv4_T serves 1-4 tokens, mv16_T 5-16: the per-token accumulators stay in registers.
- * tpr items share a row (a power of two <= the group size), so short rows (640 values = 20
- * sub-blocks) still keep every item busy: a group covers L / tpr rows. */
+ * tpr items share a row (a power of two; on NVIDIA at most a warp, so the reduction is shuffles),
+ * striding over its 8-value units (deq8_T: unit u is lane t = u % 4 of sub-block u / 4), so
+ * neighbouring items read neighbouring bytes and X as float4. A group covers L / tpr rows. */
+/* lo . x[0..3] + hi . x[16..19] (x 16-byte aligned: ldx is a multiple of 4) */
+inline float mv_dot8(float4 lo, float4 hi, global const float *x)
+{
+    return dot(lo, *(global const float4 *)x) + dot(hi, *(global const float4 *)(x + 16));
+}
+
 #define DEFINE_MV(T, MAXT)                                                                        \
 kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,            \
                    global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,         \
@@ -17,38 +24,84 @@ kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, u
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     int sub = lid % (int)tpr;                                                                     \
     uint r = get_group_id(0) * (L / tpr) + lid / tpr;                                             \
-    int live = r < n_rows; /* no early return: the reduction below has barriers */               \
+    int live = r < n_rows; /* no early return: the reduction may use barriers */                  \
     global const uchar *row = W + (size_t)(live ? r : 0) * row_bytes;                             \
     float acc[MAXT];                                                                              \
     for (int t = 0; t < MAXT; t++) acc[t] = 0.0f;                                                 \
-    int nsb = live ? (int)(k / 32) : 0;                                                           \
-    for (int sb = sub; sb < nsb; sb += tpr) {                                                     \
-        float w[32];                                                                              \
-        deq32_##T(row, sb, w);                                                                    \
-        for (int t = 0; t < MAXT; t++) {                                                          \
-            if (t < (int)ntok) {                                                                  \
-                global const float4 *x = (global const float4 *)(X + (size_t)t * ldx + sb * 32); \
-                float4 s = 0.0f;                                                                  \
-                for (int i = 0; i < 8; i++)                                                       \
-                    s += (float4)(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]) * x[i];     \
-                acc[t] += s.x + s.y + s.z + s.w;                                                  \
-            }                                                                                     \
+    int nu = live ? (int)(k / 8) : 0, u = sub;                                                    \
+    /* four units per pass, all loads issued before the arithmetic: bytes in flight are what     \
+     * bounds a GEMV, and one unit per pass left ~5 KB per SM outstanding (~450 GB/s) */          \
+    for (; u + 3 * (int)tpr < nu; u += 4 * (int)tpr) {                                            \
+        float4 lo[4], hi[4];                                                                      \
+        for (int q = 0; q < 4; q++) {                                                             \
+            int v = u + q * (int)tpr;                                                             \
+            deq8_##T(row, v >> 2, v & 3, &lo[q], &hi[q]);                                         \
+        }                                                                                         \
+        for (int q = 0; q < 4; q++) {                                                             \
+            int v = u + q * (int)tpr;                                                             \
+            global const float *x = X + (v >> 2) * 32 + 4 * (v & 3);                              \
+            acc[0] += mv_dot8(lo[q], hi[q], x); /* token 0 unconditionally: loads hoist */       \
+            for (int t = 1; t < MAXT; t++)                                                        \
+                if (t < (int)ntok)                                                                \
+                    acc[t] += mv_dot8(lo[q], hi[q], x + (size_t)t * ldx);                         \
         }                                                                                         \
     }                                                                                             \
-    for (int t = 0; t < (int)ntok; t++) {                                                         \
-        red[lid] = acc[t];                                                                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
-        for (int s = (int)tpr / 2; s > 0; s >>= 1) {                                              \
-            if (sub < s) red[lid] += red[lid + s];                                                \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                         \
+    for (; u < nu; u += tpr) {                                                                    \
+        float4 lo, hi;                                                                            \
+        deq8_##T(row, u >> 2, u & 3, &lo, &hi);                                                   \
+        global const float *x = X + (u >> 2) * 32 + 4 * (u & 3);                                  \
+        acc[0] += mv_dot8(lo, hi, x);                                                             \
+        for (int t = 1; t < MAXT; t++)                                                            \
+            if (t < (int)ntok) acc[t] += mv_dot8(lo, hi, x + (size_t)t * ldx);                    \
+    }                                                                                             \
+    for (int t = 0; t < MAXT; t++) { /* static index: acc stays in registers */                  \
+        if (t >= (int)ntok) break;                                                                \
+        float v = seg_sum(acc[t], (int)tpr, red);                                                 \
+        if (sub == 0 && live) Y[(size_t)t * ldy + r] = v;                                         \
+    }                                                                                             \
+}
+
+/* mv4_T (1-4 tokens, decode): as mvN_T, but each segment of tpr items takes MV_R rows, so every
+ * float4 of X loaded serves MV_R rows (X from cache, not weights, was what bounded the one-row
+ * version at ~600 GB/s on the H200) and MV_R rows' weight loads are in flight together. */
+#define MV_R 4
+#define DEFINE_MV4(T)                                                                             \
+kernel void mv4_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                   \
+                    global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,        \
+                    uint tpr, local float *red)                                                   \
+{                                                                                                 \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    int sub = lid % (int)tpr;                                                                     \
+    uint r0 = (get_group_id(0) * (L / tpr) + lid / tpr) * MV_R;                                   \
+    global const uchar *row[MV_R];                                                                \
+    float acc[MV_R][4];                                                                           \
+    for (int i = 0; i < MV_R; i++) {                                                              \
+        row[i] = W + (size_t)(r0 + i < n_rows ? r0 + i : 0) * row_bytes;                          \
+        for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;                                             \
+    }                                                                                             \
+    int nu = r0 < n_rows ? (int)(k / 8) : 0; /* no early return: the reduction may use barriers */\
+    for (int u = sub; u < nu; u += tpr) {                                                         \
+        float4 lo[MV_R], hi[MV_R];                                                                \
+        for (int i = 0; i < MV_R; i++) deq8_##T(row[i], u >> 2, u & 3, &lo[i], &hi[i]);           \
+        global const float *x = X + (u >> 2) * 32 + 4 * (u & 3);                                  \
+        for (int t = 0; t < 4; t++) {                                                             \
+            if (t > 0 && t >= (int)ntok) break;                                                   \
+            float4 xl = *(global const float4 *)(x + (size_t)t * ldx);                            \
+            float4 xh = *(global const float4 *)(x + (size_t)t * ldx + 16);                       \
+            for (int i = 0; i < MV_R; i++) acc[i][t] += dot(lo[i], xl) + dot(hi[i], xh);          \
         }                                                                                         \
-        if (sub == 0 && live) Y[(size_t)t * ldy + r] = red[lid];                                  \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    }                                                                                             \
+    for (int t = 0; t < 4; t++) {                                                                 \
+        if (t >= (int)ntok) break;                                                                \
+        for (int i = 0; i < MV_R; i++) {                                                          \
+            float v = seg_sum(acc[i][t], (int)tpr, red);                                          \
+            if (sub == 0 && r0 + i < n_rows) Y[(size_t)t * ldy + r0 + i] = v;                     \
+        }                                                                                         \
     }                                                                                             \
 }
 
 #define DEFINE_WEIGHT_KERNELS(T)                                                                  \
-DEFINE_MV(T, 4)                                                                                   \
+DEFINE_MV4(T)                                                                                     \
 DEFINE_MV(T, 16)                                                                                  \
 kernel void deq_##T(global const uchar *W, uint row_bytes, uint r0, uint n_rows, uint k,          \
                     global float *out)                                                            \
@@ -102,38 +155,56 @@ inline void deq32_any(uint type, global const uchar *row, int sb, float *w)
     }
 }
 
-/* Up to three matrices sharing the input X in one launch (Q/K/V, gate/up): work-group r belongs
- * to matrix 0 for r < n0, matrix 1 for r < n0 + n1, else matrix 2. Decode only (ntok <= 4). */
+/* one row of the up-to-three matrices of mv_multi, numbered across them (matrix 0's first) */
+typedef struct mrow { global const uchar *p; uint type, ldy; global float *y; int live; } mrow;
+
+inline mrow multi_row(uint r, global const uchar *W0, uint t0, uint rb0, uint n0, global float *Y0, uint ld0,
+                      global const uchar *W1, uint t1, uint rb1, uint n1, global float *Y1, uint ld1,
+                      global const uchar *W2, uint t2, uint rb2, uint n2, global float *Y2, uint ld2)
+{
+    mrow m;
+    m.live = 1;
+    if (r < n0) { m.p = W0 + (size_t)r * rb0; m.type = t0; m.y = Y0 + r; m.ldy = ld0; }
+    else if (r < n0 + n1) { r -= n0; m.p = W1 + (size_t)r * rb1; m.type = t1; m.y = Y1 + r; m.ldy = ld1; }
+    else if (r < n0 + n1 + n2) { r -= n0 + n1; m.p = W2 + (size_t)r * rb2; m.type = t2; m.y = Y2 + r; m.ldy = ld2; }
+    else { m.p = W0; m.type = t0; m.y = Y0; m.ldy = ld0; m.live = 0; }
+    return m;
+}
+
+/* Up to three matrices sharing the input X in one launch (Q/K/V, gate/up), laid out as mv4_T:
+ * tpr items per segment, MV_R rows per segment, rows numbered across the matrices. A segment may
+ * straddle two matrices; the run-time type switch then diverges for that segment only.
+ * Decode only (ntok <= 4). */
 kernel void mv_multi(global const uchar *W0, uint t0, uint rb0, uint n0, global float *Y0, uint ld0,
                      global const uchar *W1, uint t1, uint rb1, uint n1, global float *Y1, uint ld1,
                      global const uchar *W2, uint t2, uint rb2, uint n2, global float *Y2, uint ld2,
-                     uint k, global const float *X, uint ldx, uint ntok, local float *red)
+                     uint k, global const float *X, uint ldx, uint ntok, uint tpr, local float *red)
 {
-    uint r = get_group_id(0);
-    int lid = get_local_id(0), L = get_local_size(0);
-    global const uchar *W; uint type, rb, ldy; global float *Y;
-    if (r < n0) { W = W0; type = t0; rb = rb0; Y = Y0; ldy = ld0; }
-    else if (r < n0 + n1) { r -= n0; W = W1; type = t1; rb = rb1; Y = Y1; ldy = ld1; }
-    else if (r < n0 + n1 + n2) { r -= n0 + n1; W = W2; type = t2; rb = rb2; Y = Y2; ldy = ld2; }
-    else return;
-    global const uchar *row = W + (size_t)r * rb;
-    float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-    int nsb = k / 32;
-    for (int sb = lid; sb < nsb; sb += L) {
-        float w[32];
-        deq32_any(type, row, sb, w);
+    int lid = get_local_id(0), L = get_local_size(0), sub = lid % (int)tpr;
+    uint r0 = (get_group_id(0) * (L / tpr) + lid / tpr) * MV_R;
+    mrow m[MV_R];
+    float acc[MV_R][4];
+    for (int i = 0; i < MV_R; i++) {
+        m[i] = multi_row(r0 + i, W0, t0, rb0, n0, Y0, ld0, W1, t1, rb1, n1, Y1, ld1, W2, t2, rb2, n2, Y2, ld2);
+        for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;
+    }
+    int nu = m[0].live ? (int)(k / 8) : 0; /* no early return: the reduction may use barriers */
+    for (int u = sub; u < nu; u += tpr) {
+        float4 lo[MV_R], hi[MV_R];
+        for (int i = 0; i < MV_R; i++) deq8_any(m[i].type, m[i].p, u >> 2, u & 3, &lo[i], &hi[i]);
+        global const float *x = X + (u >> 2) * 32 + 4 * (u & 3);
         for (int t = 0; t < 4; t++) {
-            if (t < (int)ntok) {
-                global const float4 *x = (global const float4 *)(X + (size_t)t * ldx + sb * 32);
-                float4 s = 0.0f;
-                for (int i = 0; i < 8; i++)
-                    s += (float4)(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]) * x[i];
-                acc[t] += s.x + s.y + s.z + s.w;
-            }
+            if (t > 0 && t >= (int)ntok) break;
+            float4 xl = *(global const float4 *)(x + (size_t)t * ldx);
+            float4 xh = *(global const float4 *)(x + (size_t)t * ldx + 16);
+            for (int i = 0; i < MV_R; i++) acc[i][t] += dot(lo[i], xl) + dot(hi[i], xh);
         }
     }
-    for (int t = 0; t < (int)ntok; t++) {
-        float v = L > 1 ? wg_sum(acc[t], red) : acc[t];
-        if (lid == 0) Y[(size_t)t * ldy + r] = v;
+    for (int t = 0; t < 4; t++) {
+        if (t >= (int)ntok) break;
+        for (int i = 0; i < MV_R; i++) {
+            float v = seg_sum(acc[i][t], (int)tpr, red);
+            if (sub == 0 && m[i].live) m[i].y[(size_t)t * m[i].ldy] = v;
+        }
     }
 }

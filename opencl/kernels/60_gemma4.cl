@@ -110,3 +110,63 @@ kernel void g4_ple_gate(global float *g, global const float *ple, uint p, uint r
     size_t gi = (size_t)t * p + i;
     g[gi] = gelu_tanh(g[gi]) * ple[(size_t)t * row + (size_t)il * p + i];
 }
+
+/* Expert products for decode (a few tokens): laid out as mv4_T (tpr items per segment, MV_R
+ * consecutive rows per segment, warp shuffles on NVIDIA), each segment's rows inside one selected
+ * expert. The host uses these when rows_e is a multiple of MV_R and k of 32. */
+inline void g4_mv_rows(uint type, global const uchar *row0, uint row_bytes, global const float *x, int nu, int sub,
+                       int tpr, float *acc)
+{
+    for (int u = sub; u < nu; u += tpr) {
+        float4 lo[MV_R], hi[MV_R];
+        for (int i = 0; i < MV_R; i++) deq8_any(type, row0 + (size_t)i * row_bytes, u >> 2, u & 3, &lo[i], &hi[i]);
+        global const float *xp = x + (u >> 2) * 32 + 4 * (u & 3);
+        float4 xl = *(global const float4 *)xp, xh = *(global const float4 *)(xp + 16);
+        for (int i = 0; i < MV_R; i++) acc[i] += dot(lo[i], xl) + dot(hi[i], xh);
+    }
+}
+
+/* gu[s][r] = W_e[r] . X[t] for s = t * n_used + j, e = sel[s]: virtual rows s * rows_e + r */
+kernel void g4_moe_up_mv(global const uchar *W, uint type, uint row_bytes, uint rows_e, uint k,
+                         global const float *X, uint ldx, global const int *sel, uint n_used,
+                         global float *gu, uint nsel, uint tpr, local float *red)
+{
+    int lid = get_local_id(0), L = get_local_size(0), sub = lid % (int)tpr;
+    uint v0 = (get_group_id(0) * (L / tpr) + lid / tpr) * MV_R;
+    int live = v0 < nsel * rows_e; /* no early return: the reduction may use barriers */
+    uint s = live ? v0 / rows_e : 0, r0 = v0 % rows_e;
+    global const uchar *row0 = W + ((size_t)sel[s] * rows_e + r0) * row_bytes;
+    float acc[MV_R];
+    for (int i = 0; i < MV_R; i++) acc[i] = 0.0f;
+    g4_mv_rows(type, row0, row_bytes, X + (size_t)(s / n_used) * ldx, live ? (int)(k / 8) : 0, sub, (int)tpr, acc);
+    for (int i = 0; i < MV_R; i++) {
+        float v = seg_sum(acc[i], (int)tpr, red);
+        if (sub == 0 && live) gu[(size_t)s * rows_e + r0 + i] = v;
+    }
+}
+
+/* Y[t][r] = sum_j wsel[t,j] * W_e[r] . act[t,j], e = sel[t,j]: virtual rows t * rows_e + r */
+kernel void g4_moe_down_mv(global const uchar *W, uint type, uint row_bytes, uint rows_e, uint k,
+                           global const float *act, global const int *sel, global const float *wsel,
+                           uint n_used, global float *Y, uint ntok, uint tpr, local float *red)
+{
+    int lid = get_local_id(0), L = get_local_size(0), sub = lid % (int)tpr;
+    uint v0 = (get_group_id(0) * (L / tpr) + lid / tpr) * MV_R;
+    int live = v0 < ntok * rows_e;
+    uint t = live ? v0 / rows_e : 0, r0 = v0 % rows_e;
+    float tot[MV_R];
+    for (int i = 0; i < MV_R; i++) tot[i] = 0.0f;
+    for (uint j = 0; j < n_used; j++) {
+        size_t s = (size_t)t * n_used + j;
+        float acc[MV_R];
+        for (int i = 0; i < MV_R; i++) acc[i] = 0.0f;
+        g4_mv_rows(type, W + ((size_t)sel[s] * rows_e + r0) * row_bytes, row_bytes, act + s * k,
+                   live ? (int)(k / 8) : 0, sub, (int)tpr, acc);
+        float ws = wsel[s];
+        for (int i = 0; i < MV_R; i++) tot[i] += ws * acc[i];
+    }
+    for (int i = 0; i < MV_R; i++) {
+        float v = seg_sum(tot[i], (int)tpr, red);
+        if (sub == 0 && live) Y[(size_t)t * rows_e + r0 + i] = v;
+    }
+}

@@ -1,0 +1,130 @@
+/* 26_mma.cl — weight products on NVIDIA tensor cores (inline PTX mma.sync m16n8k16, f16 inputs,
+ * f32 accumulate), for batched decode and prefill: Y[t][r] = sum_k W[r][k] X[t][k].
+ *
+ * The mma's A operand is 16 tokens of X, B is 8 weight rows, C is tokens x rows. The order of k
+ * inside one 16-wide step is free as long as A and B agree, so thread (g = lane / 4, t = lane % 4)
+ * takes k = 4t..4t+3 of each 16-chunk for its fragment slots {2t, 2t+1, 2t+8, 2t+9}: exactly the
+ * values deq8_T(row, sb, t) yields (lo = chunk 0 of the sub-block, hi = chunk 1), and a float4 of X.
+ * So weights go from their GGUF blocks straight into registers, with no local-memory staging.
+ *
+ * A warp owns MT x NT tiles (16 tokens x 8 rows each). The warps of a work-group split the
+ * sub-blocks of k between them (warp w takes sb = w, w + nw, ...) and add their partial tiles
+ * through local memory at the end: small batches get enough warps in flight to pull bandwidth. */
+
+#ifdef CLG_NVIDIA
+
+/* two floats to one f16x2 register, lo in the low half (PTX cvt.rn.f16x2.f32 puts its first
+ * source operand in the upper half) */
+inline uint pack_h2(float lo, float hi)
+{
+    uint r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    float d0, d1, d2, d3;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+    return (float4)(d0, d1, d2, d3);
+}
+
+/* part: MT * NT * 4 floats per item when the group has more than one warp */
+#define DEFINE_MMQ(T, NAME, MT, NT)                                                               \
+kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                \
+                       global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,     \
+                       local float *part)                                                         \
+{                                                                                                 \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
+    uint r0 = get_group_id(0) * (NT * 8), tok0 = get_group_id(1) * (MT * 16);                     \
+    global const uchar *wr[NT];                                                                   \
+    for (int j = 0; j < NT; j++) {                                              \
+        uint r = r0 + 8 * j + g;                                                                  \
+        wr[j] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
+    }                                                                                             \
+    global const float *xr[MT][2];                                                                \
+    for (int i = 0; i < MT; i++)                                                \
+        for (int h = 0; h < 2; h++) {                                           \
+            uint tk = tok0 + 16 * i + 8 * h + g;                                                  \
+            xr[i][h] = X + (size_t)(tk < ntok ? tk : ntok - 1) * ldx + 4 * t;                     \
+        }                                                                                         \
+    float4 acc[MT][NT];                                                                           \
+    for (int i = 0; i < MT; i++)                                                \
+        for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                \
+    int nsb = (int)(k / 32);                                                                      \
+    /* two sub-blocks per pass, weights of both loaded before the products (bytes in flight) */ \
+    for (int sb0 = warp; sb0 < nsb; sb0 += 2 * nw) {                                              \
+        uint b[2][NT][4];                                                                         \
+        int two = sb0 + nw < nsb;                                                                 \
+        for (int p = 0; p < 2; p++)                                                               \
+            for (int j = 0; j < NT; j++) {                                                        \
+                float4 lo, hi;                                                                    \
+                deq8_##T(wr[j], p && two ? sb0 + nw : sb0, t, &lo, &hi);                          \
+                b[p][j][0] = pack_h2(lo.x, lo.y); b[p][j][1] = pack_h2(lo.z, lo.w);               \
+                b[p][j][2] = pack_h2(hi.x, hi.y); b[p][j][3] = pack_h2(hi.z, hi.w);               \
+            }                                                                                     \
+        for (int p = 0; p < 2; p++) { /* constant bounds: b[p] stays in registers */             \
+            if (p == 1 && !two) break;                                                            \
+            int sb = sb0 + p * nw;                                                                \
+            for (int i = 0; i < MT; i++) {                                                        \
+                float4 x0 = *(global const float4 *)(xr[i][0] + sb * 32);                         \
+                float4 x1 = *(global const float4 *)(xr[i][1] + sb * 32);                         \
+                float4 y0 = *(global const float4 *)(xr[i][0] + sb * 32 + 16);                    \
+                float4 y1 = *(global const float4 *)(xr[i][1] + sb * 32 + 16);                    \
+                uint a0 = pack_h2(x0.x, x0.y), a1 = pack_h2(x1.x, x1.y);                          \
+                uint a2 = pack_h2(x0.z, x0.w), a3 = pack_h2(x1.z, x1.w);                          \
+                uint e0 = pack_h2(y0.x, y0.y), e1 = pack_h2(y1.x, y1.y);                          \
+                uint e2 = pack_h2(y0.z, y0.w), e3 = pack_h2(y1.z, y1.w);                          \
+                for (int j = 0; j < NT; j++) {                                                    \
+                    acc[i][j] = mma_16816(acc[i][j], a0, a1, a2, a3, b[p][j][0], b[p][j][1]);     \
+                    acc[i][j] = mma_16816(acc[i][j], e0, e1, e2, e3, b[p][j][2], b[p][j][3]);     \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    if (nw > 1) { /* add the other warps' partial tiles into warp 0's */                          \
+        for (int i = 0; i < MT; i++)                                            \
+            for (int j = 0; j < NT; j++)                                        \
+                vstore4(acc[i][j], (i * NT + j) * L + lid, part);                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        if (warp == 0)                                                                            \
+            for (int w = 1; w < nw; w++)                                                          \
+                for (int i = 0; i < MT; i++)                                    \
+                    for (int j = 0; j < NT; j++)                                \
+                        acc[i][j] += vload4((i * NT + j) * L + 32 * w + lane, part);              \
+    }                                                                                             \
+    if (warp != 0) return;                                                                        \
+    for (int i = 0; i < MT; i++)                                                \
+        for (int j = 0; j < NT; j++) {                                          \
+            uint ta = tok0 + 16 * i + g, tb = ta + 8, r = r0 + 8 * j + 2 * t;                     \
+            if (ta < ntok) {                                                                      \
+                if (r < n_rows) Y[(size_t)ta * ldy + r] = acc[i][j].x;                            \
+                if (r + 1 < n_rows) Y[(size_t)ta * ldy + r + 1] = acc[i][j].y;                    \
+            }                                                                                     \
+            if (tb < ntok) {                                                                      \
+                if (r < n_rows) Y[(size_t)tb * ldy + r] = acc[i][j].z;                            \
+                if (r + 1 < n_rows) Y[(size_t)tb * ldy + r + 1] = acc[i][j].w;                    \
+            }                                                                                     \
+        }                                                                                         \
+}
+
+/* mmqs: one tile of 16 tokens x 32 rows per warp (batched decode); mmql: 64 tokens x 32 rows */
+#define DEFINE_MMQ_KERNELS(T) DEFINE_MMQ(T, mmqs, 1, 4) DEFINE_MMQ(T, mmql, 4, 4)
+
+DEFINE_MMQ_KERNELS(f32)
+DEFINE_MMQ_KERNELS(f16)
+DEFINE_MMQ_KERNELS(bf16)
+DEFINE_MMQ_KERNELS(q8_0)
+DEFINE_MMQ_KERNELS(q4_0)
+DEFINE_MMQ_KERNELS(q4_1)
+DEFINE_MMQ_KERNELS(q5_0)
+DEFINE_MMQ_KERNELS(q5_1)
+DEFINE_MMQ_KERNELS(q4_k)
+DEFINE_MMQ_KERNELS(q5_k)
+DEFINE_MMQ_KERNELS(q6_k)
+
+#endif /* CLG_NVIDIA */
