@@ -242,6 +242,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->weight_bytes = e->m.weight_bytes;
     in->device_bytes = e->m.weight_bytes + e->kv.bytes;
     in->device_total = e->rt.global_mem;
+    in->tensor_cores = e->o.has_mma;
     types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = now_s() - t0;
     return 0;

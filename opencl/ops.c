@@ -172,13 +172,13 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
     return 0;
 }
 
-/* tensor cores: mmqs (16 tokens x 32 rows per warp) up to 16 tokens, else mmql (64 x 32); the
+/* tensor cores: mmqs (16 tokens x 16 rows per warp) up to 16 tokens, else mmql (64 x 32); the
  * warps of a group split k, as many as it takes to have ~2k warps in flight */
 static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok, char *err,
                size_t errlen)
 {
     int small = ntok <= 16;
-    uint32_t mt = small ? 1 : 4, nt = 4, nsb = w->cols / 32;
+    uint32_t mt = small ? 1 : 4, nt = small ? 2 : 4, nsb = w->cols / 32;
     size_t tiles = (size_t)((w->rows + 8 * nt - 1) / (8 * nt)) * ((ntok + 16 * mt - 1) / (16 * mt)), ks = 1;
     size_t part_per_warp = 32 * mt * nt * 4 * sizeof(float), max_wg = o->mmq_wg[!small][w->type];
     while (ks < 16 && tiles * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&

@@ -51,8 +51,13 @@ int g4_router_topk(ops *o, const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n
                    cl_mem wsel, uint32_t ntok, char *err, size_t errlen)
 {
     if (n_exp > 256 || n_used == 0 || n_used > n_exp) return ERR("router: %u of %u experts unsupported", n_used, n_exp);
-    return G4_LAUNCH(K_G4_ROUTER, g->router_topk, ntok, 1, 4.0 * ntok * n_exp, 0, 7, A(z), A(n_exp), A(n_used),
-                     A(exp_scale), A(sel), A(wsel), A(ntok));
+    size_t lws = 32;
+    while (lws < n_exp) lws *= 2;
+    size_t gws = (size_t)ntok * lws;
+    return ntok == 0 ? 0
+                     : ops_launch(o, K_G4_ROUTER, g->router_topk, 1, &gws, &lws, 4.0 * ntok * n_exp, 0, err, errlen,
+                                  9, A(z), A(n_exp), A(n_used), A(exp_scale), A(sel), A(wsel), A(ntok),
+                                  KLOCAL(lws * sizeof(float)), KLOCAL(lws * sizeof(int)));
 }
 
 /* decode layout (mv-style segments of OPS_MV_R rows) for vrows virtual rows of k columns */

@@ -112,8 +112,8 @@ kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint 
         }                                                                                         \
 }
 
-/* mmqs: one tile of 16 tokens x 32 rows per warp (batched decode); mmql: 64 tokens x 32 rows */
-#define DEFINE_MMQ_KERNELS(T) DEFINE_MMQ(T, mmqs, 1, 4) DEFINE_MMQ(T, mmql, 4, 4)
+/* mmqs: one tile of 16 tokens x 16 rows per warp (batched decode); mmql: 64 tokens x 32 rows */
+#define DEFINE_MMQ_KERNELS(T) DEFINE_MMQ(T, mmqs, 1, 2) DEFINE_MMQ(T, mmql, 4, 4)
 
 DEFINE_MMQ_KERNELS(f32)
 DEFINE_MMQ_KERNELS(f16)

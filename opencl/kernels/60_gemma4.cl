@@ -33,37 +33,46 @@ kernel void g4_mv_any(global const uchar *W, uint type, uint row_bytes, uint n_r
     Y[(size_t)t * ldy + r] = g4_dot(type, W + (size_t)r * row_bytes, k, X + (size_t)t * ldx);
 }
 
-/* per token: p = softmax(z) over n_exp, the n_used largest (ties: lower index first),
- * renormalised over those, times exp_scale[e] */
+/* per token (one work-group, an item per expert, L >= n_exp): p = softmax(z) over n_exp, the
+ * n_used largest (ties: lower index first), renormalised over those, times exp_scale[e] */
 kernel void g4_router_topk(global const float *z, uint n_exp, uint n_used, global const float *exp_scale,
-                           global int *sel, global float *wsel, uint ntok)
+                           global int *sel, global float *wsel, uint ntok, local float *lv, local int *li)
 {
-    uint t = get_global_id(0);
-    if (t >= ntok) return;
+    uint t = get_group_id(0);
+    int lid = get_local_id(0), L = get_local_size(0);
     global const float *zt = z + (size_t)t * n_exp;
-    float mx = -INFINITY;
-    for (uint e = 0; e < n_exp; e++) mx = fmax(mx, zt[e]);
-    float sum = 0.0f;
-    for (uint e = 0; e < n_exp; e++) sum += exp(zt[e] - mx);
-    ulong taken[4] = { 0, 0, 0, 0 }; /* n_exp <= 256 */
-    float wsum = 0.0f;
+    float v = lid < (int)n_exp ? zt[lid] : -INFINITY;
+    float mx = wg_max(v, lv);
+    float sum = wg_sum(lid < (int)n_exp ? exp(v - mx) : 0.0f, lv);
+    float cur = v, wsum = 0.0f;
     for (uint j = 0; j < n_used; j++) {
-        int best = -1;
-        float bv = -INFINITY;
-        for (uint e = 0; e < n_exp; e++) {
-            if (taken[e >> 6] & (1ul << (e & 63))) continue;
-            if (best < 0 || zt[e] > bv) { best = (int)e; bv = zt[e]; }
+        lv[lid] = cur;
+        li[lid] = lid;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = L / 2; s > 0; s >>= 1) {
+            if (lid < s) {
+                float a = lv[lid], b = lv[lid + s];
+                int ia = li[lid], ib = li[lid + s];
+                if (b > a || (b == a && ib < ia)) { lv[lid] = b; li[lid] = ib; }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
-        taken[best >> 6] |= 1ul << (best & 63);
+        int best = li[0];
+        float bv = lv[0];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == best) cur = -INFINITY; /* taken */
         float p = exp(bv - mx) / sum;
-        sel[(size_t)t * n_used + j] = best;
-        wsel[(size_t)t * n_used + j] = p;
         wsum += p;
+        if (lid == 0) {
+            sel[(size_t)t * n_used + j] = best;
+            wsel[(size_t)t * n_used + j] = p;
+        }
     }
-    for (uint j = 0; j < n_used; j++) {
-        size_t i = (size_t)t * n_used + j;
-        wsel[i] = wsel[i] / wsum * exp_scale[sel[i]];
-    }
+    if (lid == 0)
+        for (uint j = 0; j < n_used; j++) {
+            size_t i = (size_t)t * n_used + j;
+            wsel[i] = wsel[i] / wsum * exp_scale[sel[i]];
+        }
 }
 
 /* gu[t*n_used + j][r] = W_e[r] . X[t], e = sel[t*n_used + j]; W holds n_exp experts of rows_e rows */

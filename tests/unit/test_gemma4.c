@@ -260,8 +260,11 @@ static void run_variant(const char *variant)
         double tol = TOL_REL * g.range;
         CHECK(worst <= tol, "%s: max |logit delta| %.3g vs %s > %.3g", path, worst,
               ti ? "reference on the same quantized weights" : "transformers", tol);
-        CHECK(worst_dec <= TOL_DECODE, "%s: decode vs prefill max |delta| %.3g > %.3g", path, worst_dec, TOL_DECODE);
-        CHECK(worst_batch <= TOL_DECODE, "%s: batched vs single max |delta| %.3g > %.3g", path, worst_batch, TOL_DECODE);
+        /* with tensor cores, prefill and batches round X and W to f16 while decode stays f32: engine
+         * vs engine then differs as much as either may differ from the reference */
+        double tol_dec = engine_get_info(e)->tensor_cores ? tol : TOL_DECODE;
+        CHECK(worst_dec <= tol_dec, "%s: decode vs prefill max |delta| %.3g > %.3g", path, worst_dec, tol_dec);
+        CHECK(worst_batch <= tol_dec, "%s: batched vs single max |delta| %.3g > %.3g", path, worst_batch, tol_dec);
         printf("  gemma4 %-5s %-4s max|d| %.2e vs %s (tol %.2e, range %.1f); vs transformers-f32 %.2e; "
                "decode-vs-prefill %.2e; batch-vs-single %.2e\n",
                variant, types[ti], worst, ti ? "ref(quant)" : "transformers", tol, g.range, worst_tf, worst_dec,
