@@ -51,7 +51,7 @@ typedef struct gemma4_model {
     cl_mem ple_norm;
 } gemma4_model;
 
-enum { X_PLE, X_PLE_TOK, X_PLE_GATE, X_Z, X_SEL, X_WSEL, X_GU, X_ACT, X_MOE, X_H2, X_COUNT };
+enum { X_PLE, X_PLE_TOK, X_PLE_GATE, X_Z, X_SEL, X_WSEL, X_GU, X_ACT, X_MOE, X_H2, X_ORD, X_YD, X_COUNT };
 
 /* ---- metadata ---------------------------------------------------------------------------- */
 
@@ -479,6 +479,8 @@ int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, s
         sz[X_ACT] = T * K * g->n_ff_exp;
         sz[X_MOE] = T * H;
         sz[X_H2] = T * H;
+        sz[X_ORD] = g4_moe_ord_ints(g->n_expert, T * K);
+        sz[X_YD] = T * K * H;
     }
     for (int i = 0; i < X_COUNT; i++) {
         if (!sz[i]) continue;
@@ -525,10 +527,11 @@ static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t 
            g4_matmul(o, G, &L->router, b->ext[X_H2], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
            g4_router_topk(o, G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
            op_rmsnorm(o, b->x, L->pre_ffw_norm_2, b->ext[X_H2], T, H, eps, err, errlen) ||
-           g4_moe_up(o, G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], T, err, errlen) ||
+           g4_moe_up(o, G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T,
+                     err, errlen) ||
            g4_geglu_split(o, G, b->ext[X_GU], Fe, b->ext[X_ACT], T * K, err, errlen) ||
-           g4_moe_down(o, G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE], T, err,
-                       errlen) ||
+           g4_moe_down(o, G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE],
+                       b->ext[X_ORD], b->ext[X_YD], T, err, errlen) ||
            op_rmsnorm_add(o, b->ext[X_MOE], L->post_ffw_norm_2, b->o, T, H, eps, err, errlen)
                ? -1 : 0;
 }

@@ -17,7 +17,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)", [K_MMQ] = "mmq (tensor cores)",
     [K_GEMM] = "gemm (CLBlast)", [K_G4_MV_ANY] = "g4_mv_any", [K_G4_ROUTER] = "g4_router_topk",
     [K_G4_MOE_UP] = "g4_moe_up", [K_G4_GEGLU_SPLIT] = "g4_geglu_split", [K_G4_MOE_DOWN] = "g4_moe_down",
-    [K_G4_PLE_GATE] = "g4_ple_gate",
+    [K_G4_PLE_GATE] = "g4_ple_gate", [K_G4_MOE_SORT] = "g4_moe_sort", [K_G4_MOE_COMBINE] = "g4_moe_combine",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -69,6 +69,10 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
             snprintf(name, sizeof name, "mmql_%s", s);
             if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
+            snprintf(name, sizeof name, "mmqe_s_%s", s);
+            if (!(o->mmqe_s[t] = rt_kernel(rt, name, err, errlen))) return -1;
+            snprintf(name, sizeof name, "mmqe_l_%s", s);
+            if (!(o->mmqe_l[t] = rt_kernel(rt, name, err, errlen))) return -1;
             clGetKernelWorkGroupInfo(o->mmqs[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
                                      &o->mmq_wg[0][t], NULL);
             clGetKernelWorkGroupInfo(o->mmql[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
@@ -117,6 +121,8 @@ void ops_destroy(ops *o)
         if (o->emb[t]) clReleaseKernel(o->emb[t]);
         if (o->mmqs[t]) clReleaseKernel(o->mmqs[t]);
         if (o->mmql[t]) clReleaseKernel(o->mmql[t]);
+        if (o->mmqe_s[t]) clReleaseKernel(o->mmqe_s[t]);
+        if (o->mmqe_l[t]) clReleaseKernel(o->mmqe_l[t]);
     }
     if (o->argmax_part) clReleaseKernel(o->argmax_part);
     if (o->argmax_final) clReleaseKernel(o->argmax_final);
@@ -192,6 +198,28 @@ static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32
                       wreads * wbytes + 4.0 * ntok * (w->cols + w->rows), 2.0 * ntok * w->rows * w->cols, err, errlen,
                       10, A(w->buf), A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok),
                       LOCAL(part));
+}
+
+int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
+               cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind, char *err, size_t errlen)
+{
+    if (!o->has_mma || (tt != 16 && tt != 64) || w->cols % 32) return errf(err, errlen, "mmq_moe: unsupported");
+    int small = tt == 16;
+    uint32_t nt = small ? 2 : 4, nsb = w->cols / 32;
+    size_t rtiles = (rows_e + 8 * nt - 1) / (8 * nt), qmax = nsel / tt + n_exp, ks = 1;
+    size_t part_per_warp = 32 * (small ? 1 : 4) * nt * 4 * sizeof(float);
+    size_t max_wg = small ? o->mmq_wg[0][w->type] : o->mmq_wg[1][w->type];
+    /* a guess at the tiles that exist: about nsel / tt (they are only known on the device) */
+    size_t have = rtiles * (nsel / tt + 1);
+    while (ks < 8 && have * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
+           2 * ks * part_per_warp <= o->local_mem - 1024)
+        ks *= 2;
+    size_t lws[2] = { 32 * ks, 1 }, gws[2] = { rtiles * lws[0], qmax };
+    size_t part = ks > 1 ? ks * part_per_warp : sizeof(float);
+    return ops_launch(o, kind, small ? o->mmqe_s[w->type] : o->mmqe_l[w->type], 2, gws, lws,
+                      (double)w->row_bytes * rows_e * (nsel < n_exp ? nsel : n_exp) + 4.0 * nsel * (w->cols + rows_e),
+                      2.0 * nsel * rows_e * w->cols, err, errlen, 12, A(w->buf), A(w->row_bytes), A(rows_e),
+                      A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ord), A(n_exp), A(xdiv), LOCAL(part));
 }
 
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,

@@ -24,7 +24,8 @@ enum op_kernel {
     K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
-    K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE,
+    K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE, K_G4_MOE_SORT,
+    K_G4_MOE_COMBINE,
     K_COUNT
 };
 
@@ -41,6 +42,7 @@ typedef struct ops {
     cl_kernel k[K_GEMM];
     cl_kernel mv4[GGML_TYPE_COUNT], mv16[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
     cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
+    cl_kernel mmqe_s[GGML_TYPE_COUNT], mmqe_l[GGML_TYPE_COUNT]; /* the same over expert-grouped pairs */
     int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
     size_t mmq_wg[2][GGML_TYPE_COUNT]; /* largest group each mmq kernel can run (registers) */
     size_t local_mem;        /* bytes of local memory per group on the device */
@@ -73,6 +75,10 @@ const char *ops_kernel_name(int k);
  * else dequantized tiles and GEMM. */
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen);
+/* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):
+ * Y[p] = W_e . X[p / xdiv] for every pair p of expert e; W holds n_exp experts of rows_e rows. */
+int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
+               cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind, char *err, size_t errlen);
 int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen);
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
 int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);

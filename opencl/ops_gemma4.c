@@ -14,6 +14,7 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
         { &g->mv_any, "g4_mv_any" }, { &g->router_topk, "g4_router_topk" }, { &g->moe_up, "g4_moe_up" },
         { &g->geglu_split, "g4_geglu_split" }, { &g->moe_down, "g4_moe_down" }, { &g->ple_gate, "g4_ple_gate" },
         { &g->moe_up_mv, "g4_moe_up_mv" }, { &g->moe_down_mv, "g4_moe_down_mv" },
+        { &g->moe_sort, "g4_moe_sort" }, { &g->moe_combine, "g4_moe_combine" },
     };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
@@ -23,7 +24,7 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
 void ops_g4_destroy(ops_g4 *g)
 {
     cl_kernel ks[] = { g->mv_any, g->router_topk, g->moe_up, g->geglu_split, g->moe_down, g->ple_gate,
-                       g->moe_up_mv, g->moe_down_mv };
+                       g->moe_up_mv, g->moe_down_mv, g->moe_sort, g->moe_combine };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
     memset(g, 0, sizeof *g);
@@ -74,9 +75,24 @@ static int moe_mv_geometry(const ops *o, uint32_t k, uint32_t rows_e, size_t vro
     return 1;
 }
 
+size_t g4_moe_ord_ints(uint32_t n_exp, uint32_t nsel) { return n_exp + 2 + nsel + 2 * ((size_t)nsel / 16 + n_exp + 1); }
+
+/* pairs per expert tile: 64 when experts see several tiles' worth of tokens (prefill), else 16 */
+static uint32_t moe_tile(uint32_t n_exp, uint32_t nsel) { return nsel > 4 * n_exp ? 64 : 16; }
+
+static int moe_grouped(const ops *o, const weight *w, uint32_t ntok) { return o->has_mma && ntok > 4 && w->cols % 32 == 0; }
+
 int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel,
-              uint32_t n_used, cl_mem gu, uint32_t ntok, char *err, size_t errlen)
+              uint32_t n_used, cl_mem gu, cl_mem ord, uint32_t ntok, char *err, size_t errlen)
 {
+    if (moe_grouped(o, w, ntok)) {
+        uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(n_exp, nsel);
+        size_t lws = o->rt->is_cpu ? 16 : 256, gws = lws;
+        if (ops_launch(o, K_G4_MOE_SORT, g->moe_sort, 1, &gws, &lws, 8.0 * nsel, 0, err, errlen, 7, A(sel), A(nsel),
+                       A(n_exp), A(tt), A(ord), KLOCAL(n_exp * sizeof(int)), KLOCAL(n_exp * sizeof(int))))
+            return -1;
+        return op_mmq_moe(o, w, rows_e, n_exp, X, ldx, n_used, gu, rows_e, ord, nsel, tt, K_G4_MOE_UP, err, errlen);
+    }
     uint32_t nsel = ntok * n_used, tpr;
     size_t gws, lws;
     if (ntok <= 4 && moe_mv_geometry(o, w->cols, rows_e, (size_t)nsel * rows_e, &gws, &lws, &tpr))
@@ -96,8 +112,15 @@ int g4_geglu_split(ops *o, const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, u
 }
 
 int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem act, cl_mem sel, cl_mem wsel,
-                uint32_t n_used, cl_mem Y, uint32_t ntok, char *err, size_t errlen)
+                uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err, size_t errlen)
 {
+    if (moe_grouped(o, w, ntok)) {
+        uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(n_exp, nsel);
+        if (op_mmq_moe(o, w, rows_e, n_exp, act, w->cols, 1, yd, rows_e, ord, nsel, tt, K_G4_MOE_DOWN, err, errlen))
+            return -1;
+        return G4_LAUNCH(K_G4_MOE_COMBINE, g->moe_combine, rows_e, ntok, 4.0 * (nsel + ntok) * rows_e,
+                         2.0 * nsel * rows_e, 6, A(yd), A(wsel), A(n_used), A(rows_e), A(Y), A(ntok));
+    }
     double nsel = (double)ntok * n_used;
     uint32_t tpr;
     size_t gws, lws;

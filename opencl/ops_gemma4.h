@@ -10,6 +10,7 @@ typedef struct ops_g4 {
     cl_runtime *rt;
     cl_kernel mv_any, router_topk, moe_up, geglu_split, moe_down, ple_gate;
     cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
+    cl_kernel moe_sort, moe_combine;  /* tensor-core path: pairs grouped by expert, per-pair sums */
 } ops_g4;
 
 int  ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen);
@@ -21,12 +22,16 @@ int g4_matmul(ops *o, const ops_g4 *g, const weight *w, cl_mem X, uint32_t ldx, 
 /* z [ntok][n_exp] router logits -> sel/wsel [ntok][n_used] (n_exp <= 256) */
 int g4_router_topk(ops *o, const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel,
                    cl_mem wsel, uint32_t ntok, char *err, size_t errlen);
-/* expert products: W holds n_exp experts of rows_e rows x k (weight.rows = n_exp * rows_e) */
+/* expert products: W holds n_exp experts of rows_e rows x k (weight.rows = n_exp * rows_e). With
+ * tensor cores and more than 4 tokens, moe_up groups the pairs by expert into ord
+ * (g4_moe_ord_ints) and moe_down reuses that grouping, its per-pair products going through yd
+ * (ntok * n_used * rows_e floats). */
+size_t g4_moe_ord_ints(uint32_t n_exp, uint32_t nsel);
 int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel, uint32_t n_used,
-              cl_mem gu, uint32_t ntok, char *err, size_t errlen);
+              cl_mem gu, cl_mem ord, uint32_t ntok, char *err, size_t errlen);
 int g4_geglu_split(ops *o, const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel, char *err, size_t errlen);
 int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem act, cl_mem sel, cl_mem wsel,
-                uint32_t n_used, cl_mem Y, uint32_t ntok, char *err, size_t errlen);
+                uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err, size_t errlen);
 int g4_ple_gate(ops *o, const ops_g4 *g, cl_mem gate, cl_mem ple, uint32_t p, uint32_t n_layer, uint32_t il, uint32_t ntok,
                 char *err, size_t errlen);
 

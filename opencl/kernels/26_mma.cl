@@ -32,26 +32,9 @@ inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, u
     return (float4)(d0, d1, d2, d3);
 }
 
-/* part: MT * NT * 4 floats per item when the group has more than one warp */
-#define DEFINE_MMQ(T, NAME, MT, NT)                                                               \
-kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                \
-                       global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,     \
-                       local float *part)                                                         \
-{                                                                                                 \
-    int lid = get_local_id(0), L = get_local_size(0);                                             \
-    int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
-    uint r0 = get_group_id(0) * (NT * 8), tok0 = get_group_id(1) * (MT * 16);                     \
-    global const uchar *wr[NT];                                                                   \
-    for (int j = 0; j < NT; j++) {                                              \
-        uint r = r0 + 8 * j + g;                                                                  \
-        wr[j] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
-    }                                                                                             \
-    global const float *xr[MT][2];                                                                \
-    for (int i = 0; i < MT; i++)                                                \
-        for (int h = 0; h < 2; h++) {                                           \
-            uint tk = tok0 + 16 * i + 8 * h + g;                                                  \
-            xr[i][h] = X + (size_t)(tk < ntok ? tk : ntok - 1) * ldx + 4 * t;                     \
-        }                                                                                         \
+/* the product loop and the split-k reduction; needs wr[NT], xr[MT][2], k, warp, nw, lane, lid, L, t,
+ * part in scope and leaves warp 0 with acc[MT][NT] */
+#define MMQ_MAIN(T, MT, NT)                                                                       \
     float4 acc[MT][NT];                                                                           \
     for (int i = 0; i < MT; i++)                                                \
         for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                \
@@ -97,23 +80,88 @@ kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint 
                     for (int j = 0; j < NT; j++)                                \
                         acc[i][j] += vload4((i * NT + j) * L + 32 * w + lane, part);              \
     }                                                                                             \
-    if (warp != 0) return;                                                                        \
-    for (int i = 0; i < MT; i++)                                                \
-        for (int j = 0; j < NT; j++) {                                          \
-            uint ta = tok0 + 16 * i + g, tb = ta + 8, r = r0 + 8 * j + 2 * t;                     \
-            if (ta < ntok) {                                                                      \
-                if (r < n_rows) Y[(size_t)ta * ldy + r] = acc[i][j].x;                            \
-                if (r + 1 < n_rows) Y[(size_t)ta * ldy + r + 1] = acc[i][j].y;                    \
+    (void)0
+
+/* warp 0 writes its tile: token row (i, h) goes to Y row yrow[i][h] (< 0: not a real token) */
+#define MMQ_STORE(MT, NT)                                                                         \
+    for (int i = 0; i < MT; i++)                                                                  \
+        for (int j = 0; j < NT; j++) {                                                            \
+            uint r = r0 + 8 * j + 2 * t;                                                          \
+            for (int h = 0; h < 2; h++) {                                                         \
+                if (yrow[i][h] < 0) continue;                                                     \
+                global float *y = Y + (size_t)yrow[i][h] * ldy;                                   \
+                float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
+                if (r < n_rows) y[r] = v0;                                                        \
+                if (r + 1 < n_rows) y[r + 1] = v1;                                                \
             }                                                                                     \
-            if (tb < ntok) {                                                                      \
-                if (r < n_rows) Y[(size_t)tb * ldy + r] = acc[i][j].z;                            \
-                if (r + 1 < n_rows) Y[(size_t)tb * ldy + r + 1] = acc[i][j].w;                    \
-            }                                                                                     \
+        }
+
+/* part: MT * NT * 4 floats per item when the group has more than one warp */
+#define DEFINE_MMQ(T, NAME, MT, NT)                                                               \
+kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                \
+                       global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,     \
+                       local float *part)                                                         \
+{                                                                                                 \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
+    uint r0 = get_group_id(0) * (NT * 8), tok0 = get_group_id(1) * (MT * 16);                     \
+    global const uchar *wr[NT];                                                                   \
+    for (int j = 0; j < NT; j++) {                                                                \
+        uint r = r0 + 8 * j + g;                                                                  \
+        wr[j] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
+    }                                                                                             \
+    global const float *xr[MT][2];                                                                \
+    int yrow[MT][2];                                                                              \
+    for (int i = 0; i < MT; i++)                                                                  \
+        for (int h = 0; h < 2; h++) {                                                             \
+            uint tk = tok0 + 16 * i + 8 * h + g;                                                  \
+            xr[i][h] = X + (size_t)(tk < ntok ? tk : ntok - 1) * ldx + 4 * t;                     \
+            yrow[i][h] = tk < ntok ? (int)tk : -1;                                                \
         }                                                                                         \
+    MMQ_MAIN(T, MT, NT);                                                                          \
+    if (warp != 0) return;                                                                        \
+    MMQ_STORE(MT, NT)                                                                             \
 }
 
-/* mmqs: one tile of 16 tokens x 16 rows per warp (batched decode); mmql: 64 tokens x 32 rows */
-#define DEFINE_MMQ_KERNELS(T) DEFINE_MMQ(T, mmqs, 1, 2) DEFINE_MMQ(T, mmql, 4, 4)
+/* Expert products over tokens grouped by expert (g4_moe_sort): group (rt, q) takes row tile rt of
+ * expert tiles[q].x for the pairs pairs[tiles[q].y ..] (at most MT*16, up to the expert's end at
+ * offs[e + 1]). A pair p = token * n_used + slot reads X row p / xdiv and writes Y row p. */
+#define DEFINE_MMQ_MOE(T, NAME, MT, NT)                                                           \
+kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                \
+                       global const float *X, uint ldx, global float *Y, uint ldy,                \
+                       global const int *ord, uint n_exp, uint xdiv, local float *part)           \
+{                                                                                                 \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
+    uint q = get_group_id(1);                                                                     \
+    global const int *offs = ord, *pairs = ord + n_exp + 2;                                       \
+    global const int *tiles = pairs + offs[n_exp];                                                \
+    if (q >= (uint)ord[n_exp + 1]) return; /* the whole group: before any barrier */              \
+    int e = tiles[2 * q], start = tiles[2 * q + 1], end = offs[e + 1];                            \
+    uint r0 = get_group_id(0) * (NT * 8);                                                         \
+    global const uchar *wr[NT];                                                                   \
+    for (int j = 0; j < NT; j++) {                                                                \
+        uint r = r0 + 8 * j + g;                                                                  \
+        wr[j] = W + ((size_t)e * n_rows + (r < n_rows ? r : n_rows - 1)) * row_bytes;             \
+    }                                                                                             \
+    global const float *xr[MT][2];                                                                \
+    int yrow[MT][2];                                                                              \
+    for (int i = 0; i < MT; i++)                                                                  \
+        for (int h = 0; h < 2; h++) {                                                             \
+            int at = start + 16 * i + 8 * h + g;                                                  \
+            int pr = pairs[at < end ? at : start];                                                \
+            xr[i][h] = X + (size_t)(pr / (int)xdiv) * ldx + 4 * t;                                \
+            yrow[i][h] = at < end ? pr : -1;                                                      \
+        }                                                                                         \
+    MMQ_MAIN(T, MT, NT);                                                                          \
+    if (warp != 0) return;                                                                        \
+    MMQ_STORE(MT, NT)                                                                             \
+}
+
+/* mmqs: one tile of 16 tokens x 16 rows per warp (batched decode); mmql: 64 tokens x 32 rows;
+ * mmqe_s / mmqe_l: the same over expert-grouped pairs */
+#define DEFINE_MMQ_KERNELS(T) DEFINE_MMQ(T, mmqs, 1, 2) DEFINE_MMQ(T, mmql, 4, 4) \
+    DEFINE_MMQ_MOE(T, mmqe_s, 1, 2) DEFINE_MMQ_MOE(T, mmqe_l, 4, 4)
 
 DEFINE_MMQ_KERNELS(f32)
 DEFINE_MMQ_KERNELS(f16)

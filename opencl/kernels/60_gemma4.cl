@@ -179,3 +179,50 @@ kernel void g4_moe_down_mv(global const uchar *W, uint type, uint row_bytes, uin
         if (sub == 0 && live) Y[(size_t)t * rows_e + r0 + i] = v;
     }
 }
+
+/* Group the (token, slot) pairs by expert for the tensor-core expert products (one work-group):
+ * ord = [offs[0..n_exp] | n_tiles | pairs[nsel] sorted by expert | tiles[2 * n_tiles]], a tile
+ * being (expert, first index into pairs) of at most tt pairs. Order inside an expert follows the
+ * atomics, which changes nothing: every pair's outputs are computed on their own. */
+kernel void g4_moe_sort(global const int *sel, uint nsel, uint n_exp, uint tt, global int *ord, local int *cnt,
+                        local int *cur)
+{
+    int lid = get_local_id(0), L = get_local_size(0);
+    for (int e = lid; e < (int)n_exp; e += L) cnt[e] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = lid; s < nsel; s += L) atomic_inc(&cnt[sel[s]]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    global int *pairs = ord + n_exp + 2, *tiles = pairs + nsel;
+    if (lid == 0) {
+        int off = 0, nt = 0;
+        for (uint e = 0; e < n_exp; e++) {
+            int c = cnt[e];
+            ord[e] = off;
+            cur[e] = off;
+            for (int st = 0; st < c; st += (int)tt) {
+                tiles[2 * nt] = (int)e;
+                tiles[2 * nt + 1] = off + st;
+                nt++;
+            }
+            off += c;
+        }
+        ord[n_exp] = off;
+        ord[n_exp + 1] = nt;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = lid; s < nsel; s += L) pairs[atomic_inc(&cur[sel[s]])] = (int)s;
+}
+
+/* Y[t][r] = sum_j wsel[t, j] * yd[t * n_used + j][r] (yd: the per-pair down products) */
+kernel void g4_moe_combine(global const float *yd, global const float *wsel, uint n_used, uint h, global float *Y,
+                           uint ntok)
+{
+    uint r = get_global_id(0), t = get_global_id(1);
+    if (r >= h || t >= ntok) return;
+    float acc = 0.0f;
+    for (uint j = 0; j < n_used; j++) {
+        size_t s = (size_t)t * n_used + j;
+        acc += wsel[s] * yd[s * h + r];
+    }
+    Y[(size_t)t * h + r] = acc;
+}
