@@ -9,6 +9,7 @@ set -u
 out=${1:-/tmp/clgemma-synth}
 lim=${2:-110}
 mkdir -p "$out"
+[ -f .gpu/gpu-env.sh ] && . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$out/cache}
 build/clgemma devices | head -5
 run() { # tag, args...

@@ -1,3 +1,8 @@
+#!/bin/bash
+# Quick iteration on the GPU machine (run there from the repo root, $OUT set by the device tool):
+# kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
+# a few synthetic benches and one per-kernel profile. Carry .gpu, build/clgemma and the two test
+# binaries. The full tables come from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc PATH=$PATH:/usr/local/cuda/bin
 S=--synthetic
