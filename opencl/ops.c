@@ -178,20 +178,40 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
     return 0;
 }
 
+void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_seg, size_t *gws, size_t *lws,
+                     uint32_t *tpr)
+{
+    uint32_t nu = k / 8;
+    *tpr = 1;
+    while (*tpr < o->mv_tpr_cap && *tpr * 2 < nu + 1) *tpr *= 2;
+    *lws = o->wg_mv;
+    size_t per = *lws / *tpr * rows_per_seg;
+    *gws = (rows + per - 1) / per * *lws;
+}
+
+/* warps per group for the mmq kernels (they split k): doubled while fewer than ~2k warps would be
+ * in flight, each keeps two passes over k, and the group fits the kernel's register-limited size
+ * and local memory (part_per_warp bytes of partial tiles each) */
+static size_t mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max)
+{
+    size_t ks = 1;
+    while (ks < ks_max && tiles * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
+           2 * ks * part_per_warp <= o->local_mem - 1024)
+        ks *= 2;
+    return ks;
+}
+
 /* tensor cores: mmqs (16 tokens x 16 rows per warp) up to 16 tokens, else mmql (64 x 32); the
  * warps of a group split k, as many as it takes to have ~2k warps in flight */
 static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok, char *err,
                size_t errlen)
 {
     int small = ntok <= 16;
-    uint32_t mt = small ? 1 : 4, nt = small ? 2 : 4, nsb = w->cols / 32;
-    size_t tiles = (size_t)((w->rows + 8 * nt - 1) / (8 * nt)) * ((ntok + 16 * mt - 1) / (16 * mt)), ks = 1;
-    size_t part_per_warp = 32 * mt * nt * 4 * sizeof(float), max_wg = o->mmq_wg[!small][w->type];
-    while (ks < 16 && tiles * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
-           2 * ks * part_per_warp <= o->local_mem - 1024)
-        ks *= 2;
-    size_t lws[2] = { 32 * ks, 1 }, gws[2] = { tiles / ((ntok + 16 * mt - 1) / (16 * mt)) * lws[0],
-                                               (ntok + 16 * mt - 1) / (16 * mt) };
+    uint32_t mt = small ? 1 : 4, nt = small ? 2 : 4;
+    size_t rtiles = (w->rows + 8 * nt - 1) / (8 * nt), ttiles = (ntok + 16 * mt - 1) / (16 * mt);
+    size_t part_per_warp = 32 * mt * nt * 4 * sizeof(float);
+    size_t ks = mmq_split_k(o, rtiles * ttiles, w->cols / 32, o->mmq_wg[!small][w->type], part_per_warp, 16);
+    size_t lws[2] = { 32 * ks, 1 }, gws[2] = { rtiles * lws[0], ttiles };
     size_t part = ks > 1 ? ks * part_per_warp : sizeof(float);
     double wreads = (double)gws[1], wbytes = (double)w->row_bytes * w->rows;
     return ops_launch(o, K_MMQ, small ? o->mmqs[w->type] : o->mmql[w->type], 2, gws, lws,
@@ -205,15 +225,11 @@ int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
 {
     if (!o->has_mma || (tt != 16 && tt != 64) || w->cols % 32) return errf(err, errlen, "mmq_moe: unsupported");
     int small = tt == 16;
-    uint32_t nt = small ? 2 : 4, nsb = w->cols / 32;
-    size_t rtiles = (rows_e + 8 * nt - 1) / (8 * nt), qmax = nsel / tt + n_exp, ks = 1;
+    uint32_t nt = small ? 2 : 4;
+    size_t rtiles = (rows_e + 8 * nt - 1) / (8 * nt), qmax = nsel / tt + n_exp;
     size_t part_per_warp = 32 * (small ? 1 : 4) * nt * 4 * sizeof(float);
-    size_t max_wg = small ? o->mmq_wg[0][w->type] : o->mmq_wg[1][w->type];
-    /* a guess at the tiles that exist: about nsel / tt (they are only known on the device) */
-    size_t have = rtiles * (nsel / tt + 1);
-    while (ks < 8 && have * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
-           2 * ks * part_per_warp <= o->local_mem - 1024)
-        ks *= 2;
+    /* the tiles that exist are only known on the device: about nsel / tt */
+    size_t ks = mmq_split_k(o, rtiles * (nsel / tt + 1), w->cols / 32, o->mmq_wg[!small][w->type], part_per_warp, 8);
     size_t lws[2] = { 32 * ks, 1 }, gws[2] = { rtiles * lws[0], qmax };
     size_t part = ks > 1 ? ks * part_per_warp : sizeof(float);
     return ops_launch(o, kind, small ? o->mmqe_s[w->type] : o->mmqe_l[w->type], 2, gws, lws,
@@ -231,10 +247,9 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
     if (ntok <= OPS_MV_MAXT) {
         /* items per row: about two 8-value units each, a power of two within the group (at most
          * a warp on NVIDIA, where the reduction is warp shuffles) */
-        uint32_t nu = w->cols / 8, tpr = 1, cap = o->mv_tpr_cap;
-        while (tpr < cap && tpr * 2 < nu + 1) tpr *= 2;
-        size_t lws = o->wg_mv, rows_per = lws / tpr * (ntok <= 4 ? OPS_MV_R : 1);
-        size_t gws = (w->rows + rows_per - 1) / rows_per * lws;
+        size_t gws, lws;
+        uint32_t tpr;
+        ops_mv_geometry(o, w->cols, w->rows, ntok <= 4 ? OPS_MV_R : 1, &gws, &lws, &tpr);
         return ops_launch(o, K_MV, ntok <= 4 ? o->mv4[t] : o->mv16[t], 1, &gws, &lws,
                       wbytes + 4.0 * ntok * (w->cols + w->rows), 2.0 * ntok * w->rows * w->cols, err, errlen, 11,
                       A(w->buf), A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok), A(tpr),
@@ -319,9 +334,9 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
             flop += 2.0 * ntok * nr[i] * k;
         }
     }
-    uint32_t nu = k / 8, tpr = 1;
-    while (tpr < o->mv_tpr_cap && tpr * 2 < nu + 1) tpr *= 2;
-    size_t lws = o->wg_mv, rows_per = lws / tpr * OPS_MV_R, gws = (rows + rows_per - 1) / rows_per * lws;
+    size_t gws, lws;
+    uint32_t tpr;
+    ops_mv_geometry(o, k, rows, OPS_MV_R, &gws, &lws, &tpr);
     return ops_launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 24, A(W[0]), A(ty[0]),
                   A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]), A(ty[1]), A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]),
                   A(W[2]), A(ty[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X), A(ldx), A(ntok), A(tpr),

@@ -64,6 +64,11 @@ typedef struct ops {
 int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws, double bytes,
                double flop, char *err, size_t errlen, int nargs, ...);
 
+/* launch shape of the mv-layout kernels (mv4_T, mv_multi, g4_moe_*_mv): tpr items per segment,
+ * rows_per_seg rows per segment, rows in all, k columns */
+void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_seg, size_t *gws, size_t *lws,
+                     uint32_t *tpr);
+
 /* 1 if the engine has kernels for this tensor type */
 int  ops_type_supported(uint32_t type);
 int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);

@@ -66,12 +66,7 @@ static int moe_mv_geometry(const ops *o, uint32_t k, uint32_t rows_e, size_t vro
                            uint32_t *tpr)
 {
     if (rows_e % OPS_MV_R || k % 32) return 0;
-    uint32_t nu = k / 8;
-    *tpr = 1;
-    while (*tpr < o->mv_tpr_cap && *tpr * 2 < nu + 1) *tpr *= 2;
-    *lws = o->wg_mv;
-    size_t per = *lws / *tpr * OPS_MV_R;
-    *gws = (vrows + per - 1) / per * *lws;
+    ops_mv_geometry(o, k, vrows, OPS_MV_R, gws, lws, tpr);
     return 1;
 }
 

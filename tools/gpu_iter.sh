@@ -11,7 +11,5 @@ timeout 120 build/tests/test_gemma4 -v > $OUT/tg4.txt 2>&1; echo "test_gemma4 rc
 b() { tag=$1; shift; j=$(timeout 100 build/clgemma bench "$@" 2>$OUT/$tag.err); echo "$tag rc=$? $(echo $j | grep -o '"\(prefill\|decode\)_tok_s":[0-9.]*' | tr '\n' ' ')"; tail -1 $OUT/$tag.err | grep -i error; }
 b 26b_b1 $S gemma4-26b-a4b --type q4_k -p 64 -n 32 -r 3
 b 26b_b16 $S gemma4-26b-a4b --type q4_k -b 16 -p 64 -n 16 -r 3
-b 26b_p2048 $S gemma4-26b-a4b --type q4_k -p 2048 -n 2 -r 2
-b 31b_b16 $S gemma4-31b --type q4_k -b 16 -p 64 -n 16 -r 3
-timeout 100 build/clgemma bench $S gemma4-26b-a4b --type q4_k -p 2048 -n 2 -r 1 --profile > /dev/null 2>$OUT/prof26.txt
-grep -A30 "profile: prefill" $OUT/prof26.txt | sort -k2 -n -r | head -8
+b 31b_b1 $S gemma4-31b --type q4_k -p 64 -n 32 -r 3
+b e4b_p2048 $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 2

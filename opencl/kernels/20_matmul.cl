@@ -28,29 +28,12 @@ kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, u
     global const uchar *row = W + (size_t)(live ? r : 0) * row_bytes;                             \
     float acc[MAXT];                                                                              \
     for (int t = 0; t < MAXT; t++) acc[t] = 0.0f;                                                 \
-    int nu = live ? (int)(k / 8) : 0, u = sub;                                                    \
-    /* four units per pass, all loads issued before the arithmetic: bytes in flight are what     \
-     * bounds a GEMV, and one unit per pass left ~5 KB per SM outstanding (~450 GB/s) */          \
-    for (; u + 3 * (int)tpr < nu; u += 4 * (int)tpr) {                                            \
-        float4 lo[4], hi[4];                                                                      \
-        for (int q = 0; q < 4; q++) {                                                             \
-            int v = u + q * (int)tpr;                                                             \
-            deq8_##T(row, v >> 2, v & 3, &lo[q], &hi[q]);                                         \
-        }                                                                                         \
-        for (int q = 0; q < 4; q++) {                                                             \
-            int v = u + q * (int)tpr;                                                             \
-            global const float *x = X + (v >> 2) * 32 + 4 * (v & 3);                              \
-            acc[0] += mv_dot8(lo[q], hi[q], x); /* token 0 unconditionally: loads hoist */       \
-            for (int t = 1; t < MAXT; t++)                                                        \
-                if (t < (int)ntok)                                                                \
-                    acc[t] += mv_dot8(lo[q], hi[q], x + (size_t)t * ldx);                         \
-        }                                                                                         \
-    }                                                                                             \
-    for (; u < nu; u += tpr) {                                                                    \
+    int nu = live ? (int)(k / 8) : 0;                                                             \
+    for (int u = sub; u < nu; u += tpr) {                                                         \
         float4 lo, hi;                                                                            \
         deq8_##T(row, u >> 2, u & 3, &lo, &hi);                                                   \
         global const float *x = X + (u >> 2) * 32 + 4 * (u & 3);                                  \
-        acc[0] += mv_dot8(lo, hi, x);                                                             \
+        acc[0] += mv_dot8(lo, hi, x); /* token 0 unconditionally: its loads hoist */              \
         for (int t = 1; t < MAXT; t++)                                                            \
             if (t < (int)ntok) acc[t] += mv_dot8(lo, hi, x + (size_t)t * ldx);                    \
     }                                                                                             \
@@ -65,6 +48,21 @@ kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, u
  * float4 of X loaded serves MV_R rows (X from cache, not weights, was what bounded the one-row
  * version at ~600 GB/s on the H200) and MV_R rows' weight loads are in flight together. */
 #define MV_R 4
+
+/* the unit loop of the MV_R-row kernels: DEQ_I dequantizes unit u of row i into lo[i], hi[i];
+ * acc[MV_R][4] collects ntok (1-4) tokens of X (ldx apart); sub, tpr, nu from the kernel */
+#define MV_ROWS(DEQ_I, X, ldx, ntok)                                                              \
+    for (int u = sub; u < nu; u += (int)tpr) {                                                    \
+        float4 lo[MV_R], hi[MV_R];                                                                \
+        for (int i = 0; i < MV_R; i++) DEQ_I;                                                     \
+        global const float *x_ = (X) + (u >> 2) * 32 + 4 * (u & 3);                               \
+        for (int t = 0; t < 4; t++) {                                                             \
+            if (t > 0 && t >= (int)(ntok)) break;                                                 \
+            float4 xl = *(global const float4 *)(x_ + (size_t)t * (ldx));                         \
+            float4 xh = *(global const float4 *)(x_ + (size_t)t * (ldx) + 16);                    \
+            for (int i = 0; i < MV_R; i++) acc[i][t] += dot(lo[i], xl) + dot(hi[i], xh);          \
+        }                                                                                         \
+    }
 #define DEFINE_MV4(T)                                                                             \
 kernel void mv4_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k,                   \
                     global const float *X, uint ldx, global float *Y, uint ldy, uint ntok,        \
@@ -80,17 +78,7 @@ kernel void mv4_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, 
         for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;                                             \
     }                                                                                             \
     int nu = r0 < n_rows ? (int)(k / 8) : 0; /* no early return: the reduction may use barriers */\
-    for (int u = sub; u < nu; u += tpr) {                                                         \
-        float4 lo[MV_R], hi[MV_R];                                                                \
-        for (int i = 0; i < MV_R; i++) deq8_##T(row[i], u >> 2, u & 3, &lo[i], &hi[i]);           \
-        global const float *x = X + (u >> 2) * 32 + 4 * (u & 3);                                  \
-        for (int t = 0; t < 4; t++) {                                                             \
-            if (t > 0 && t >= (int)ntok) break;                                                   \
-            float4 xl = *(global const float4 *)(x + (size_t)t * ldx);                            \
-            float4 xh = *(global const float4 *)(x + (size_t)t * ldx + 16);                       \
-            for (int i = 0; i < MV_R; i++) acc[i][t] += dot(lo[i], xl) + dot(hi[i], xh);          \
-        }                                                                                         \
-    }                                                                                             \
+    MV_ROWS(deq8_##T(row[i], u >> 2, u & 3, &lo[i], &hi[i]), X, ldx, ntok);                       \
     for (int t = 0; t < 4; t++) {                                                                 \
         if (t >= (int)ntok) break;                                                                \
         for (int i = 0; i < MV_R; i++) {                                                          \
@@ -189,17 +177,7 @@ kernel void mv_multi(global const uchar *W0, uint t0, uint rb0, uint n0, global 
         for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;
     }
     int nu = m[0].live ? (int)(k / 8) : 0; /* no early return: the reduction may use barriers */
-    for (int u = sub; u < nu; u += tpr) {
-        float4 lo[MV_R], hi[MV_R];
-        for (int i = 0; i < MV_R; i++) deq8_any(m[i].type, m[i].p, u >> 2, u & 3, &lo[i], &hi[i]);
-        global const float *x = X + (u >> 2) * 32 + 4 * (u & 3);
-        for (int t = 0; t < 4; t++) {
-            if (t > 0 && t >= (int)ntok) break;
-            float4 xl = *(global const float4 *)(x + (size_t)t * ldx);
-            float4 xh = *(global const float4 *)(x + (size_t)t * ldx + 16);
-            for (int i = 0; i < MV_R; i++) acc[i][t] += dot(lo[i], xl) + dot(hi[i], xh);
-        }
-    }
+    MV_ROWS(deq8_any(m[i].type, m[i].p, u >> 2, u & 3, &lo[i], &hi[i]), X, ldx, ntok);
     for (int t = 0; t < 4; t++) {
         if (t >= (int)ntok) break;
         for (int i = 0; i < MV_R; i++) {

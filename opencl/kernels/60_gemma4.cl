@@ -122,18 +122,8 @@ kernel void g4_ple_gate(global float *g, global const float *ple, uint p, uint r
 
 /* Expert products for decode (a few tokens): laid out as mv4_T (tpr items per segment, MV_R
  * consecutive rows per segment, warp shuffles on NVIDIA), each segment's rows inside one selected
- * expert. The host uses these when rows_e is a multiple of MV_R and k of 32. */
-inline void g4_mv_rows(uint type, global const uchar *row0, uint row_bytes, global const float *x, int nu, int sub,
-                       int tpr, float *acc)
-{
-    for (int u = sub; u < nu; u += tpr) {
-        float4 lo[MV_R], hi[MV_R];
-        for (int i = 0; i < MV_R; i++) deq8_any(type, row0 + (size_t)i * row_bytes, u >> 2, u & 3, &lo[i], &hi[i]);
-        global const float *xp = x + (u >> 2) * 32 + 4 * (u & 3);
-        float4 xl = *(global const float4 *)xp, xh = *(global const float4 *)(xp + 16);
-        for (int i = 0; i < MV_R; i++) acc[i] += dot(lo[i], xl) + dot(hi[i], xh);
-    }
-}
+ * expert; the unit loop is mv4_T's (MV_ROWS) with one token. The host uses these when rows_e is a
+ * multiple of MV_R and k of 32. */
 
 /* gu[s][r] = W_e[r] . X[t] for s = t * n_used + j, e = sel[s]: virtual rows s * rows_e + r */
 kernel void g4_moe_up_mv(global const uchar *W, uint type, uint row_bytes, uint rows_e, uint k,
@@ -145,11 +135,13 @@ kernel void g4_moe_up_mv(global const uchar *W, uint type, uint row_bytes, uint 
     int live = v0 < nsel * rows_e; /* no early return: the reduction may use barriers */
     uint s = live ? v0 / rows_e : 0, r0 = v0 % rows_e;
     global const uchar *row0 = W + ((size_t)sel[s] * rows_e + r0) * row_bytes;
-    float acc[MV_R];
-    for (int i = 0; i < MV_R; i++) acc[i] = 0.0f;
-    g4_mv_rows(type, row0, row_bytes, X + (size_t)(s / n_used) * ldx, live ? (int)(k / 8) : 0, sub, (int)tpr, acc);
+    float acc[MV_R][4];
+    for (int i = 0; i < MV_R; i++) acc[i][0] = 0.0f;
+    int nu = live ? (int)(k / 8) : 0;
+    MV_ROWS(deq8_any(type, row0 + (size_t)i * row_bytes, u >> 2, u & 3, &lo[i], &hi[i]),
+            X + (size_t)(s / n_used) * ldx, 0, 1);
     for (int i = 0; i < MV_R; i++) {
-        float v = seg_sum(acc[i], (int)tpr, red);
+        float v = seg_sum(acc[i][0], (int)tpr, red);
         if (sub == 0 && live) gu[(size_t)s * rows_e + r0 + i] = v;
     }
 }
@@ -165,14 +157,15 @@ kernel void g4_moe_down_mv(global const uchar *W, uint type, uint row_bytes, uin
     uint t = live ? v0 / rows_e : 0, r0 = v0 % rows_e;
     float tot[MV_R];
     for (int i = 0; i < MV_R; i++) tot[i] = 0.0f;
+    int nu = live ? (int)(k / 8) : 0;
     for (uint j = 0; j < n_used; j++) {
         size_t s = (size_t)t * n_used + j;
-        float acc[MV_R];
-        for (int i = 0; i < MV_R; i++) acc[i] = 0.0f;
-        g4_mv_rows(type, W + ((size_t)sel[s] * rows_e + r0) * row_bytes, row_bytes, act + s * k,
-                   live ? (int)(k / 8) : 0, sub, (int)tpr, acc);
+        global const uchar *row0 = W + ((size_t)sel[s] * rows_e + r0) * row_bytes;
+        float acc[MV_R][4];
+        for (int i = 0; i < MV_R; i++) acc[i][0] = 0.0f;
+        MV_ROWS(deq8_any(type, row0 + (size_t)i * row_bytes, u >> 2, u & 3, &lo[i], &hi[i]), act + s * k, 0, 1);
         float ws = wsel[s];
-        for (int i = 0; i < MV_R; i++) tot[i] += ws * acc[i];
+        for (int i = 0; i < MV_R; i++) tot[i] += ws * acc[i][0];
     }
     for (int i = 0; i < MV_R; i++) {
         float v = seg_sum(tot[i], (int)tpr, red);
