@@ -243,6 +243,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->device_bytes = e->m.weight_bytes + e->kv.bytes;
     in->device_total = e->rt.global_mem;
     in->tensor_cores = e->o.has_mma;
+    in->int8_decode = e->o.mvq[GGML_TYPE_Q4_K] != NULL;
     types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = now_s() - t0;
     return 0;
@@ -317,7 +318,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, NULL);
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
-    fwd_args a = { ntok, n_out, max_pos };
+    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0 };
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
     if (!n_out) return 0;
     /* greedy rows: argmax on the device, only ids come back; others get their logits row */

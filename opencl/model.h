@@ -57,6 +57,7 @@ typedef struct fwd_bufs {
 typedef struct fwd_args {
     uint32_t ntok, n_out;
     uint32_t max_pos;
+    const int32_t *seq;       /* host copy of the tokens' sequences (NULL: unknown) */
 } fwd_args;
 
 int  model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);

@@ -246,28 +246,16 @@ void fwd_bufs_destroy(fwd_bufs *b)
     for (size_t i = 0; i < sizeof b->ext / sizeof *b->ext; i++) rel(&b->ext[i]);
 }
 
-/* attention over the batch, in token slices so the split-KV partials fit their buffers */
 static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t l, const fwd_args *a,
                      char *err, size_t errlen)
 {
     const model_hparams *hp = &m->hp;
-    const layer_weights *L = &m->layers[l];
-    uint32_t span = a->max_pos + 1;
-    if (L->is_swa && span > hp->window) span = hp->window;
-    uint32_t chunk, nchunk;
-    ops_attn_split(o, span, a->ntok, hp->n_head, &chunk, &nchunk);
-    size_t per_tok = (size_t)hp->n_head * nchunk * hp->head_dim;
-    uint32_t slice = (uint32_t)(b->part_elems / per_tok);
-    if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", a->max_pos);
     kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
-    for (uint32_t t0 = 0; t0 < a->ntok; t0 += slice) {
-        uint32_t n = a->ntok - t0 < slice ? a->ntok - t0 : slice;
-        if (op_attention(o, b->q, t0, n, hp->n_head, hp->n_kv, hp->head_dim, &kk, &vv, b->pos, b->seq,
-                         L->is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap, nchunk, chunk,
-                         b->part_acc, b->part_ml, b->att, err, errlen))
-            return -1;
-    }
-    return 0;
+    attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml,
+                      b->part_elems, hp->head_dim };
+    attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, m->layers[l].is_swa ? (int)hp->window : 0,
+                      hp->attn_scale, hp->attn_softcap, &kk, &vv };
+    return op_attention_batch(o, &ab, &al, err, errlen);
 }
 
 int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)

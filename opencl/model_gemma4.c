@@ -496,23 +496,13 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4
                      char *err, size_t errlen)
 {
     const model_hparams *hp = &m->hp;
-    uint32_t span = a->max_pos + 1;
-    if (L->w.is_swa && span > hp->window) span = hp->window;
-    uint32_t chunk, nchunk;
-    ops_attn_split(o, span, a->ntok, L->nh, &chunk, &nchunk);
-    /* partial buffers are sized for the largest head dim; slice by it so part_ml fits too */
-    size_t per_tok = (size_t)L->nh * nchunk * hp->head_dim;
-    uint32_t slice = (uint32_t)(b->part_elems / per_tok);
-    if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", a->max_pos);
     kv_view kk = kv_layer_k(kv, L->kv_src), vv = kv_layer_v(kv, L->kv_src);
-    for (uint32_t t0 = 0; t0 < a->ntok; t0 += slice) {
-        uint32_t n = a->ntok - t0 < slice ? a->ntok - t0 : slice;
-        if (op_attention(o, b->q, t0, n, L->nh, L->nkv, L->hd, &kk, &vv, b->pos, b->seq,
-                         L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap, nchunk, chunk,
-                         b->part_acc, b->part_ml, b->att, err, errlen))
-            return -1;
-    }
-    return 0;
+    /* partial buffers are sized for the largest head dim (hp->head_dim) */
+    attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml,
+                      b->part_elems, hp->head_dim };
+    attn_layer al = { L->nh, L->nkv, L->hd, L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap,
+                      &kk, &vv };
+    return op_attention_batch(o, &ab, &al, err, errlen);
 }
 
 static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t T, char *err, size_t errlen)

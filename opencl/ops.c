@@ -18,6 +18,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_GEMM] = "gemm (CLBlast)", [K_G4_MV_ANY] = "g4_mv_any", [K_G4_ROUTER] = "g4_router_topk",
     [K_G4_MOE_UP] = "g4_moe_up", [K_G4_GEGLU_SPLIT] = "g4_geglu_split", [K_G4_MOE_DOWN] = "g4_moe_down",
     [K_G4_PLE_GATE] = "g4_ple_gate", [K_G4_MOE_SORT] = "g4_moe_sort", [K_G4_MOE_COMBINE] = "g4_moe_combine",
+    [K_ATTN_FLASH] = "attn_flash (tensor cores)", [K_MVQ] = "mvq (int8 dot GEMV)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -81,6 +82,22 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     }
     const char *no_mma = getenv("CLGEMMA_NO_MMA");
     o->has_mma = rt->is_nvidia && !(no_mma && *no_mma && strcmp(no_mma, "0"));
+    const char *no_mvq = getenv("CLGEMMA_NO_MVQ");
+    if (rt->is_nvidia && !(no_mvq && *no_mvq && strcmp(no_mvq, "0"))) {
+        static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0 };
+        for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
+            char name[64];
+            /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant (measurements) */
+            const char *r4 = getenv("CLGEMMA_MVQ_R");
+            o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
+            snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", type_suffix(mvq_types[i]));
+            if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
+        }
+    }
+    const char *no_flash = getenv("CLGEMMA_NO_FLASH");
+    if (rt->is_nvidia && !(no_flash && *no_flash && strcmp(no_flash, "0")) &&
+        !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
+        return -1;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
     if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;
     if (!(o->am_val = rt_alloc(rt, 256 * 256 * sizeof(float), NULL, err, errlen))) return -1;
@@ -123,7 +140,9 @@ void ops_destroy(ops *o)
         if (o->mmql[t]) clReleaseKernel(o->mmql[t]);
         if (o->mmqe_s[t]) clReleaseKernel(o->mmqe_s[t]);
         if (o->mmqe_l[t]) clReleaseKernel(o->mmqe_l[t]);
+        if (o->mvq[t]) clReleaseKernel(o->mvq[t]);
     }
+    if (o->flash) clReleaseKernel(o->flash);
     if (o->argmax_part) clReleaseKernel(o->argmax_part);
     if (o->argmax_final) clReleaseKernel(o->argmax_final);
     if (o->am_val) clReleaseMemObject(o->am_val);
@@ -238,12 +257,58 @@ int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
                       A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ord), A(n_exp), A(xdiv), LOCAL(part));
 }
 
+/* local bytes of mvq's quantized X: int8 values, a scale per 32 and a sum per 16 */
+static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + k / 32 * 4 + k / 16 * 4); }
+
+int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
+{
+    if (ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
+    uint32_t blk = type == GGML_TYPE_Q4_K ? 256 : 32;
+    return o->mvq[type] && k % blk == 0 && mvq_local(k, ntok) + 1024 <= o->local_mem;
+}
+
+/* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernel */
+static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err, size_t errlen)
+{
+    cl_mem W[3], Y[3];
+    uint32_t rb[3] = { 0 }, nr[3] = { 0 }, ld[3] = { 0 }, k = outs[0].w->cols;
+    double bytes = 0;
+    size_t rows = 0;
+    for (int i = 0; i < 3; i++) {
+        const mm_out *m = &outs[i < n ? i : 0];
+        W[i] = m->w->buf; Y[i] = m->y;
+        if (i < n) {
+            rb[i] = m->w->row_bytes; nr[i] = m->w->rows; ld[i] = m->ldy;
+            rows += nr[i];
+            bytes += (double)rb[i] * nr[i];
+        }
+    }
+    /* rows per group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
+     * group quantizes X once) */
+    size_t pass = 8 * (size_t)o->mvq_r, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    if (rpg < pass) rpg = pass;
+    if (rpg > 128) rpg = 128;
+    const char *kv = getenv("CLGEMMA_MVQ_RPG"); /* measurements */
+    if (kv && (size_t)atoi(kv) >= pass) rpg = (size_t)atoi(kv) / pass * pass;
+    uint32_t rpg32 = (uint32_t)rpg;
+    size_t lws = 256, gws = (rows + rpg - 1) / rpg * lws;
+    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws, bytes + 4.0 * ntok * (k + rows),
+                      2.0 * ntok * rows * k, err, errlen, 23, A(W[0]), A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]),
+                      A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]), A(W[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X),
+                      A(ldx), A(ntok), A(rpg32), LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4),
+                      LOCAL((size_t)ntok * k / 16 * 4));
+}
+
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen)
 {
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
     if (o->has_mma && ntok > 4) return mmq(o, w, X, ldx, Y, ldy, ntok, err, errlen);
+    if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) {
+        mm_out m = { w, Y, ldy };
+        return mvq(o, &m, 1, X, ldx, ntok, err, errlen);
+    }
     if (ntok <= OPS_MV_MAXT) {
         /* items per row: about two 8-value units each, a power of two within the group (at most
          * a warp on NVIDIA, where the reduction is warp shuffles) */
@@ -319,6 +384,9 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
         return 0;
     }
     uint32_t k = outs[0].w->cols;
+    int same = 1;
+    for (int i = 1; i < n; i++) same &= outs[i].w->type == outs[0].w->type && outs[i].w->cols == k;
+    if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return mvq(o, outs, n, X, ldx, ntok, err, errlen);
     cl_mem W[3], Y[3];
     uint32_t ty[3] = { 0 }, rb[3] = { 0 }, nr[3] = { 0 }, ld[3] = { 0 };
     double bytes = 0, flop = 0;
@@ -380,38 +448,6 @@ int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int no
     return ops_launch(o, K_V_STORE, o->k[K_V_STORE], 1, &gws, &lws, 6.0 * ntok * nh * hd, 0, err, errlen, 12, A(x),
                   A(nh), A(hd), A(norm), A(eps), A(tok_pos), A(tok_seq), A(kv->cache), A(kv->block_table),
                   A(kv->max_blocks), A(kv->block_size), LOCAL(lws * sizeof(float)));
-}
-
-int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
-                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem out, char *err, size_t errlen)
-{
-    if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
-    size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
-    size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
-    double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
-    if (ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
-               err, errlen, 22, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
-               A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
-               A(nchunk), A(chunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
-               LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float))))
-        return -1;
-    size_t l2[2] = { o->rt->is_cpu ? 16 : 128, 1 }, g2[2] = { nh * l2[0], ntok };
-    return ops_launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
-                  errlen, 7, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out));
-}
-
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
-{
-    uint32_t c = OPS_ATTN_CHUNK;
-    if (!o->rt->is_cpu) {
-        /* aim for ~4 work-groups per compute unit */
-        uint64_t want = 4ull * o->n_cu, have = (uint64_t)ntok * nh;
-        while (c > OPS_ATTN_MIN_CHUNK && have * ((span + c - 1) / c) < want) c /= 2;
-    }
-    *chunk = c;
-    *nchunk = span ? (span + c - 1) / c : 1;
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }

@@ -10,6 +10,10 @@
 #define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in 20_matmul.cl) */
 #define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in 40_attention.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
+#define OPS_FLASH_ROWS 64   /* query rows per flash work-group (FLASH_ROWS in 45_flash.cl) */
+#define OPS_FLASH_DV 128    /* output dims per flash work-group (FLASH_DV) */
+#define OPS_FLASH_VT 20     /* words per row of the staged V^T (FLASH_VT) */
+#define OPS_FLASH_MIN_RUN 8 /* shorter runs of one sequence take the split-KV kernels */
 
 /* a weight matrix of rows x cols in its GGUF type, on the device */
 typedef struct weight {
@@ -26,6 +30,8 @@ enum op_kernel {
     /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
     K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE, K_G4_MOE_SORT,
     K_G4_MOE_COMBINE,
+    K_ATTN_FLASH, /* NVIDIA only: ops.flash */
+    K_MVQ,        /* NVIDIA only: ops.mvq */
     K_COUNT
 };
 
@@ -43,6 +49,9 @@ typedef struct ops {
     cl_kernel mv4[GGML_TYPE_COUNT], mv16[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
     cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
     cl_kernel mmqe_s[GGML_TYPE_COUNT], mmqe_l[GGML_TYPE_COUNT]; /* the same over expert-grouped pairs */
+    cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0) */
+    uint32_t mvq_r;          /* rows per warp pass of those kernels (2, or 4 with CLGEMMA_MVQ_R=4) */
+    cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
     int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
     size_t mmq_wg[2][GGML_TYPE_COUNT]; /* largest group each mmq kernel can run (registers) */
     size_t local_mem;        /* bytes of local memory per group on the device */
@@ -80,6 +89,9 @@ const char *ops_kernel_name(int k);
  * else dequantized tiles and GEMM. */
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen);
+/* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
+ * dot-product kernels (X rounded to int8 per 32 values) */
+int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
 /* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):
  * Y[p] = W_e . X[p / xdiv] for every pair p of expert e; W holds n_exp experts of rows_e rows. */
 int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
@@ -121,6 +133,34 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
                  cl_mem out, char *err, size_t errlen);
+/* one layer's attention shape and KV cache */
+typedef struct attn_layer {
+    uint32_t nh, nkv, hd;
+    int window;                 /* > 0: keys limited to (pos - window, pos] */
+    float scale, softcap;
+    const kv_view *k, *v;
+} attn_layer;
+/* one forward batch: Q and out are [ntok][nh][hd]; pos/seq per token on the device, h_seq on the
+ * host (the tokens of one sequence are contiguous, at consecutive positions). The split-KV
+ * partials hold part_elems floats, sized for head dim part_hd. */
+typedef struct attn_batch {
+    cl_mem q, out, pos, seq;
+    const int32_t *h_seq;       /* NULL: no runs known, split-KV kernels only */
+    uint32_t ntok, max_pos;
+    cl_mem part_acc, part_ml;
+    size_t part_elems;
+    uint32_t part_hd;
+} attn_batch;
+/* attention of a whole batch: runs of >= OPS_FLASH_MIN_RUN tokens of one sequence on the flash
+ * kernel where the device has it, everything else on the split-KV kernels */
+int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
+/* flash kernel available for this head shape */
+int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
+/* tokens [t0, t0+ntok), one sequence at consecutive positions, on the flash kernel; span: the
+ * longest key span of a token (for the profile's byte and FLOP counts) */
+int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                       const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                       float scale, float softcap, uint32_t span, cl_mem out, char *err, size_t errlen);
 int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen);
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen);
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen);

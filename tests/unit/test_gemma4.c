@@ -13,7 +13,10 @@
  *                    these tiny random models, so transformers-f32 is no yardstick for them —
  *                    that distance is printed for information).
  *      Tolerance: TOL_REL x (max - min of the golden logits). The engine computes in float32
- *      and keeps K/V in half precision; measured worst case ~ see the PASS lines.
+ *      and keeps K/V in half precision; measured worst case ~ see the PASS lines. Where decode
+ *      of q8_0 / q4_k weights rounds X to int8 (engine_info.int8_decode, NVIDIA), the quantized
+ *      fixtures get TOL_REL_INT8: these random models amplify a 0.5% input rounding to ~1.3% of
+ *      the range (measured 0.76 of 59.5 on the H200), as they amplify weight quantization to 20%.
  *   2. prefill the first half in one step (GEMM for 19 and 37 tokens), then decode the rest token
  *      by token against the KV cache: every step's logits must equal the logits_all prefill's row
  *      (TOL_DECODE absolute; GEMV vs GEMM summation order).
@@ -33,6 +36,7 @@
 #include <string.h>
 
 #define TOL_REL 1e-3     /* of the golden logit range (about 60 with softcap 30): ~0.06 */
+#define TOL_REL_INT8 2.5e-2 /* of the range, quantized fixtures with int8 decode inputs */
 #define TOL_DECODE 5e-3  /* absolute, engine vs engine: GEMV vs GEMM summation order, through
                             4-5 layers (measured up to 1.9e-3 on dense q8_0) */
 #define NSEQ 3
@@ -257,7 +261,7 @@ static void run_variant(const char *variant)
             free(bl[s]);
             free(pre[s]);
         }
-        double tol = TOL_REL * g.range;
+        double tol = (ti && engine_get_info(e)->int8_decode ? TOL_REL_INT8 : TOL_REL) * g.range;
         CHECK(worst <= tol, "%s: max |logit delta| %.3g vs %s > %.3g", path, worst,
               ti ? "reference on the same quantized weights" : "transformers", tol);
         /* with tensor cores, prefill and batches round X and W to f16 while decode stays f32: engine

@@ -1,0 +1,208 @@
+/* 27_mvq.cl — decode products (1-4 tokens) on integer dot products, NVIDIA (inline PTX dp4a).
+ *
+ * The float GEMV (mv4_T) spends ~20 instructions per weight byte unpacking nibbles into floats,
+ * which caps it far below the memory roofline. Here each work-group first quantizes the tokens'
+ * X to int8 per 32 values (scale d = max|x| / 127, as llama.cpp's q8_1) into local memory; then
+ * a lane takes a 16-byte (q4_k) or 34-byte (q8_0) piece of a weight row per step and dots it
+ * with X four bytes per dp4a, applying the block scales once per piece.
+ *
+ * Piece pc (k / 32 of them per row) of q4_k: qs bytes 16pc'..16pc'+15 of super-block pc / 8
+ * (pc' = pc % 8): values 16h..16h+15 (h = pc' & 1) of sub-blocks 2p (low nibbles) and 2p + 1
+ * (high nibbles), p = pc' / 2. Of q8_0: block pc.
+ *
+ * Rows: up to three matrices of one type sharing X (Q/K/V, gate/up) numbered across them. A
+ * group of 8 warps covers rpg rows, each warp MVQ_R rows per pass with its lanes striding over
+ * the pieces, then a shuffle reduction per row and token. */
+
+#ifdef CLG_NVIDIA
+
+
+/* sum of 4 unsigned bytes of a times 4 signed bytes of b, plus c */
+inline int dp4a_us(uint a, uint b, int c)
+{
+    int r;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+inline int dp4a_ss(uint a, uint b, int c)
+{
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+/* f16 bits (low half of u) to float */
+inline float h2f(uint u)
+{
+    float r;
+    ushort h = (ushort)u;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+}
+
+inline int shfl_xor_i(int v, int m) { return as_int(shfl_xor_f(as_float(v), m)); }
+
+/* X (ntok rows, ldx apart) to int8 per 32 values in local memory: xq words [ntok][k/4], scales
+ * xd [ntok][k/32], and xs [ntok][k/16] = d * (sum of each 16 quantized values), which the
+ * q4_k min term needs. 8 lanes per 32-value block, 4 values each. */
+inline void mvq_quant_x(global const float *X, uint ldx, uint ntok, uint k, local uint *xq, local float *xd,
+                        local float *xs)
+{
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, sub = lane % 8;
+    int nbk = (int)(k / 32), nb = (int)ntok * nbk;
+    for (int base = warp * 4; base < nb; base += 32) { /* uniform per warp: shuffles below */
+        int bi = base + lane / 8, live = bi < nb;
+        int tk = live ? bi / nbk : 0, b = live ? bi % nbk : 0;
+        float4 v = live ? vload4(0, X + (size_t)tk * ldx + b * 32 + 4 * sub) : (float4)(0.0f);
+        float am = fmax(fmax(fabs(v.x), fabs(v.y)), fmax(fabs(v.z), fabs(v.w)));
+        am = fmax(am, shfl_xor_f(am, 1));
+        am = fmax(am, shfl_xor_f(am, 2));
+        am = fmax(am, shfl_xor_f(am, 4));
+        float d = am / 127.0f, id = am > 0.0f ? 127.0f / am : 0.0f;
+        int4 q = convert_int4_rte(v * id);
+        int s = q.x + q.y + q.z + q.w;
+        s += shfl_xor_i(s, 1);
+        s += shfl_xor_i(s, 2); /* lanes 0-3 and 4-7 of the block: one 16-value half each */
+        if (live) {
+            xq[bi * 8 + sub] = (uint)(q.x & 255) | ((uint)(q.y & 255) << 8) | ((uint)(q.z & 255) << 16) |
+                               ((uint)q.w << 24);
+            if (sub % 4 == 0) xs[bi * 2 + sub / 4] = d * (float)s;
+            if (sub == 0) xd[bi] = d;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* ---- q4_k: 144-byte super-blocks: d, dmin (f16), scales[12], qs[128] */
+typedef struct mvqp_q4_k { uint4 q; float da, ma, db, mb; } mvqp_q4_k;
+
+inline mvqp_q4_k mvq_ld_q4_k(global const uchar *row, int pc)
+{
+    global const uchar *b = row + (pc >> 3) * 144;
+    int c = pc & 7, j = c & 6; /* sub-blocks j (low nibbles) and j + 1 (high) */
+    uint4 h = *(global const uint4 *)b;
+    mvqp_q4_k p;
+    p.q = *(global const uint4 *)(b + 16 + 16 * c);
+    float d = h2f(h.x), dmin = h2f(h.x >> 16);
+    /* 6-bit scale and min of sub-blocks j, j + 1 (kq_scale_min4's packing) */
+    for (int i = 0; i < 2; i++) {
+        int jj = j + i, sh = 8 * (jj & 3);
+        uint a = (h.y >> sh) & 255, bb = (h.z >> sh) & 255, cc = (h.w >> sh) & 255;
+        uint sc = jj < 4 ? a & 63 : (cc & 15) | ((a >> 6) << 4);
+        uint mn = jj < 4 ? bb & 63 : (cc >> 4) | ((bb >> 6) << 4);
+        if (i == 0) { p.da = d * (float)sc; p.ma = dmin * (float)mn; }
+        else { p.db = d * (float)sc; p.mb = dmin * (float)mn; }
+    }
+    return p;
+}
+
+/* the piece against one token's quantized X */
+inline float mvq_dot_q4_k(const mvqp_q4_k *p, int pc, local const uint *xq, local const float *xd,
+                          local const float *xs)
+{
+    int sa = (pc >> 3) * 8 + (pc & 6), h = pc & 1; /* global sub-block index of the low nibbles */
+    local const uint *xa = xq + sa * 8 + h * 4, *xb = xa + 8;
+    const uint M = 0x0F0F0F0Fu;
+    int ia = dp4a_us(p->q.x & M, xa[0], 0), ib = dp4a_us((p->q.x >> 4) & M, xb[0], 0);
+    ia = dp4a_us(p->q.y & M, xa[1], ia); ib = dp4a_us((p->q.y >> 4) & M, xb[1], ib);
+    ia = dp4a_us(p->q.z & M, xa[2], ia); ib = dp4a_us((p->q.z >> 4) & M, xb[2], ib);
+    ia = dp4a_us(p->q.w & M, xa[3], ia); ib = dp4a_us((p->q.w >> 4) & M, xb[3], ib);
+    return p->da * xd[sa] * (float)ia + p->db * xd[sa + 1] * (float)ib - p->ma * xs[2 * sa + h] -
+           p->mb * xs[2 * sa + 2 + h];
+}
+
+/* ---- q8_0: 34-byte blocks: d (f16), qs[32] int8; blocks are only 2-byte aligned, so a piece is
+ * read as 9 aligned words and shifted into place when it starts mid-word */
+typedef struct mvqp_q8_0 { uint q[8]; float d; } mvqp_q8_0;
+
+inline mvqp_q8_0 mvq_ld_q8_0(global const uchar *row, int pc)
+{
+    global const uchar *b = row + pc * 34;
+    int mid = ((ulong)b & 2) != 0;
+    global const uint *w = (global const uint *)(b - (mid ? 2 : 0));
+    uint wv[9];
+    for (int i = 0; i < 8; i++) wv[i] = w[i];
+    /* the block's last 2 bytes: a whole word only when it ends there (no read past the buffer) */
+    wv[8] = mid ? w[8] : *(global const ushort *)(w + 8);
+    mvqp_q8_0 p;
+    p.d = h2f(mid ? wv[0] >> 16 : wv[0]);
+    for (int i = 0; i < 8; i++) p.q[i] = mid ? wv[i + 1] : (wv[i] >> 16) | (wv[i + 1] << 16);
+    return p;
+}
+
+inline float mvq_dot_q8_0(const mvqp_q8_0 *p, int pc, local const uint *xq, local const float *xd,
+                          local const float *xs)
+{
+    local const uint *x = xq + pc * 8;
+    int s = 0;
+    for (int i = 0; i < 8; i++) s = dp4a_ss(p->q[i], x[i], s);
+    return p->d * xd[pc] * (float)s;
+}
+
+/* row r of the matrices (numbered across them): its bytes, output and whether it exists */
+inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global float *Y0,
+                   global const uchar *W1, uint rb1, uint n1, global float *Y1,
+                   global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld0, uint ld1, uint ld2,
+                   global const uchar **p, global float **y, uint *ld)
+{
+    if (r < n0) { *p = W0 + (size_t)r * rb0; *y = Y0 + r; *ld = ld0; return 1; }
+    r -= n0;
+    if (r < n1) { *p = W1 + (size_t)r * rb1; *y = Y1 + r; *ld = ld1; return 1; }
+    r -= n1;
+    if (r < n2) { *p = W2 + (size_t)r * rb2; *y = Y2 + r; *ld = ld2; return 1; }
+    *p = W0; *y = Y0; *ld = ld0;
+    return 0;
+}
+
+/* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane) */
+#define DEFINE_MVQ(T, MVQ_R, NAME)                                                                \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,              \
+             global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,              \
+             global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2,              \
+             uint k, global const float *X, uint ldx, uint ntok, uint rpg,                       \
+             local uint *xq, local float *xd, local float *xs)                                   \
+{                                                                                                 \
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
+    mvq_quant_x(X, ldx, ntok, k, xq, xd, xs);                                                     \
+    uint nrows = n0 + n1 + n2, g0 = get_group_id(0) * rpg, g1 = min(nrows, g0 + rpg);             \
+    int npc = (int)(k / 32);                                                                      \
+    for (uint rb = g0 + warp * MVQ_R; rb < g1; rb += 8 * MVQ_R) {                                 \
+        global const uchar *p[MVQ_R];                                                             \
+        global float *y[MVQ_R];                                                                   \
+        uint ld[MVQ_R];                                                                           \
+        int live[MVQ_R];                                                                          \
+        float acc[MVQ_R][4];                                                                      \
+        for (int i = 0; i < MVQ_R; i++) {                                                         \
+            live[i] = mvq_row(rb + i, W0, rb0, n0, Y0, W1, rb1, n1, Y1, W2, rb2, n2, Y2, ld0, ld1, ld2, \
+                              &p[i], &y[i], &ld[i]) && rb + i < g1;                               \
+            for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;                                         \
+        }                                                                                         \
+        for (int pc = lane; pc < npc; pc += 32) {                                                 \
+            mvqp_##T w[MVQ_R];                                                                    \
+            for (int i = 0; i < MVQ_R; i++) w[i] = mvq_ld_##T(p[i], pc);                          \
+            for (int t = 0; t < 4; t++) {                                                         \
+                if (t > 0 && t >= (int)ntok) break;                                               \
+                for (int i = 0; i < MVQ_R; i++)                                                   \
+                    acc[i][t] += mvq_dot_##T(&w[i], pc, xq + t * (k / 4), xd + t * (k / 32),      \
+                                             xs + t * (k / 16));                                  \
+            }                                                                                     \
+        }                                                                                         \
+        for (int t = 0; t < 4; t++) {                                                             \
+            if (t >= (int)ntok) break;                                                            \
+            for (int i = 0; i < MVQ_R; i++) {                                                     \
+                float v = acc[i][t];                                                              \
+                for (int m = 16; m > 0; m >>= 1) v += shfl_xor_f(v, m);                           \
+                if (lane == 0 && live[i]) y[i][(size_t)t * ld[i]] = v;                            \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+}
+
+DEFINE_MVQ(q4_k, 2, mvq)
+DEFINE_MVQ(q8_0, 2, mvq)
+DEFINE_MVQ(q4_k, 4, mvq4)
+DEFINE_MVQ(q8_0, 4, mvq4)
+
+#endif

@@ -1,0 +1,115 @@
+/* ops_attention.c — attention launchers: the split-KV kernels (any batch, any device), the
+ * tensor-core flash kernel (runs of one sequence's tokens, NVIDIA), and op_attention_batch,
+ * which cuts a forward batch into runs and gives each the kernel that suits it. */
+#include "ops.h"
+#include "errf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define A(x) KARG(x)
+#define LOCAL(n) KLOCAL(n)
+
+int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
+                 cl_mem out, char *err, size_t errlen)
+{
+    if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
+    size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
+    size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
+    double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
+    if (ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
+               err, errlen, 22, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
+               A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
+               A(nchunk), A(chunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
+               LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float))))
+        return -1;
+    size_t l2[2] = { o->rt->is_cpu ? 16 : 128, 1 }, g2[2] = { nh * l2[0], ntok };
+    return ops_launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
+                  errlen, 7, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out));
+}
+
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
+{
+    uint32_t c = OPS_ATTN_CHUNK;
+    if (!o->rt->is_cpu) {
+        /* aim for ~4 work-groups per compute unit */
+        uint64_t want = 4ull * o->n_cu, have = (uint64_t)ntok * nh;
+        while (c > OPS_ATTN_MIN_CHUNK && have * ((span + c - 1) / c) < want) c /= 2;
+    }
+    *chunk = c;
+    *nchunk = span ? (span + c - 1) / c : 1;
+}
+
+int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd)
+{
+    if (!o->flash || !nkv || nh % nkv || hd % 16) return 0;
+    uint32_t G = nh / nkv;
+    return G <= OPS_FLASH_ROWS && OPS_FLASH_ROWS % G == 0;
+}
+
+int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                       const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                       float scale, float softcap, uint32_t span, cl_mem out, char *err, size_t errlen)
+{
+    if (!ops_flash_ok(o, nh, nkv, hd)) return errf(err, errlen, "attention: flash kernel unavailable for this shape");
+    if (k->block_size != 32) return errf(err, errlen, "attention: flash kernel needs KV blocks of 32 keys");
+    uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
+    size_t lws[3] = { 128, 1, 1 };
+    size_t gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, (hd + OPS_FLASH_DV - 1) / OPS_FLASH_DV };
+    /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile
+     * and KV head; the score product runs once per output-dim slice */
+    double keys = (double)span + tq, rows = (double)ntok * nh;
+    uint32_t dv = hd < OPS_FLASH_DV ? hd : OPS_FLASH_DV;
+    return ops_launch(o, K_ATTN_FLASH, o->flash, 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
+                      2.0 * rows * keys * (hd * gws[2] + hd), err, errlen, 17, A(Q), A(t0), A(ntok), A(nh), A(nkv),
+                      A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
+                      A(window), A(scale), A(softcap), A(out), LOCAL((size_t)dv * OPS_FLASH_VT * 4));
+}
+
+/* tokens [t0, t0 + n) on the split-KV kernels, sliced so the partials fit their buffers */
+static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_t t0, uint32_t n, char *err,
+                       size_t errlen)
+{
+    uint32_t span = b->max_pos + 1;
+    if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
+    uint32_t chunk, nchunk;
+    ops_attn_split(o, span, n, l->nh, &chunk, &nchunk);
+    size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
+    uint32_t slice = (uint32_t)(b->part_elems / per_tok);
+    if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", b->max_pos);
+    for (uint32_t s = t0; s < t0 + n; s += slice) {
+        uint32_t m = t0 + n - s < slice ? t0 + n - s : slice;
+        if (op_attention(o, b->q, s, m, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window, l->scale,
+                         l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->out, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *err, size_t errlen)
+{
+    int flash = b->h_seq && ops_flash_ok(o, l->nh, l->nkv, l->hd) && l->k->block_size == 32;
+    uint32_t span = b->max_pos + 1;
+    if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
+    /* runs of one sequence long enough for tiles go to the flash kernel; the rest, merged into
+     * ranges, to the split-KV kernels */
+    uint32_t pend = 0, t = 0;
+    while (t < b->ntok) {
+        uint32_t e = t + 1;
+        if (flash)
+            while (e < b->ntok && b->h_seq[e] == b->h_seq[t]) e++;
+        else
+            e = b->ntok;
+        if (flash && e - t >= OPS_FLASH_MIN_RUN) {
+            if (pend < t && split_range(o, b, l, pend, t - pend, err, errlen)) return -1;
+            if (op_attention_flash(o, b->q, t, e - t, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window,
+                                   l->scale, l->softcap, span, b->out, err, errlen))
+                return -1;
+            pend = e;
+        }
+        t = e;
+    }
+    return pend < b->ntok ? split_range(o, b, l, pend, b->ntok - pend, err, errlen) : 0;
+}
