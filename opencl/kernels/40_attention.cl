@@ -11,7 +11,7 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
                          global const int *block_table, uint max_blocks, uint block_size,
                          int window, float scale, float softcap, uint nchunk, uint chunk,
                          global float *part_acc, global float *part_ml,
-                         local float *q, local float *s, local float *red)
+                         local float *q, local float *s, local float *red, local uint *koff)
 {
     uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
     int lid = get_local_id(0), L = get_local_size(0);
@@ -32,6 +32,13 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
     barrier(CLK_LOCAL_MEM_FENCE);
     global const int *bt = block_table + (size_t)tok_seq[t] * max_blocks;
     int n = c1 - c0;
+    /* where each key of the chunk sits in the paged cache (halves), looked up once: the key and
+     * value loops below then issue independent loads instead of table-then-row chains */
+    for (int j = lid; j < n; j += L) {
+        int p = c0 + j;
+        koff[j] = (((uint)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
     /* scores: P adjacent items share one key, each summing every P-th group of 4 dims, so a
      * key row is read by consecutive items (coalesced) and small chunks still use the group */
     int P = (int)chunk < L ? L / (int)chunk : 1;
@@ -41,8 +48,7 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
         int j = j0 + lid / P, p = lid % P;
         float part = 0.0f;
         if (j < n) {
-            int kp = c0 + j;
-            global const half *k = Kc + (((size_t)bt[kp / block_size] * nkv + kh) * block_size + kp % block_size) * hd;
+            global const half *k = Kc + koff[j];
             for (uint d = 4 * p; d < hd; d += 4 * P) {
                 float4 kv = vload_half4(0, k + d);
                 part += q[d] * kv.x + q[d + 1] * kv.y + q[d + 2] * kv.z + q[d + 3] * kv.w;
@@ -70,13 +76,16 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
     }
     l = wg_sum(l, red); /* also a barrier: s[] is complete */
     for (uint d = lid; d < hd; d += L) {
-        float a = 0.0f;
-        for (int j = 0; j < n; j++) {
-            int p = c0 + j;
-            global const half *v = Vc + (((size_t)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd;
-            a += s[j] * vload_half(d, v);
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int j = 0;
+        for (; j + 4 <= n; j += 4) { /* four loads in flight per item */
+            a0 += s[j] * vload_half(d, Vc + koff[j]);
+            a1 += s[j + 1] * vload_half(d, Vc + koff[j + 1]);
+            a2 += s[j + 2] * vload_half(d, Vc + koff[j + 2]);
+            a3 += s[j + 3] * vload_half(d, Vc + koff[j + 3]);
         }
-        acc[d] = a;
+        for (; j < n; j++) a0 += s[j] * vload_half(d, Vc + koff[j]);
+        acc[d] = (a0 + a1) + (a2 + a3);
     }
     if (lid == 0) { part_ml[2 * pidx] = m; part_ml[2 * pidx + 1] = l; }
 }
