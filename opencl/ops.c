@@ -44,6 +44,13 @@ static const char *type_suffix(uint32_t t)
 
 int ops_type_supported(uint32_t type) { return type_suffix(type) != NULL; }
 
+/* a switch in the environment: set, non-empty and not "0" */
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
 int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
@@ -80,23 +87,20 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
                                      &o->mmq_wg[1][t], NULL);
         }
     }
-    const char *no_mma = getenv("CLGEMMA_NO_MMA");
-    o->has_mma = rt->is_nvidia && !(no_mma && *no_mma && strcmp(no_mma, "0"));
-    const char *no_mvq = getenv("CLGEMMA_NO_MVQ");
-    if (rt->is_nvidia && !(no_mvq && *no_mvq && strcmp(no_mvq, "0"))) {
+    o->has_mma = rt->is_nvidia && !env_on("CLGEMMA_NO_MMA");
+    if (rt->is_nvidia && !env_on("CLGEMMA_NO_MVQ")) {
+        /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
+        const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
+        o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
+        o->mvq_rpg = rpg && atoi(rpg) > 0 ? (uint32_t)atoi(rpg) : 0;
         static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0 };
         for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
             char name[64];
-            /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant (measurements) */
-            const char *r4 = getenv("CLGEMMA_MVQ_R");
-            o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
             snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", type_suffix(mvq_types[i]));
             if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
         }
     }
-    const char *no_flash = getenv("CLGEMMA_NO_FLASH");
-    if (rt->is_nvidia && !(no_flash && *no_flash && strcmp(no_flash, "0")) &&
-        !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
+    if (rt->is_nvidia && !env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
     if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;
@@ -267,36 +271,51 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
     return o->mvq[type] && k % blk == 0 && mvq_local(k, ntok) + 1024 <= o->local_mem;
 }
 
+/* the kernel arguments of up to three matrices sharing X (mv_multi, mvq_T): unused slots repeat
+ * matrix 0's buffers with 0 rows */
+typedef struct multi_args {
+    cl_mem W[3], Y[3];
+    uint32_t ty[3], rb[3], nr[3], ld[3];
+    size_t rows;
+    double bytes;
+} multi_args;
+
+static int gather_multi(const mm_out *outs, int n, multi_args *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    uint32_t k = outs[0].w->cols;
+    for (int i = 0; i < 3; i++) {
+        const mm_out *m = &outs[i < n ? i : 0];
+        if (m->w->cols != k) return errf(err, errlen, "mv_multi: matrices differ in columns (%u vs %u)", m->w->cols, k);
+        a->W[i] = m->w->buf; a->Y[i] = m->y;
+        if (i < n) {
+            a->ty[i] = m->w->type; a->rb[i] = m->w->row_bytes; a->nr[i] = m->w->rows; a->ld[i] = m->ldy;
+            a->rows += a->nr[i];
+            a->bytes += (double)a->rb[i] * a->nr[i];
+        }
+    }
+    return 0;
+}
+
 /* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernel */
 static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err, size_t errlen)
 {
-    cl_mem W[3], Y[3];
-    uint32_t rb[3] = { 0 }, nr[3] = { 0 }, ld[3] = { 0 }, k = outs[0].w->cols;
-    double bytes = 0;
-    size_t rows = 0;
-    for (int i = 0; i < 3; i++) {
-        const mm_out *m = &outs[i < n ? i : 0];
-        W[i] = m->w->buf; Y[i] = m->y;
-        if (i < n) {
-            rb[i] = m->w->row_bytes; nr[i] = m->w->rows; ld[i] = m->ldy;
-            rows += nr[i];
-            bytes += (double)rb[i] * nr[i];
-        }
-    }
+    multi_args a;
+    uint32_t k = outs[0].w->cols;
+    if (gather_multi(outs, n, &a, err, errlen)) return -1;
     /* rows per group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
      * group quantizes X once) */
-    size_t pass = 8 * (size_t)o->mvq_r, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    size_t pass = 8 * (size_t)o->mvq_r, rpg = (a.rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
     if (rpg < pass) rpg = pass;
     if (rpg > 128) rpg = 128;
-    const char *kv = getenv("CLGEMMA_MVQ_RPG"); /* measurements */
-    if (kv && (size_t)atoi(kv) >= pass) rpg = (size_t)atoi(kv) / pass * pass;
+    if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
     uint32_t rpg32 = (uint32_t)rpg;
-    size_t lws = 256, gws = (rows + rpg - 1) / rpg * lws;
-    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws, bytes + 4.0 * ntok * (k + rows),
-                      2.0 * ntok * rows * k, err, errlen, 23, A(W[0]), A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]),
-                      A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]), A(W[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X),
-                      A(ldx), A(ntok), A(rpg32), LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4),
-                      LOCAL((size_t)ntok * k / 16 * 4));
+    size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
+    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (k + a.rows),
+                      2.0 * ntok * a.rows * k, err, errlen, 23, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                      A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
+                      A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(X), A(ldx), A(ntok), A(rpg32),
+                      LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
 }
 
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
@@ -387,28 +406,16 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
     int same = 1;
     for (int i = 1; i < n; i++) same &= outs[i].w->type == outs[0].w->type && outs[i].w->cols == k;
     if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return mvq(o, outs, n, X, ldx, ntok, err, errlen);
-    cl_mem W[3], Y[3];
-    uint32_t ty[3] = { 0 }, rb[3] = { 0 }, nr[3] = { 0 }, ld[3] = { 0 };
-    double bytes = 0, flop = 0;
-    size_t rows = 0;
-    for (int i = 0; i < 3; i++) {
-        const mm_out *m = &outs[i < n ? i : 0];
-        if (m->w->cols != k) return errf(err, errlen, "mv_multi: matrices differ in columns (%u vs %u)", m->w->cols, k);
-        W[i] = m->w->buf; Y[i] = m->y;
-        if (i < n) {
-            ty[i] = m->w->type; rb[i] = m->w->row_bytes; nr[i] = m->w->rows; ld[i] = m->ldy;
-            rows += nr[i];
-            bytes += (double)rb[i] * nr[i];
-            flop += 2.0 * ntok * nr[i] * k;
-        }
-    }
+    multi_args a;
+    if (gather_multi(outs, n, &a, err, errlen)) return -1;
     size_t gws, lws;
     uint32_t tpr;
-    ops_mv_geometry(o, k, rows, OPS_MV_R, &gws, &lws, &tpr);
-    return ops_launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, bytes, flop, err, errlen, 24, A(W[0]), A(ty[0]),
-                  A(rb[0]), A(nr[0]), A(Y[0]), A(ld[0]), A(W[1]), A(ty[1]), A(rb[1]), A(nr[1]), A(Y[1]), A(ld[1]),
-                  A(W[2]), A(ty[2]), A(rb[2]), A(nr[2]), A(Y[2]), A(ld[2]), A(k), A(X), A(ldx), A(ntok), A(tpr),
-                  LOCAL(lws * sizeof(float)));
+    ops_mv_geometry(o, k, a.rows, OPS_MV_R, &gws, &lws, &tpr);
+    return ops_launch(o, K_MV_MULTI, o->k[K_MV_MULTI], 1, &gws, &lws, a.bytes, 2.0 * ntok * a.rows * k, err, errlen,
+                      24, A(a.W[0]), A(a.ty[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
+                      A(a.ty[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.ty[2]), A(a.rb[2]),
+                      A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(X), A(ldx), A(ntok), A(tpr),
+                      LOCAL(lws * sizeof(float)));
 }
 
 int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,

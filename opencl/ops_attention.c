@@ -4,9 +4,6 @@
 #include "ops.h"
 #include "errf.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 #define A(x) KARG(x)
 #define LOCAL(n) KLOCAL(n)
 
@@ -69,12 +66,11 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
                       A(window), A(scale), A(softcap), A(out), LOCAL((size_t)dv * OPS_FLASH_VT * 4));
 }
 
-/* tokens [t0, t0 + n) on the split-KV kernels, sliced so the partials fit their buffers */
-static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_t t0, uint32_t n, char *err,
-                       size_t errlen)
+/* tokens [t0, t0 + n) on the split-KV kernels, sliced so the partials fit their buffers; span: the
+ * longest key span of a token in the batch */
+static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_t span, uint32_t t0, uint32_t n,
+                       char *err, size_t errlen)
 {
-    uint32_t span = b->max_pos + 1;
-    if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
     uint32_t chunk, nchunk;
     ops_attn_split(o, span, n, l->nh, &chunk, &nchunk);
     size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
@@ -104,7 +100,7 @@ int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *e
         else
             e = b->ntok;
         if (flash && e - t >= OPS_FLASH_MIN_RUN) {
-            if (pend < t && split_range(o, b, l, pend, t - pend, err, errlen)) return -1;
+            if (pend < t && split_range(o, b, l, span, pend, t - pend, err, errlen)) return -1;
             if (op_attention_flash(o, b->q, t, e - t, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window,
                                    l->scale, l->softcap, span, b->out, err, errlen))
                 return -1;
@@ -112,5 +108,5 @@ int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *e
         }
         t = e;
     }
-    return pend < b->ntok ? split_range(o, b, l, pend, b->ntok - pend, err, errlen) : 0;
+    return pend < b->ntok ? split_range(o, b, l, span, pend, b->ntok - pend, err, errlen) : 0;
 }
