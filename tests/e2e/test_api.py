@@ -355,7 +355,7 @@ def queue_full_is_429():
     # must not finish (and free a slot) before the fourth arrives: give them far more tokens than
     # the test takes (this prompt does not stop early on greedy decoding).
     body = chat_body("Write a long story about mountains.", max_tokens=600, stream=True)
-    streams, clients = [], []
+    streams, clients, readers = [], [], []
     try:
         for i in range(3):
             h = http()
@@ -364,7 +364,11 @@ def queue_full_is_429():
             streams.append(r)
             assert r.status_code == 200, r.status_code
             if i < 2:
-                next(r.iter_lines())  # running: its first event arrived
+                # running: its first event arrived. Keep the line iterator: dropping it closes the
+                # connection (httpcore closes the stream on GeneratorExit), the server then cancels
+                # the generation as client-gone and frees its slot before the fourth request
+                readers.append(r.iter_lines())
+                next(readers[-1])
         with http() as h:
             wait_for(lambda: h.get("/health").json()["queue_depth"] == 1, 10, "one queued request")
             err = error_of(h.post("/v1/chat/completions", json=chat_body(), headers=auth()), 429)
