@@ -403,7 +403,7 @@ static int cmd_bench(const cli_args *a)
     for (int b = 0; b < B; b++)
         if (sampler_create(&smp[b], &gp, in->n_vocab)) die("%s", "out of memory");
     double pp[1000], tg[1000];
-    double prof_wall = 0;
+    double prof_wall = 0, enq_ms[1000];
     int prof_steps = 0;
     for (int rep = 0; rep < a->reps; rep++) {
         int seqs[256];
@@ -426,7 +426,7 @@ static int cmd_bench(const cli_args *a)
         if (B > 1) step_or_die(e, items + 1, B - 1);
         int32_t next[256];
         if (a->profile && rep == a->reps - 1) engine_set_profiling(e, 1);
-        double t1 = now_s();
+        double t1 = now_s(), q1 = engine_enqueue_seconds(e);
         for (int s = 0; s < nd; s++) {
             for (int b = 0; b < B; b++) {
                 next[b] = items[b].token_out;
@@ -437,17 +437,20 @@ static int cmd_bench(const cli_args *a)
         }
         double dt = now_s() - t1;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
+        enq_ms[rep] = nd > 0 ? (engine_enqueue_seconds(e) - q1) * 1e3 / nd : 0;
         if (a->profile && rep == a->reps - 1) { prof_wall = dt * 1e3; prof_steps = nd; }
         if (a->synthetic && last) check_finite(e, items, B, next);
         for (int b = 0; b < B; b++) engine_seq_free(e, seqs[b]);
     }
     qsort(pp, (size_t)a->reps, sizeof *pp, cmp_d);
     qsort(tg, (size_t)a->reps, sizeof *tg, cmp_d);
+    qsort(enq_ms, (size_t)a->reps, sizeof *enq_ms, cmp_d);
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"batch\":%d,\"reps\":%d,"
            "\"prefill_tok_s\":%.2f,\"prefill_min\":%.2f,\"prefill_max\":%.2f,"
-           "\"decode_tok_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"load_s\":%.3f}\n",
+           "\"decode_tok_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"enqueue_ms_per_step\":%.3f,"
+           "\"load_s\":%.3f}\n",
            in->name, in->device, np, nd, B, a->reps, pp[a->reps / 2], pp[0], pp[a->reps - 1], tg[a->reps / 2], tg[0],
-           tg[a->reps - 1], load_s);
+           tg[a->reps - 1], enq_ms[a->reps / 2], load_s);
     if (a->profile) {
         fprintf(stderr, "profile: decode, batch %d, %d steps\n", B, prof_steps);
         engine_profile_print(e, prof_wall, prof_steps);

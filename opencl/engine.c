@@ -33,6 +33,7 @@ struct engine {
     int n_stop;
     uint32_t max_batch;
     int profiling;
+    double enqueue_s;       /* host time spent enqueuing steps (engine_enqueue_seconds) */
     /* host staging for one step */
     int32_t *h_ids, *h_pos, *h_seq, *h_out;
     size_t h_cap;
@@ -319,11 +320,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
     fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0 };
+    double tq = now_s();
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
-    if (!n_out) return 0;
+    if (!n_out) { e->enqueue_s += now_s() - tq; return 0; }
     /* greedy rows: argmax on the device, only ids come back; others get their logits row */
     uint32_t nv = e->m.hp.n_vocab;
     if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax, err, errlen)) return -1;
+    e->enqueue_s += now_s() - tq;
     int32_t ids[256];
     if (n_out > 256) return ERR("internal: too many output rows");
     ce = clEnqueueReadBuffer(q, b->argmax, CL_TRUE, 0, 4 * n_out, ids, 0, NULL, NULL);
@@ -426,3 +429,4 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
 }
 
 void engine_profile_print(engine *e, double wall_ms, int steps) { ops_profile_print(&e->o, wall_ms, steps); }
+double engine_enqueue_seconds(const engine *e) { return e->enqueue_s; }

@@ -88,5 +88,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen);
  * engine_profile_print writes the table of time, launches, GB/s and TFLOP/s per op to stderr. */
 void engine_set_profiling(engine *e, int on);
 void engine_profile_print(engine *e, double wall_ms, int steps);
+/* seconds spent so far enqueuing steps (host side, before waiting for the sampled ids): set against
+ * wall time it tells whether decode waits on the GPU or on launches */
+double engine_enqueue_seconds(const engine *e);
 
 #endif

@@ -19,6 +19,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_G4_MOE_UP] = "g4_moe_up", [K_G4_GEGLU_SPLIT] = "g4_geglu_split", [K_G4_MOE_DOWN] = "g4_moe_down",
     [K_G4_PLE_GATE] = "g4_ple_gate", [K_G4_MOE_SORT] = "g4_moe_sort", [K_G4_MOE_COMBINE] = "g4_moe_combine",
     [K_ATTN_FLASH] = "attn_flash (tensor cores)", [K_MVQ] = "mvq (int8 dot GEMV)",
+    [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -77,6 +78,10 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
             snprintf(name, sizeof name, "mmql_%s", s);
             if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
+            if (!env_on("CLGEMMA_NO_MMT")) {
+                snprintf(name, sizeof name, "mmt_%s", s);
+                if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
+            }
             snprintf(name, sizeof name, "mmqe_s_%s", s);
             if (!(o->mmqe_s[t] = rt_kernel(rt, name, err, errlen))) return -1;
             snprintf(name, sizeof name, "mmqe_l_%s", s);
@@ -88,6 +93,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         }
     }
     o->has_mma = rt->is_nvidia && !env_on("CLGEMMA_NO_MMA");
+    if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
     if (rt->is_nvidia && !env_on("CLGEMMA_NO_MVQ")) {
         /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
         const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
@@ -112,6 +118,10 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     cl_ulong lm = 16384;
     clGetDeviceInfo(rt->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
     o->local_mem = (size_t)lm;
+    /* below ~one group per compute unit the 128 x 128 tiles leave the GPU part-idle */
+    o->mmt_min_groups = cu;
+    const char *mg = getenv("CLGEMMA_MMT_MIN_GROUPS");
+    if (mg && atoi(mg) >= 0) o->mmt_min_groups = (uint32_t)atoi(mg);
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
     o->wg_mv = rt->is_cpu ? 4 : 128;
@@ -145,7 +155,10 @@ void ops_destroy(ops *o)
         if (o->mmqe_s[t]) clReleaseKernel(o->mmqe_s[t]);
         if (o->mmqe_l[t]) clReleaseKernel(o->mmqe_l[t]);
         if (o->mvq[t]) clReleaseKernel(o->mvq[t]);
+        if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
     }
+    if (o->mmt_cvt) clReleaseKernel(o->mmt_cvt);
+    if (o->xh) clReleaseMemObject(o->xh);
     if (o->flash) clReleaseKernel(o->flash);
     if (o->argmax_part) clReleaseKernel(o->argmax_part);
     if (o->argmax_final) clReleaseKernel(o->argmax_final);
@@ -226,9 +239,42 @@ static size_t mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_w
 
 /* tensor cores: mmqs (16 tokens x 16 rows per warp) up to 16 tokens, else mmql (64 x 32); the
  * warps of a group split k, as many as it takes to have ~2k warps in flight */
+/* a device buffer of at least need bytes (regrown, never shrunk; the old one is released once
+ * the kernels already enqueued on it are done) */
+static int grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t errlen)
+{
+    if (need <= *have) return 0;
+    if (*b) clReleaseMemObject(*b);
+    *have = 0;
+    if (!(*b = rt_alloc(o->rt, need, NULL, err, errlen))) return -1;
+    *have = need;
+    return 0;
+}
+
+int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
+{
+    if (type >= GGML_TYPE_COUNT || !o->has_mma || !o->mmt[type] || ntok < 64 || k % 32) return 0;
+    return (size_t)(rows + 127) / 128 * ((ntok + 127) / 128) >= o->mmt_min_groups;
+}
+
 static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok, char *err,
                size_t errlen)
 {
+    if (ops_mmt_fits(o, w->type, w->rows, w->cols, ntok)) {
+        /* X once to f16 rows: the tiles stage half the bytes and convert nothing. (Weights made
+         * f16 rows first as well measured slower: 1,137 vs 1,556 tok/s, docs/PERF.md.) */
+        uint32_t k = w->cols;
+        if (grow_buf(o, &o->xh, &o->xh_bytes, (size_t)ntok * k * 2, err, errlen)) return -1;
+        size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, ntok };
+        if (ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * k, 0, err, errlen, 4, A(X), A(ldx), A(o->xh),
+                       A(k)))
+            return -1;
+        size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 };
+        return ops_launch(o, K_MMT, o->mmt[w->type], 2, gws, lws,
+                          (double)w->row_bytes * w->rows + 2.0 * ntok * k * (double)gws[1] + 4.0 * ntok * w->rows,
+                          2.0 * ntok * w->rows * k, err, errlen, 8, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
+                          A(o->xh), A(Y), A(ldy), A(ntok));
+    }
     int small = ntok <= 16;
     uint32_t mt = small ? 1 : 4, nt = small ? 2 : 4;
     size_t rtiles = (w->rows + 8 * nt - 1) / (8 * nt), ttiles = (ntok + 16 * mt - 1) / (16 * mt);

@@ -32,6 +32,7 @@ enum op_kernel {
     K_G4_MOE_COMBINE,
     K_ATTN_FLASH, /* NVIDIA only: ops.flash */
     K_MVQ,        /* NVIDIA only: ops.mvq */
+    K_MMT, K_MMT_CVT, /* NVIDIA only: ops.mmt, ops.mmt_cvt */
     K_COUNT
 };
 
@@ -50,6 +51,11 @@ typedef struct ops {
     cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
     cl_kernel mmqe_s[GGML_TYPE_COUNT], mmqe_l[GGML_TYPE_COUNT]; /* the same over expert-grouped pairs */
     cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0) */
+    cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA; NULL with CLGEMMA_NO_MMT) */
+    cl_kernel mmt_cvt;       /* X to f16 rows for mmt */
+    cl_mem xh;               /* those rows (grown on demand) */
+    size_t xh_bytes;
+    uint32_t mmt_min_groups; /* mmt only when its grid has this many groups (else mmql fills the GPU better) */
     uint32_t mvq_r;          /* rows per warp pass of those kernels (2, or 4 with CLGEMMA_MVQ_R=4) */
     uint32_t mvq_rpg;        /* rows per group forced by CLGEMMA_MVQ_RPG (0: chosen per launch) */
     cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
@@ -93,6 +99,8 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
+/* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
+int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):
  * Y[p] = W_e . X[p / xdiv] for every pair p of expert e; W holds n_exp experts of rows_e rows. */
 int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,

@@ -166,7 +166,27 @@ int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t
     return 0;
 }
 
-char *rt_kernel_source(void)
+/* Files of the register-capped program (NVIDIA): the 128 x 128 tile products hold 8 warps per
+ * group, and two groups per compute unit (<= 128 registers a thread) keep twice the loads in
+ * flight; the cap would make other kernels spill, so those files build apart with it. */
+static const char *const capped_files[] = { "00_common", "15_deq8", "28_mmt", NULL };
+static const char capped_opts[] = "-cl-nv-maxrregcount=128";
+
+static int is_capped_only(const char *name)
+{
+    /* shared helpers (00_common, 15_deq8) are in both programs; the tile file only in its own */
+    return strcmp(name, "28_mmt") == 0;
+}
+
+static int in_capped(const char *name)
+{
+    for (int i = 0; capped_files[i]; i++)
+        if (strcmp(name, capped_files[i]) == 0) return 1;
+    return 0;
+}
+
+/* which: 0 = every file (rt_kernel_source), 1 = the main program, 2 = the capped one */
+static char *program_source(int which)
 {
     size_t n = 1;
     for (int i = 0; clg_kernel_sources[i].name; i++) n += strlen(clg_kernel_sources[i].src) + 1;
@@ -174,6 +194,8 @@ char *rt_kernel_source(void)
     if (!s) return NULL;
     size_t o = 0;
     for (int i = 0; clg_kernel_sources[i].name; i++) {
+        const char *name = clg_kernel_sources[i].name;
+        if ((which == 1 && is_capped_only(name)) || (which == 2 && !in_capped(name))) continue;
         size_t l = strlen(clg_kernel_sources[i].src);
         memcpy(s + o, clg_kernel_sources[i].src, l);
         o += l;
@@ -182,6 +204,8 @@ char *rt_kernel_source(void)
     s[o] = 0;
     return s;
 }
+
+char *rt_kernel_source(void) { return program_source(0); }
 
 /* FNV-1a 64 over several strings: the cache key must change with device, driver, options, source */
 static uint64_t fnv(uint64_t h, const char *s)
@@ -236,23 +260,17 @@ static int build_log(cl_runtime *rt, cl_program p, char *err, size_t errlen, con
     return -1;
 }
 
-int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen)
+/* one program from src with opts, through the binary cache in dir; *hit: loaded from it */
+static int build_program(cl_runtime *rt, const char *src, const char *opts, const char *dir, cl_program *out,
+                         int *hit, char *err, size_t errlen)
 {
-    double t0 = now_s();
-    char opts[1024];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
-             rt->is_cpu ? "-DCLG_CPU=1" : "", options ? options : "");
-    char *src = rt_kernel_source();
-    if (!src) { snprintf(err, errlen, "out of memory"); return -1; }
     uint64_t key = 14695981039346656037ull;
     key = fnv(key, rt->platform_name);
     key = fnv(key, rt->device_name);
     key = fnv(key, rt->driver);
     key = fnv(key, opts);
     key = fnv(key, src);
-    char dir[768], path[900];
-    if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
-    else default_cache_dir(dir, sizeof dir);
+    char path[900];
     cache_path(path, sizeof path, dir, key);
 
     cl_int e;
@@ -275,17 +293,16 @@ int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *e
         }
         free(bin);
         fclose(f);
-        rt->cache_hit = p != NULL;
     }
+    *hit = p != NULL;
     if (!p) {
         const char *s = src;
         p = clCreateProgramWithSource(rt->ctx, 1, &s, NULL, &e);
-        if (!p) { free(src); snprintf(err, errlen, "clCreateProgramWithSource: %s", rt_errstr(e)); return -1; }
+        if (!p) { snprintf(err, errlen, "clCreateProgramWithSource: %s", rt_errstr(e)); return -1; }
         e = clBuildProgram(p, 1, &rt->device, opts, NULL, NULL);
         if (e != CL_SUCCESS) {
             build_log(rt, p, err, errlen, "build", e);
             clReleaseProgram(p);
-            free(src);
             return -1;
         }
         size_t len = 0;
@@ -306,8 +323,33 @@ int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *e
             free(bin);
         }
     }
-    free(src);
-    rt->prog = p;
+    *out = p;
+    return 0;
+}
+
+int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen)
+{
+    double t0 = now_s();
+    char opts[1024], opts2[1200];
+    /* CLGEMMA_CL_DEFS: extra build options for kernel experiments (docs/PERF.md); part of the cache key */
+    const char *defs = getenv("CLGEMMA_CL_DEFS");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
+             rt->is_cpu ? "-DCLG_CPU=1" : "", options ? options : "", defs ? defs : "");
+    snprintf(opts2, sizeof opts2, "%s %s", opts, capped_opts);
+    char dir[768];
+    if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
+    else default_cache_dir(dir, sizeof dir);
+    for (int which = 1; which <= (rt->is_nvidia ? 2 : 1); which++) {
+        char *src = program_source(which);
+        if (!src) { snprintf(err, errlen, "out of memory"); return -1; }
+        int hit = 0;
+        int rc = build_program(rt, src, which == 1 ? opts : opts2, dir, which == 1 ? &rt->prog : &rt->prog_capped,
+                               &hit, err, errlen);
+        free(src);
+        if (rc) return -1;
+        if (which == 1) rt->cache_hit = hit;
+        else rt->cache_hit &= hit;
+    }
     rt->build_seconds = now_s() - t0;
     return 0;
 }
@@ -316,6 +358,7 @@ cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
 {
     cl_int e;
     cl_kernel k = clCreateKernel(rt->prog, name, &e);
+    if (!k && rt->prog_capped) k = clCreateKernel(rt->prog_capped, name, &e);
     if (!k) snprintf(err, errlen, "kernel '%s': %s", name, rt_errstr(e));
     return k;
 }
@@ -338,6 +381,7 @@ cl_mem rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_
 void rt_destroy(cl_runtime *rt)
 {
     if (rt->prog) clReleaseProgram(rt->prog);
+    if (rt->prog_capped) clReleaseProgram(rt->prog_capped);
     if (rt->q) clReleaseCommandQueue(rt->q);
     if (rt->ctx) clReleaseContext(rt->ctx);
     memset(rt, 0, sizeof *rt);

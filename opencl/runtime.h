@@ -15,6 +15,7 @@ typedef struct cl_runtime {
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;
+    cl_program prog_capped;  /* NVIDIA: the tile products, built with a register cap (runtime.c) */
     char device_name[256];
     char platform_name[128];
     char driver[128];

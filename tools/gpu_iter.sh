@@ -1,15 +1,56 @@
 #!/bin/bash
 # Quick iteration on the GPU machine (run there from the repo root, $OUT set by the device tool):
 # kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
-# a few synthetic benches and one per-kernel profile. Carry .gpu, build/clgemma and the two test
+# then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the two test
 # binaries. The full tables come from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
+#   tools/gpu_iter.sh [tests] [prefill] [decode] [ptx]   (sections to run; default all)
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc PATH=$PATH:/usr/local/cuda/bin
+what=" ${*:-tests prefill decode ptx} "
 S=--synthetic
-timeout 120 build/tests/test_kernels > $OUT/tk.txt 2>&1; echo "test_kernels rc=$? $(grep -c PASS $OUT/tk.txt) passed"; grep FAIL $OUT/tk.txt | head -5
-timeout 120 build/tests/test_gemma4 -v > $OUT/tg4.txt 2>&1; echo "test_gemma4 rc=$? $(grep -c PASS $OUT/tg4.txt) passed"; grep -E "FAIL|gemma4 moe" $OUT/tg4.txt | head -8
-b() { tag=$1; shift; j=$(timeout 100 build/clgemma bench "$@" 2>$OUT/$tag.err); echo "$tag rc=$? $(echo $j | grep -o '"\(prefill\|decode\)_tok_s":[0-9.]*' | tr '\n' ' ')"; tail -1 $OUT/$tag.err | grep -i error; }
-b 26b_b1 $S gemma4-26b-a4b --type q4_k -p 64 -n 32 -r 3
-b 26b_b16 $S gemma4-26b-a4b --type q4_k -b 16 -p 64 -n 16 -r 3
-b 31b_b1 $S gemma4-31b --type q4_k -p 64 -n 32 -r 3
-b e4b_p2048 $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 2
+on() { [[ "$what" == *" $1 "* ]]; }
+if on tests; then
+  timeout 150 build/tests/test_kernels > $OUT/tk.txt 2>&1; echo "test_kernels rc=$? $(grep -c PASS $OUT/tk.txt) passed"
+  grep -E "FAIL|error" $OUT/tk.txt | head -8
+  timeout 120 build/tests/test_gemma4 -v > $OUT/tg4.txt 2>&1; echo "test_gemma4 rc=$? $(grep -c PASS $OUT/tg4.txt) passed"
+  grep -E "FAIL|gemma4 moe" $OUT/tg4.txt | head -8
+fi
+# b TAG ENV... -- ARGS: one bench line with the median figures and the enqueue time per step
+b() {
+  tag=$1; shift; envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  j=$(env "${envs[@]}" timeout 100 build/clgemma bench "$@" 2>$OUT/$tag.err)
+  echo "$tag rc=$? $(echo $j | grep -o '"\(prefill\|decode\)_tok_s":[0-9.]*\|"enqueue_ms_per_step":[0-9.]*' | tr '\n' ' ')"
+  tail -1 $OUT/$tag.err | grep -i error
+}
+if on prefill; then
+b 31b_p2048 X=1 -- $S gemma4-31b --type q4_k -p 2048 -n 2 -r 2
+b 31b_p2048_nommt CLGEMMA_NO_MMT=1 -- $S gemma4-31b --type q4_k -p 2048 -n 2 -r 2
+b e4b_p2048 X=1 -- $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 2
+b e4b_p2048_nommt CLGEMMA_NO_MMT=1 -- $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 2
+b 26b_p2048 X=1 -- $S gemma4-26b-a4b --type q4_k -p 2048 -n 2 -r 2
+b 31b_p2048_prof X=1 -- $S gemma4-31b --type q4_k -p 2048 -n 1 -r 1 --profile
+grep -E "^mm|kernel time" $OUT/31b_p2048_prof.err | head -6
+b e4b_p2048_prof X=1 -- $S gemma4-e4b --type q8_0 -p 2048 -n 1 -r 1 --profile
+sed -n '/prefill of/,/kernel time/p' $OUT/e4b_p2048_prof.err | sort -k3 -n -r | head -8
+fi
+if on decode; then
+b 31b_b1 X=1 -- $S gemma4-31b --type q4_k -p 64 -n 32 -r 3
+
+b 26b_b1 X=1 -- $S gemma4-26b-a4b --type q4_k -p 64 -n 32 -r 3
+
+b e4b_b1 X=1 -- $S gemma4-e4b --type q8_0 -p 64 -n 32 -r 3
+
+fi
+if on exp; then # kernel experiments: build-option variants (CLGEMMA_CL_DEFS), e.g. -DNAME=value
+for d in ${EXP_DEFS:-"-DCLG_EXP=0"}; do
+  tag=31b_p512_$(echo $d | tr -dc 'A-Za-z0-9=_' | tr '=' '_')
+  b $tag "CLGEMMA_CL_DEFS=$d" -- $S gemma4-31b --type q4_k -p 512 -n 1 -r 1 --profile
+  grep -E "^mmt " $OUT/$tag.err | head -1
+done
+fi
+on ptx || exit 0
+# registers and spills of the kernels under work (PTX from the program-binary cache)
+f=$(find /tmp/cc -type f -size +100k | head -1)
+python3 -c "import sys;d=open(sys.argv[1],'rb').read().decode('latin1');a=d.find('//');b=d.rfind('}');open('/tmp/k.ptx','w').write(d[a:b+1])" "$f"
+ptxas -arch=sm_90 -v /tmp/k.ptx -o /dev/null 2>&1 | grep -A3 "entry function '\(mmt_q4_k\|mmt_q8_0\|mmql_q4_k\)'" | grep -v "^--"

@@ -62,10 +62,11 @@ inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, u
                 uint a2 = pack_h2(x0.z, x0.w), a3 = pack_h2(x1.z, x1.w);                          \
                 uint e0 = pack_h2(y0.x, y0.y), e1 = pack_h2(y1.x, y1.y);                          \
                 uint e2 = pack_h2(y0.z, y0.w), e3 = pack_h2(y1.z, y1.w);                          \
-                for (int j = 0; j < NT; j++) {                                                    \
+                /* the NT independent tiles between an mma and the one accumulating onto it */    \
+                for (int j = 0; j < NT; j++)                                                      \
                     acc[i][j] = mma_16816(acc[i][j], a0, a1, a2, a3, b[p][j][0], b[p][j][1]);     \
+                for (int j = 0; j < NT; j++)                                                      \
                     acc[i][j] = mma_16816(acc[i][j], e0, e1, e2, e3, b[p][j][2], b[p][j][3]);     \
-                }                                                                                 \
             }                                                                                     \
         }                                                                                         \
     }                                                                                             \

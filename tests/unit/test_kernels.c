@@ -400,6 +400,7 @@ static void matmul_case(const golden *g, uint32_t ntok)
     char what[96];
     int mma = O.has_mma && ntok > 4, q8x = ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
+             ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ? "mmt, tiled tensor cores" :
              mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" : ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
     err[0] = 0;
     int rc = op_matmul(&O, &w, X, ldx, Y, ldy, ntok, err, sizeof err);
@@ -434,6 +435,38 @@ static void test_matmul_gemm_path(void)
               type_name(g->type));
         for (int j = 0; j < 3; j++) matmul_case(g, ntoks[j]);
     }
+}
+
+/* prefill-sized products (tiled tensor-core kernel mmt on NVIDIA, deq + GEMM elsewhere): a tall
+ * matrix made of the golden rows in a shuffled order (three row tiles, the last partial, so every
+ * warp's row quarter is covered) and token counts with partial token tiles; the grid-size
+ * threshold is lifted so these small grids take mmt */
+static void test_matmul_tiles(void)
+{
+    reseed(__func__);
+    uint32_t keep = O.mmt_min_groups;
+    O.mmt_min_groups = 0;
+    for (uint32_t i = 0; i < NG; i++) {
+        const golden *g0 = &G[i];
+        golden g = *g0;
+        g.rows = 261 + irand(8);
+        g.raw = malloc((size_t)g.rows * g.row_bytes);
+        g.exp = malloc((size_t)g.rows * g.cols * 4);
+        for (uint32_t r = 0; r < g.rows; r++) {
+            uint32_t s = (r * 7 + 3) % g0->rows;
+            memcpy(g.raw + (size_t)r * g.row_bytes, g0->raw + (size_t)s * g.row_bytes, g.row_bytes);
+            memcpy(g.exp + (size_t)r * g.cols, g0->exp + (size_t)s * g.cols, (size_t)g.cols * 4);
+        }
+        /* one partial token tile; one whole and one partial */
+        uint32_t ntoks[2] = { 64 + irand(60), 200 + irand(50) };
+        for (int j = 0; j < 2; j++) {
+            CHECK(!O.has_mma || !O.mmt[g.type] || ops_mmt_fits(&O, g.type, g.rows, g.cols, ntoks[j]),
+                  "%s: mmt not chosen for %u x %u, %u tokens", type_name(g.type), g.rows, g.cols, ntoks[j]);
+            matmul_case(&g, ntoks[j]);
+        }
+        free(g.raw); free(g.exp);
+    }
+    O.mmt_min_groups = keep;
 }
 
 /* several matrices of the same X in one op (fused Q/K/V, gate/up): every type goes through
@@ -1366,6 +1399,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_mv_all_types);
     RUN_TEST(test_emb_all_types);
     RUN_TEST(test_matmul_gemm_path);
+    RUN_TEST(test_matmul_tiles);
     RUN_TEST(test_matmul_multi);
     RUN_TEST(test_rmsnorm);
     RUN_TEST(test_rmsnorm_add);

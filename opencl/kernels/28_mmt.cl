@@ -1,0 +1,176 @@
+/* 28_mmt.cl — prefill weight products as 128 x 128 tiles on NVIDIA tensor cores:
+ * Y[t][r] = sum_k W[r][k] X[t][k] for 128 tokens x 128 weight rows per work-group of 8 warps.
+ *
+ * mmq (26_mma.cl) has every warp dequantize its own rows and convert its own X from global memory
+ * at each use (58-74 TFLOP/s on the H200). Here X is converted to f16 rows once (mmt_cvt_x), and
+ * each step of 32 k-values is staged once per group into local memory (X copied, W dequantized one
+ * 32-value sub-block per row) and read by all 8 warps (2 token halves x 4 row quarters, a 64 x 32
+ * tile each). Two buffers: the next step is loaded while this one is multiplied, one barrier per
+ * step. The tiles are bound by bytes in flight, not by the tensor cores: this file builds in its
+ * own program capped at 128 registers (runtime.c), so two groups share a compute unit.
+ *
+ * Fragments come back with 16-byte local loads: lane (g, t) reads k = 8t..8t+7 of a row and uses
+ * them as its fragment slots {2t, 2t+1, 2t+8, 2t+9} of two k16 steps (any order of k inside a step
+ * is fine as long as A and B agree). Rows are 64 bytes, unpadded: the 8 lanes of a quarter-warp
+ * read two whole rows, so the loads are free of bank conflicts. */
+
+#ifdef CLG_NVIDIA
+
+#define MMT_T 128 /* tokens per group */
+#define MMT_R 128 /* weight rows per group */
+
+/* not volatile: the staging loads of the next step may be scheduled across the products */
+inline float4 mmt_mma(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    float d0, d1, d2, d3;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+    return (float4)(d0, d1, d2, d3);
+}
+
+/* two floats to one f16x2 register, lo in the low half (this file builds in its own program,
+ * without 26_mma.cl's pack_h2) */
+inline uint mmt_pack_h2(float lo, float hi)
+{
+    uint r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+inline uint2 mmt_h4(float4 v) { return (uint2)(mmt_pack_h2(v.x, v.y), mmt_pack_h2(v.z, v.w)); }
+
+/* one warp's 64 x 32 tile for the 32 k-values in buffers xa / wb (this lane's row g, quarter t).
+ * All 16 products of the first k16 half before any of the second: an mma waits ~30 cycles for
+ * the one it accumulates onto, and with 2 warps per scheduler nothing else would fill that. */
+inline void mmt_step(local const uint4 *xa, local const uint4 *wb, float4 acc[4][4])
+{
+    uint4 bq[4], p[4], q[4];
+    for (int j = 0; j < 4; j++) bq[j] = wb[32 * j];
+    for (int i = 0; i < 4; i++) { p[i] = xa[64 * i]; q[i] = xa[64 * i + 32]; }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = mmt_mma(acc[i][j], p[i].x, q[i].x, p[i].y, q[i].y, bq[j].x, bq[j].y);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = mmt_mma(acc[i][j], p[i].z, q[i].z, p[i].w, q[i].w, bq[j].z, bq[j].w);
+}
+
+/* staging of a weight piece as f16: lo = values 4t..4t+3 of sub-block sb, hi = 16+4t..16+4t+3
+ * (deq8's split); f16 rows are copied as they are */
+#define DEFINE_MMT_W(T)                                                                           \
+inline void mmt_w_##T(global const uchar *row, int sb, int t, uint2 *lo, uint2 *hi)              \
+{                                                                                                 \
+    float4 a, b;                                                                                  \
+    deq8_##T(row, sb, t, &a, &b);                                                                 \
+    *lo = mmt_h4(a);                                                                              \
+    *hi = mmt_h4(b);                                                                              \
+}
+
+inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *hi)
+{
+    global const uint2 *p = (global const uint2 *)(row + sb * 64) + t;
+    *lo = p[0];
+    *hi = p[4];
+}
+
+/* X as f16 rows of k halves (what the tiles stage): 8 values per item */
+kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k)
+{
+    uint u = get_global_id(0), tk = get_global_id(1);
+    if (u >= k / 8) return;
+    global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
+    float4 a = x[0], b = x[1];
+    Xh[(size_t)tk * (k / 8) + u] = (uint4)(mmt_pack_h2(a.x, a.y), mmt_pack_h2(a.z, a.w), mmt_pack_h2(b.x, b.y), mmt_pack_h2(b.z, b.w));
+}
+
+/* Rows of X (token tiles) and of W are clamped to the last real one: they are computed and not
+ * stored. Staging: 16-byte piece (lid & 3) of tokens lid / 4 + 64 i of Xh, quarter (lid & 3) of
+ * W rows lid / 4 + 64 i dequantized; a staged row is 32 halves = 4 uint4 = 8 uint2. The loop body
+ * has no branches (the last step loads its own data again and stores it where no one reads), so
+ * the compiler can interleave the next step's loads and dequantization with this step's mma. */
+#define DEFINE_MMT(T)                                                                             \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global const uint4 *Xh,  \
+             global float *Y, uint ldy, uint ntok)                                                \
+{                                                                                                 \
+    local uint4 xs[2 * MMT_T * 4], ws[2 * MMT_R * 4];                                             \
+    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
+    /* token tiles of one row tile are neighbours in the grid: they share its weights in L2 */    \
+    uint tok0 = get_group_id(0) * MMT_T, r0 = get_group_id(1) * MMT_R;                            \
+    global const uint4 *xp[2];                                                                    \
+    global const uchar *wp[2];                                                                    \
+    for (int i = 0; i < 2; i++) {                                                                 \
+        uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;                       \
+        xp[i] = Xh + (size_t)(tk < ntok ? tk : ntok - 1) * (k / 8) + (lid & 3);                   \
+        wp[i] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
+    }                                                                                             \
+    local uint2 *wd = (local uint2 *)ws + (lid >> 2) * 8 + (lid & 3);                             \
+    int wt = warp & 1, wr = warp >> 1;                                                            \
+    local const uint4 *xa = xs + (wt * 64 + g) * 4 + t, *wb = ws + (wr * 32 + g) * 4 + t;         \
+    float4 acc[4][4];                                                                             \
+    for (int i = 0; i < 4; i++)                                                                   \
+        for (int j = 0; j < 4; j++) acc[i][j] = (float4)(0.0f);                                   \
+    int nsb = (int)(k / 32);                                                                      \
+    uint4 xv[2];                                                                                  \
+    uint2 wl[2], wh[2];                                                                          \
+    for (int i = 0; i < 2; i++) {                                                                 \
+        xv[i] = xp[i][0];                                                                         \
+        mmt_w_##T(wp[i], 0, lid & 3, &wl[i], &wh[i]);                                              \
+        xs[lid + 256 * i] = xv[i];                                                                \
+        wd[512 * i] = wl[i];                                                                      \
+        wd[512 * i + 4] = wh[i];                                                                  \
+    }                                                                                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
+    for (int sb = 0; sb < nsb; sb++) {                                                            \
+        int cur = sb & 1, nx = sb + 1 < nsb ? sb + 1 : sb;                                        \
+        /* X of the next step loaded first, its weights dequantized after this step's products  \
+         * (measured: ahead of them they held the products up) */                                 \
+        for (int i = 0; i < 2; i++) xv[i] = xp[i][4 * nx];                                        \
+        mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);                                \
+        for (int i = 0; i < 2; i++) mmt_w_##T(wp[i], nx, lid & 3, &wl[i], &wh[i]);                \
+        int ob = cur ^ 1;                                                                         \
+        for (int i = 0; i < 2; i++) {                                                             \
+            xs[ob * MMT_T * 4 + lid + 256 * i] = xv[i];                                           \
+            wd[ob * MMT_R * 8 + 512 * i] = wl[i];                                                 \
+            wd[ob * MMT_R * 8 + 512 * i + 4] = wh[i];                                             \
+        }                                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    }                                                                                             \
+    for (int i = 0; i < 4; i++)                                                                   \
+        for (int h = 0; h < 2; h++) {                                                             \
+            uint tk = tok0 + wt * 64 + 16 * i + 8 * h + g;                                        \
+            if (tk >= ntok) continue;                                                             \
+            global float *y = Y + (size_t)tk * ldy;                                               \
+            for (int j = 0; j < 4; j++) {                                                         \
+                uint r = r0 + wr * 32 + 8 * j + 2 * t;                                            \
+                float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
+                if (r < n_rows) y[r] = v0;                                                        \
+                if (r + 1 < n_rows) y[r + 1] = v1;                                                \
+            }                                                                                     \
+        }                                                                                         \
+}
+
+DEFINE_MMT_W(f32)
+DEFINE_MMT_W(bf16)
+DEFINE_MMT_W(q8_0)
+DEFINE_MMT_W(q4_0)
+DEFINE_MMT_W(q4_1)
+DEFINE_MMT_W(q5_0)
+DEFINE_MMT_W(q5_1)
+DEFINE_MMT_W(q4_k)
+DEFINE_MMT_W(q5_k)
+DEFINE_MMT_W(q6_k)
+
+DEFINE_MMT(f32)
+DEFINE_MMT(f16)
+DEFINE_MMT(bf16)
+DEFINE_MMT(q8_0)
+DEFINE_MMT(q4_0)
+DEFINE_MMT(q4_1)
+DEFINE_MMT(q5_0)
+DEFINE_MMT(q5_1)
+DEFINE_MMT(q4_k)
+DEFINE_MMT(q5_k)
+DEFINE_MMT(q6_k)
+
+#endif /* CLG_NVIDIA */
