@@ -118,8 +118,10 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     cl_ulong lm = 16384;
     clGetDeviceInfo(rt->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
     o->local_mem = (size_t)lm;
-    /* below ~one group per compute unit the 128 x 128 tiles leave the GPU part-idle */
-    o->mmt_min_groups = cu;
+    /* below ~half a group per compute unit the 128 x 128 tiles leave the GPU part-idle and mmql
+     * does better (H200, prefill 2048: 31B 1,554 / 1,640 / 1,640 tok/s with cu, cu / 2, 0 groups;
+     * E4B 7,245 / 7,401 / 6,772; 26B 5,123 / 5,225 / 5,026); CLGEMMA_MMT_MIN_GROUPS overrides */
+    o->mmt_min_groups = cu / 2;
     const char *mg = getenv("CLGEMMA_MMT_MIN_GROUPS");
     if (mg && atoi(mg) >= 0) o->mmt_min_groups = (uint32_t)atoi(mg);
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */

@@ -49,6 +49,13 @@ for d in ${EXP_DEFS:-"-DCLG_EXP=0"}; do
   grep -E "^mmt " $OUT/$tag.err | head -1
 done
 fi
+if on groups; then # A/B of the smallest grid that takes the tiles (default: one group per compute unit)
+for m in 132 66 0; do
+  b e4b_p2048_mg$m CLGEMMA_MMT_MIN_GROUPS=$m -- $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 3
+  b 31b_p2048_mg$m CLGEMMA_MMT_MIN_GROUPS=$m -- $S gemma4-31b --type q4_k -p 2048 -n 2 -r 3
+  b 26b_p2048_mg$m CLGEMMA_MMT_MIN_GROUPS=$m -- $S gemma4-26b-a4b --type q4_k -p 2048 -n 2 -r 3
+done
+fi
 on ptx || exit 0
 # registers and spills of the kernels under work (PTX from the program-binary cache)
 f=$(find /tmp/cc -type f -size +100k | head -1)
