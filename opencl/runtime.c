@@ -169,19 +169,14 @@ int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t
 /* Files of the register-capped program (NVIDIA): the 128 x 128 tile products hold 8 warps per
  * group, and two groups per compute unit (<= 128 registers a thread) keep twice the loads in
  * flight; the cap would make other kernels spill, so those files build apart with it. */
-static const char *const capped_files[] = { "00_common", "15_deq8", "28_mmt", NULL };
+static const char *const capped_own[] = { "28_mmt", NULL };            /* only in the capped program */
+static const char *const capped_helpers[] = { "00_common", "15_deq8", NULL }; /* in both */
 static const char capped_opts[] = "-cl-nv-maxrregcount=128";
 
-static int is_capped_only(const char *name)
+static int listed(const char *const *list, const char *name)
 {
-    /* shared helpers (00_common, 15_deq8) are in both programs; the tile file only in its own */
-    return strcmp(name, "28_mmt") == 0;
-}
-
-static int in_capped(const char *name)
-{
-    for (int i = 0; capped_files[i]; i++)
-        if (strcmp(name, capped_files[i]) == 0) return 1;
+    for (int i = 0; list[i]; i++)
+        if (strcmp(name, list[i]) == 0) return 1;
     return 0;
 }
 
@@ -195,7 +190,9 @@ static char *program_source(int which)
     size_t o = 0;
     for (int i = 0; clg_kernel_sources[i].name; i++) {
         const char *name = clg_kernel_sources[i].name;
-        if ((which == 1 && is_capped_only(name)) || (which == 2 && !in_capped(name))) continue;
+        if ((which == 1 && listed(capped_own, name)) ||
+            (which == 2 && !listed(capped_own, name) && !listed(capped_helpers, name)))
+            continue;
         size_t l = strlen(clg_kernel_sources[i].src);
         memcpy(s + o, clg_kernel_sources[i].src, l);
         o += l;

@@ -47,6 +47,28 @@ inline float shfl_xor_f(float v, int m)
     asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(m));
     return as_float(r);
 }
+
+/* two floats to one f16x2 register, lo in the low half (PTX cvt.rn.f16x2.f32 puts its first
+ * source operand in the upper half) */
+inline uint pack_h2(float lo, float hi)
+{
+    uint r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* tensor-core product D = A (16x16 f16) . B (16x8 f16) + C (f32). Not volatile: it is pure, so the
+ * compiler may schedule loads across it. Here, not in 26_mma.cl, because the tile products
+ * (28_mmt.cl) build in a program of their own (runtime.c). */
+inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
+{
+    float d0, d1, d2, d3;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+    return (float4)(d0, d1, d2, d3);
+}
 #endif
 
 /* sum over aligned segments of n items (n a power of two); each item gets its segment's sum.

@@ -13,25 +13,6 @@
 
 #ifdef CLG_NVIDIA
 
-/* two floats to one f16x2 register, lo in the low half (PTX cvt.rn.f16x2.f32 puts its first
- * source operand in the upper half) */
-inline uint pack_h2(float lo, float hi)
-{
-    uint r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
-{
-    float d0, d1, d2, d3;
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%11,%12,%13};"
-                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
-    return (float4)(d0, d1, d2, d3);
-}
-
 /* the product loop and the split-k reduction; needs wr[NT], xr[MT][2], k, warp, nw, lane, lid, L, t,
  * part in scope and leaves warp 0 with acc[MT][NT] */
 #define MMQ_MAIN(T, MT, NT)                                                                       \

@@ -19,27 +19,7 @@
 #define MMT_T 128 /* tokens per group */
 #define MMT_R 128 /* weight rows per group */
 
-/* not volatile: the staging loads of the next step may be scheduled across the products */
-inline float4 mmt_mma(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)
-{
-    float d0, d1, d2, d3;
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};"
-        : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
-    return (float4)(d0, d1, d2, d3);
-}
-
-/* two floats to one f16x2 register, lo in the low half (this file builds in its own program,
- * without 26_mma.cl's pack_h2) */
-inline uint mmt_pack_h2(float lo, float hi)
-{
-    uint r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-inline uint2 mmt_h4(float4 v) { return (uint2)(mmt_pack_h2(v.x, v.y), mmt_pack_h2(v.z, v.w)); }
+inline uint2 mmt_h4(float4 v) { return (uint2)(pack_h2(v.x, v.y), pack_h2(v.z, v.w)); }
 
 /* one warp's 64 x 32 tile for the 32 k-values in buffers xa / wb (this lane's row g, quarter t).
  * All 16 products of the first k16 half before any of the second: an mma waits ~30 cycles for
@@ -50,9 +30,9 @@ inline void mmt_step(local const uint4 *xa, local const uint4 *wb, float4 acc[4]
     for (int j = 0; j < 4; j++) bq[j] = wb[32 * j];
     for (int i = 0; i < 4; i++) { p[i] = xa[64 * i]; q[i] = xa[64 * i + 32]; }
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = mmt_mma(acc[i][j], p[i].x, q[i].x, p[i].y, q[i].y, bq[j].x, bq[j].y);
+        for (int j = 0; j < 4; j++) acc[i][j] = mma_16816(acc[i][j], p[i].x, q[i].x, p[i].y, q[i].y, bq[j].x, bq[j].y);
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = mmt_mma(acc[i][j], p[i].z, q[i].z, p[i].w, q[i].w, bq[j].z, bq[j].w);
+        for (int j = 0; j < 4; j++) acc[i][j] = mma_16816(acc[i][j], p[i].z, q[i].z, p[i].w, q[i].w, bq[j].z, bq[j].w);
 }
 
 /* staging of a weight piece as f16: lo = values 4t..4t+3 of sub-block sb, hi = 16+4t..16+4t+3
@@ -80,7 +60,7 @@ kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k)
     if (u >= k / 8) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
     float4 a = x[0], b = x[1];
-    Xh[(size_t)tk * (k / 8) + u] = (uint4)(mmt_pack_h2(a.x, a.y), mmt_pack_h2(a.z, a.w), mmt_pack_h2(b.x, b.y), mmt_pack_h2(b.z, b.w));
+    Xh[(size_t)tk * (k / 8) + u] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
 }
 
 /* Rows of X (token tiles) and of W are clamped to the last real one: they are computed and not
