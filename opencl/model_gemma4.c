@@ -505,25 +505,34 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4
     return op_attention_batch(o, &ab, &al, err, errlen);
 }
 
+/* The experts of an MoE layer: X_MOE (router input, pre-normed by the post-attention chain) -> router ->
+ * top-k -> expert products on X_H2 (pre-normed too) -> X_MOE. The norms around it are fused into the
+ * post-attention and layer-tail chains. */
 static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t T, char *err, size_t errlen)
 {
     const gemma4_model *g = m->g4;
     const ops_g4 *G = &g->g;
     uint32_t H = m->hp.n_embd, Fe = g->n_ff_exp, K = g->n_used;
-    float eps = m->hp.eps;
-    /* b->o holds the dense MLP output; b->x the residual after attention */
-    return op_rmsnorm(o, b->o, L->post_ffw_norm_1, b->o, T, H, eps, err, errlen) ||
-           op_rmsnorm(o, b->x, L->router_w, b->ext[X_H2], T, H, eps, err, errlen) ||
-           g4_matmul(o, G, &L->router, b->ext[X_H2], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
+    return g4_matmul(o, G, &L->router, b->ext[X_MOE], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
            g4_router_topk(o, G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
-           op_rmsnorm(o, b->x, L->pre_ffw_norm_2, b->ext[X_H2], T, H, eps, err, errlen) ||
            g4_moe_up(o, G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T,
                      err, errlen) ||
            g4_geglu_split(o, G, b->ext[X_GU], Fe, b->ext[X_ACT], T * K, err, errlen) ||
            g4_moe_down(o, G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE],
-                       b->ext[X_ORD], b->ext[X_YD], T, err, errlen) ||
-           op_rmsnorm_add(o, b->ext[X_MOE], L->post_ffw_norm_2, b->o, T, H, eps, err, errlen)
+                       b->ext[X_ORD], b->ext[X_YD], T, err, errlen)
                ? -1 : 0;
+}
+
+/* gate and up of the dense MLP: one launch when the product kernels can share X */
+static int gate_up(ops *o, const ops_g4 *G, const layer_weights *W, const fwd_bufs *b, uint32_t H, uint32_t F,
+                   uint32_t T, char *err, size_t errlen)
+{
+    if (W->gate.cols % 32 == 0 && W->up.cols % 32 == 0) {
+        mm_out gu[2] = { { &W->gate, b->g, F }, { &W->up, b->u, F } };
+        return op_matmul_multi(o, gu, 2, b->xn, H, T, err, errlen);
+    }
+    return g4_matmul(o, G, &W->gate, b->xn, H, b->g, F, T, err, errlen) ||
+           g4_matmul(o, G, &W->up, b->xn, H, b->u, F, T, err, errlen) ? -1 : 0;
 }
 
 int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
@@ -545,12 +554,15 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
             op_scale(o, b->ext[X_PLE], 1.0f / sqrtf(2.0f), T * LP, err, errlen))
             return -1;
     }
+    /* Norms run as chains (op_norm_chain): the post-attention norm, residual add and the FFN pre-norms
+     * in one launch; the layer's last post-norm, residual add, output scale and the next layer's
+     * pre-norm in another. b->xn holds the attention pre-norm of layer l when the loop reaches it. */
+    if (op_rmsnorm(o, b->x, g->L[0].w.attn_norm, b->xn, T, H, eps, err, errlen)) return -1;
     for (uint32_t l = 0; l < NL; l++) {
         const g4_layer *L = &g->L[l];
         const layer_weights *W = &L->w;
         uint32_t qd = L->nh * L->hd, kd = L->nkv * L->hd;
         cl_mem freq = W->is_swa ? m->freq_local : m->freq_global;
-        if (op_rmsnorm(o, b->x, W->attn_norm, b->xn, T, H, eps, err, errlen)) return -1;
         if (L->has_kv) {
             kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
             mm_out qkv[3] = { { &W->q, b->q, qd }, { &W->k, b->k, kd }, { &W->v, b->v, kd } };
@@ -564,23 +576,47 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
                                 errlen)) {
             return -1;
         }
+        /* x += norm(o)·post_attn; xn = norm(x)·ffn_norm (MoE: also the router's and the experts' inputs) */
+        norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .res = b->x, .scale = 1.0f,
+                          .out = { { W->ffn_norm, b->xn } }, .nout = 1 };
+        if (g->n_expert) {
+            pa.out[1] = (norm_out){ L->router_w, b->ext[X_MOE] };
+            pa.out[2] = (norm_out){ L->pre_ffw_norm_2, b->ext[X_H2] };
+            pa.nout = 3;
+        }
         if (attention(m, o, b, kv, L, a, err, errlen) ||
             op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen) ||
-            op_rmsnorm_add(o, b->o, W->post_attn_norm, b->x, T, H, eps, err, errlen) ||
-            op_rmsnorm(o, b->x, W->ffn_norm, b->xn, T, H, eps, err, errlen) ||
-            g4_matmul(o, G, &W->gate, b->xn, H, b->g, L->n_ff, T, err, errlen) ||
-            g4_matmul(o, G, &W->up, b->xn, H, b->u, L->n_ff, T, err, errlen) ||
+            op_norm_chain(o, &pa, T, H, eps, err, errlen) ||
+            gate_up(o, G, W, b, H, L->n_ff, T, err, errlen) ||
             op_geglu(o, b->g, b->u, b->g, T * L->n_ff, err, errlen) ||
             g4_matmul(o, G, &W->down, b->g, L->n_ff, b->o, H, T, err, errlen))
             return -1;
         if (g->n_expert && moe(m, o, b, L, T, err, errlen)) return -1;
-        if (op_rmsnorm_add(o, b->o, W->post_ffw_norm, b->x, T, H, eps, err, errlen)) return -1;
-        if (P && (g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen) ||
-                  g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
-                  g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen) ||
-                  op_rmsnorm_add(o, b->o, L->post_norm, b->x, T, H, eps, err, errlen)))
-            return -1;
-        if (L->out_scale != 1.0f && op_scale(o, b->x, L->out_scale, T * H, err, errlen)) return -1;
+        /* x += post_ffw(o) (MoE: post_ffw(post_ffw_1(o) + post_ffw_2(experts))) */
+        norm_chain ff = { .x = b->o, .wx = W->post_ffw_norm, .res = b->x, .scale = 1.0f };
+        if (g->n_expert) {
+            ff.wx = L->post_ffw_norm_1;
+            ff.x2 = b->ext[X_MOE];
+            ff.wx2 = L->post_ffw_norm_2;
+            ff.wt = W->post_ffw_norm;
+        }
+        norm_chain *tail = &ff;
+        norm_chain pl = { .x = b->o, .wx = L->post_norm, .res = b->x };
+        if (P) { /* per-layer input: x += post_norm(proj(gelu(inp_gate(x)) * ple[l])) */
+            if (op_norm_chain(o, &ff, T, H, eps, err, errlen) ||
+                g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen) ||
+                g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
+                g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen))
+                return -1;
+            tail = &pl;
+        }
+        /* the layer's output scale and the next layer's attention pre-norm ride on the last add */
+        tail->scale = L->out_scale;
+        if (l + 1 < NL) {
+            tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, b->xn };
+            tail->nout = 1;
+        }
+        if (op_norm_chain(o, tail, T, H, eps, err, errlen)) return -1;
     }
     if (a->n_out == 0) return 0;
     if (op_gather_rows(o, b->x, b->out_rows, b->xo, a->n_out, H, err, errlen) ||

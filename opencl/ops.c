@@ -12,7 +12,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
     [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial", [K_ATTN_COMBINE] = "attn_combine",
     [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_NORM] = "rmsnorm_add_norm",
-    [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_ADD_ROWS] = "add_rows",
+    [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_NORM_FUSE] = "norm_fuse", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)", [K_MMQ] = "mmq (tensor cores)",
     [K_GEMM] = "gemm (CLBlast)", [K_G4_MV_ANY] = "g4_mv_any", [K_G4_ROUTER] = "g4_router_topk",
@@ -128,6 +128,11 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     o->wg = rt->is_cpu ? 16 : 256;
     o->wg_mv = rt->is_cpu ? 4 : 128;
     if (o->wg > rt->max_wg) o->wg = rt->max_wg;
+    size_t kwg = 0;
+    if (clGetKernelWorkGroupInfo(o->k[K_NORM_FUSE], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) !=
+            CL_SUCCESS || kwg > rt->max_wg)
+        kwg = rt->max_wg;
+    for (o->norm_wg_max = 64; o->norm_wg_max * 2 <= kwg && o->norm_wg_max < 1024;) o->norm_wg_max *= 2;
     /* tuning knobs for measurements on new devices (docs/PERF.md); defaults above */
     const char *kv = getenv("CLGEMMA_MV_WG");
     if (kv && atoi(kv) >= 1) o->wg_mv = (size_t)atoi(kv);
@@ -419,8 +424,47 @@ int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl
                   err, errlen, 7, A(w->buf), A(w->row_bytes), A(w->cols), A(ids), A(ntok), A(scale), A(out));
 }
 
+/* one group per row; for a few rows (decode) a group as wide as the row needs (~2 float4 per item),
+ * so each pass is one or two loads per item instead of a loop of dependent ones */
+static size_t norm_lws(const ops *o, uint32_t rows, uint32_t n)
+{
+    if (o->rt->is_cpu || rows >= 2 * o->n_cu) return o->wg;
+    size_t lws = 64;
+    while (lws < n / 8 && lws * 2 <= o->norm_wg_max) lws *= 2;
+    return lws;
+}
+
+int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)
+{
+    if (n % 4 || c->nout < 0 || c->nout > 3 || (!c->wx && (c->x2 || c->wt)) || (c->x2 && !c->wx2) ||
+        (!c->res && c->nout == 0))
+        return errf(err, errlen, "norm chain: unsupported arguments (n = %u, %d outputs)", n, c->nout);
+    uint32_t flags = (c->wx ? 0 : 1) | (c->x2 ? 2 : 0) | (c->wt ? 4 : 0) | (c->res ? 8 : 0);
+    cl_mem x = c->x, dflt = c->x; /* unused buffer arguments point at x */
+#define OR_X(m) ((m) ? (m) : dflt)
+    cl_mem wx = OR_X(c->wx), x2 = OR_X(c->x2), wx2 = OR_X(c->wx2), wt = OR_X(c->wt), res = OR_X(c->res);
+    cl_mem w[3], y[3];
+    for (int j = 0; j < 3; j++) {
+        w[j] = j < c->nout ? c->out[j].w : dflt;
+        y[j] = j < c->nout ? c->out[j].y : dflt;
+    }
+#undef OR_X
+    uint32_t nout = (uint32_t)c->nout;
+    float scale = c->res ? c->scale : 1.0f;
+    size_t lws = norm_lws(o, rows, n), gws = (size_t)rows * lws;
+    double streams = 1 + (c->wx ? 1 : 0) + (c->x2 ? 2 : 0) + (c->wt ? 1 : 0) + (c->res ? 2 : 0) + 2.0 * nout;
+    return ops_launch(o, K_NORM_FUSE, o->k[K_NORM_FUSE], 1, &gws, &lws, 4.0 * streams * rows * n,
+                      (4.0 + 3.0 * nout) * rows * n, err, errlen, 18, A(x), A(wx), A(x2), A(wx2), A(wt), A(res),
+                      A(scale), A(w[0]), A(y[0]), A(w[1]), A(y[1]), A(w[2]), A(y[2]), A(nout), A(flags), A(n),
+                      A(eps), LOCAL(lws * sizeof(cl_float2)));
+}
+
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)
 {
+    if (n % 4 == 0) {
+        norm_chain c = { .x = x, .out = { { w, y } }, .nout = 1 };
+        return op_norm_chain(o, &c, rows, n, eps, err, errlen);
+    }
     size_t lws = o->wg, gws = (size_t)rows * lws;
     return ops_launch(o, K_RMSNORM, o->k[K_RMSNORM], 1, &gws, &lws, 8.0 * rows * n, 4.0 * rows * n, err, errlen, 6,
                   A(x), A(w), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
@@ -429,6 +473,10 @@ int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, 
 int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err,
                    size_t errlen)
 {
+    if (n % 4 == 0) {
+        norm_chain c = { .x = x, .wx = w, .res = res, .scale = 1.0f };
+        return op_norm_chain(o, &c, rows, n, eps, err, errlen);
+    }
     size_t lws = o->wg, gws = (size_t)rows * lws;
     return ops_launch(o, K_RMSNORM_ADD, o->k[K_RMSNORM_ADD], 1, &gws, &lws, 12.0 * rows * n, 5.0 * rows * n, err,
                   errlen, 6, A(x), A(w), A(res), A(n), A(eps), LOCAL(lws * sizeof(float)));
@@ -437,6 +485,10 @@ int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32
 int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
                         float eps, char *err, size_t errlen)
 {
+    if (n % 4 == 0) {
+        norm_chain c = { .x = x, .wx = w1, .res = res, .scale = 1.0f, .out = { { w2, y } }, .nout = 1 };
+        return op_norm_chain(o, &c, rows, n, eps, err, errlen);
+    }
     size_t lws = o->wg, gws = (size_t)rows * lws;
     return ops_launch(o, K_ADD_NORM, o->k[K_ADD_NORM], 1, &gws, &lws, 16.0 * rows * n, 8.0 * rows * n, err, errlen, 8,
                   A(x), A(w1), A(res), A(w2), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));

@@ -26,6 +26,7 @@ typedef struct weight {
 enum op_kernel {
     K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
     K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
+    K_NORM_FUSE,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
     K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE, K_G4_MOE_SORT,
@@ -65,6 +66,7 @@ typedef struct ops {
     cl_kernel argmax_part, argmax_final;
     cl_mem am_val, am_idx;    /* argmax partials: up to 256 rows x 256 parts */
     uint32_t n_cu;
+    size_t norm_wg_max;      /* largest group norm_fuse runs with (power of two, <= 1024) */
     cl_mem scratch;          /* dequantized weight tiles for GEMM */
     size_t scratch_elems;
     size_t wg;               /* default work-group size for row kernels */
@@ -114,6 +116,18 @@ typedef struct kv_view {       /* where one layer's K or V cache lives and how i
     cl_mem block_table;
     uint32_t max_blocks, block_size;
 } kv_view;
+
+/* One RMSNorm chain in one launch (kernel norm_fuse; rows of n values, n % 4 == 0):
+ *   t = norm(x)·wx [+ norm(x2)·wx2], or x itself when wx is NULL;  t = norm(t)·wt when wt is set;
+ *   r = (res + t)·scale written to res when res is set, else r = t;  out[j].y = norm(r)·out[j].w. */
+typedef struct norm_out { cl_mem w, y; } norm_out;
+typedef struct norm_chain {
+    cl_mem x, wx, x2, wx2, wt, res;
+    float scale;
+    norm_out out[3];
+    int nout;
+} norm_chain;
+int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
 
 /* res += norm(x) * w1; y = norm(res) * w2 */
 int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,

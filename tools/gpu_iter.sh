@@ -3,7 +3,7 @@
 # kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
 # then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the two test
 # binaries. The full tables come from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
-#   tools/gpu_iter.sh [tests] [prefill] [decode] [ptx]   (sections to run; default all)
+#   tools/gpu_iter.sh [tests] [prefill] [decode] [dprof] [exp] [groups] [ptx]   (sections to run; default all)
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc PATH=$PATH:/usr/local/cuda/bin
 what=" ${*:-tests prefill decode ptx} "
@@ -41,6 +41,14 @@ b 26b_b1 X=1 -- $S gemma4-26b-a4b --type q4_k -p 64 -n 32 -r 3
 
 b e4b_b1 X=1 -- $S gemma4-e4b --type q8_0 -p 64 -n 32 -r 3
 
+fi
+if on dprof; then # per-kernel decode profiles (top kernels by time)
+for m in "26b gemma4-26b-a4b q4_k 1" "31b gemma4-31b q4_k 1" "e4b gemma4-e4b q8_0 1" "31b gemma4-31b q4_k 16" "e4b gemma4-e4b q8_0 16"; do
+  set -- $m
+  b ${1}_b$4_prof X=1 -- $S $2 --type $3 -b $4 -p 64 -n 16 -r 1 --profile
+  grep -A80 "^kernel " $OUT/${1}_b$4_prof.err | grep -v "^kernel" | sort -k2 -n -r | head -12
+  grep "kernel time" $OUT/${1}_b$4_prof.err
+done
 fi
 if on exp; then # kernel experiments: build-option variants (CLGEMMA_CL_DEFS), e.g. -DNAME=value
 for d in ${EXP_DEFS:-"-DCLG_EXP=0"}; do

@@ -164,3 +164,119 @@ kernel void qkv_rope(global float *Q, global const float *K, global const float 
         else vstore_half(v, i, dst);
     }
 }
+
+/* Sum of a float2 over the work-group. On NVIDIA: warp shuffles, one partial per warp through local
+ * memory, one barrier pair (local size a multiple of 32); elsewhere a tree (power-of-two size). */
+inline float2 wg_sum2(float2 v, local float2 *red)
+{
+    uint lid = get_local_id(0), L = get_local_size(0);
+#ifdef CLG_NVIDIA
+    for (int m = 16; m > 0; m >>= 1) {
+        v.x += shfl_xor_f(v.x, m);
+        v.y += shfl_xor_f(v.y, m);
+    }
+    if ((lid & 31) == 0) red[lid >> 5] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    v = red[0];
+    for (uint i = 1; i < L >> 5; i++) v += red[i];
+#else
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = L / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    v = red[0];
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}
+
+#define NF_RAW 1    /* t = x (no normalisation of the input) */
+#define NF_X2 2     /* t += norm(x2) * wx2 */
+#define NF_NORM_T 4 /* t = norm(t) * wt */
+#define NF_RES 8    /* r = (res + t) * scale, written back to res */
+
+/* t at float4 i: x itself, or norm(x)·wx [+ norm(x2)·wx2] given the inverse RMS values */
+inline float4 nf_t(uint i, uint flags, global const float4 *x, global const float4 *wx, global const float4 *x2,
+                   global const float4 *wx2, float ix, float ix2)
+{
+    float4 t = x[i];
+    if (flags & NF_RAW) return t;
+    t *= ix * wx[i];
+    if (flags & NF_X2) t += x2[i] * ix2 * wx2[i];
+    return t;
+}
+
+/* The RMSNorm chains between two weight products, one launch per row set (one row per work-group):
+ *   t = x  or  norm(x)·wx [+ norm(x2)·wx2];  t = norm(t)·wt (NF_NORM_T);
+ *   r = (res + t)·scale written to res (NF_RES), else r = t;  y_j = norm(r)·w_j for j < nout (<= 3).
+ * E.g. a post-FFN norm, the residual add, the layer's output scale and the next layer's pre-norm in
+ * one launch. Rows are float4s (n % 4 == 0). Values are recomputed per pass rather than kept: an item
+ * rereads only what it read or wrote itself, from L1, and a decode row (one group of up to 1024
+ * items) takes one or two loads per item per pass. y_j may alias x when r does not come from res. */
+kernel void norm_fuse(global const float4 *x, global const float4 *wx, global const float4 *x2,
+                      global const float4 *wx2, global const float4 *wt, global float4 *res, float scale,
+                      global const float4 *w0, global float4 *y0, global const float4 *w1, global float4 *y1,
+                      global const float4 *w2, global float4 *y2, uint nout, uint flags, uint n, float eps,
+                      local float2 *red)
+{
+    uint lid = get_local_id(0), L = get_local_size(0), n4 = n / 4;
+    size_t off = get_group_id(0) * (size_t)n4;
+    x += off;
+    x2 += off;
+    res += off;
+    y0 += off;
+    y1 += off;
+    y2 += off;
+    float fn = (float)n, ix = 1.0f, ix2 = 1.0f, it = 1.0f;
+    if (!(flags & NF_RAW)) {
+        float2 ss = (float2)(0.0f);
+        for (uint i = lid; i < n4; i += L) {
+            float4 a = x[i];
+            ss.x += dot(a, a);
+            if (flags & NF_X2) {
+                float4 b = x2[i];
+                ss.y += dot(b, b);
+            }
+        }
+        ss = wg_sum2(ss, red);
+        ix = rsqrt(ss.x / fn + eps);
+        ix2 = rsqrt(ss.y / fn + eps);
+    }
+    if (flags & NF_NORM_T) {
+        float2 st = (float2)(0.0f);
+        for (uint i = lid; i < n4; i += L) {
+            float4 t = nf_t(i, flags, x, wx, x2, wx2, ix, ix2);
+            st.x += dot(t, t);
+        }
+        st = wg_sum2(st, red);
+        it = rsqrt(st.x / fn + eps);
+    }
+    float2 sr = (float2)(0.0f);
+    for (uint i = lid; i < n4; i += L) {
+        float4 t = nf_t(i, flags, x, wx, x2, wx2, ix, ix2);
+        if (flags & NF_NORM_T) t *= it * wt[i];
+        if (flags & NF_RES) {
+            t = (res[i] + t) * scale;
+            res[i] = t;
+        }
+        sr.x += dot(t, t);
+    }
+    if (nout == 0) return;
+    sr = wg_sum2(sr, red);
+    float ir = rsqrt(sr.x / fn + eps);
+    for (uint i = lid; i < n4; i += L) {
+        float4 r;
+        if (flags & NF_RES) {
+            r = res[i];
+        } else {
+            r = nf_t(i, flags, x, wx, x2, wx2, ix, ix2);
+            if (flags & NF_NORM_T) r *= it * wt[i];
+        }
+        r *= ir;
+        y0[i] = r * w0[i];
+        if (nout > 1) y1[i] = r * w1[i];
+        if (nout > 2) y2[i] = r * w2[i];
+    }
+}

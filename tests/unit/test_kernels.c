@@ -10,7 +10,7 @@
  * op_matmul) are checked against tests/golden/quant_blocks.bin (tools/gen_quant_golden.py):
  * random GGUF blocks of every supported type and their dequantization by gguf-py, which
  * mirrors llama.cpp's layouts independently of the kernels.
- * The rest: rmsnorm, rmsnorm_add, rmsnorm_add_norm, norm_rope (Q in place, K into the paged
+ * The rest: rmsnorm, rmsnorm_add, rmsnorm_add_norm, norm_chain (norm_fuse), norm_rope (Q in place, K into the paged
  * cache, partial rotation), v_store, qkv_rope, attn_partial + attn_combine (GQA, several
  * sequences with shuffled block tables, windows, softcap, several chunk sizes, token slices),
  * op_attention_batch (runs of one sequence: flash kernel on NVIDIA, split-KV elsewhere),
@@ -629,6 +629,7 @@ static void test_rmsnorm(void)
     reseed(__func__);
     rmsnorm_case(3 + irand(5), 640 + 1 + 2 * irand(200)); /* odd: not a multiple of any work-group */
     rmsnorm_case(2, 7);                                   /* fewer values than work-items */
+    rmsnorm_case(1 + irand(4), 4 * (160 + irand(500)));    /* float4 rows: the fused kernel */
 }
 
 static void test_rmsnorm_add(void)
@@ -691,6 +692,97 @@ static void test_rmsnorm_add_norm(void)
     free(x); free(w1); free(w2); free(res); free(got); free(ref_res); free(ref_y); free(res_f);
     clReleaseMemObject(X); clReleaseMemObject(W1); clReleaseMemObject(W2); clReleaseMemObject(R);
     clReleaseMemObject(Y);
+}
+
+/* One op_norm_chain shape against float64: t = norm(x)·wx [+ norm(x2)·wx2] (or x when raw);
+ * t = norm(t)·wt (norm_t); r = (res + t)·scale stored in res (with_res) else r = t; y_j = norm(r)·w_j.
+ * in_place: y_0 is x itself (raw chains only). */
+static void norm_chain_case(uint32_t rows, uint32_t n, int raw, int with_x2, int norm_t, int with_res, int nout,
+                            int in_place)
+{
+    float eps = 1e-6f, scale = with_res ? 0.5f + (float)urand() : 1.0f;
+    size_t m = (size_t)rows * n, tot = m + PAD;
+    float *x = malloc(m * 4), *x2 = malloc(m * 4), *res = malloc(m * 4), *w = malloc(6 * (size_t)n * 4);
+    float *got = malloc(tot * 4), *r_f = malloc(m * 4);
+    double *t = malloc(m * 8), *tmp = malloc(m * 8), *ref = malloc(m * 8);
+    fill_rows(x, rows, n);
+    fill_rows(x2, rows, n);
+    for (size_t i = 0; i < m; i++) res[i] = nrand() * 3;
+    for (size_t i = 0; i < 6 * (size_t)n; i++) w[i] = 1.0f + 0.5f * nrand();
+    const float *wx = w, *wx2 = w + n, *wt = w + 2 * (size_t)n, *wy = w + 3 * (size_t)n;
+    /* float64 reference of t, then r (rounded to float where the kernel stores it) */
+    if (raw) {
+        for (size_t i = 0; i < m; i++) t[i] = x[i];
+    } else {
+        rmsnorm_ref(x, wx, t, rows, n, eps);
+        if (with_x2) {
+            rmsnorm_ref(x2, wx2, tmp, rows, n, eps);
+            for (size_t i = 0; i < m; i++) t[i] += tmp[i];
+        }
+    }
+    if (norm_t) {
+        for (size_t i = 0; i < m; i++) r_f[i] = (float)t[i];
+        rmsnorm_ref(r_f, wt, t, rows, n, eps);
+    }
+    if (with_res)
+        for (size_t i = 0; i < m; i++) t[i] = (res[i] + t[i]) * scale;
+    for (size_t i = 0; i < m; i++) r_f[i] = (float)t[i];
+    cl_mem X = dbuf(tot * 4, NULL), X2 = dbuf(m * 4, x2), R = dbuf(tot * 4, NULL), Wb[6], Y[3];
+    for (int j = 0; j < 6; j++) Wb[j] = dbuf(n * 4, w + (size_t)j * n);
+    poison(X, tot * 4);
+    dwrite(X, x, m * 4);
+    poison(R, tot * 4);
+    dwrite(R, res, m * 4);
+    norm_chain c = { .x = X, .wx = raw ? NULL : Wb[0], .x2 = with_x2 ? X2 : NULL, .wx2 = with_x2 ? Wb[1] : NULL,
+                     .wt = norm_t ? Wb[2] : NULL, .res = with_res ? R : NULL, .scale = scale, .nout = nout };
+    for (int j = 0; j < 3; j++) {
+        Y[j] = in_place && j == 0 ? X : dbuf(tot * 4, NULL);
+        if (!(in_place && j == 0)) poison(Y[j], tot * 4);
+        c.out[j] = (norm_out){ Wb[3 + j], Y[j] };
+    }
+    OPOK(op_norm_chain(&O, &c, rows, n, eps, err, sizeof err));
+    char what[128];
+    snprintf(what, sizeof what, "norm chain %u x %u (raw %d, x2 %d, norm_t %d, res %d, %d outputs%s)", rows, n, raw,
+             with_x2, norm_t, with_res, nout, in_place ? ", in place" : "");
+    if (with_res) {
+        dread(R, got, tot * 4);
+        check_close(what, got, t, m, TOL_RED);
+        check_untouched(what, got, m, tot);
+    }
+    for (int j = 0; j < nout; j++) {
+        rmsnorm_ref(r_f, wy + (size_t)j * n, ref, rows, n, eps);
+        dread(Y[j], got, tot * 4);
+        check_close(what, got, ref, m, TOL_RED);
+        check_untouched(what, got, m, tot);
+    }
+    for (int j = nout; j < 3; j++) { /* outputs not asked for stay untouched */
+        dread(Y[j], got, tot * 4);
+        check_untouched(what, got, 0, tot);
+    }
+    free(x); free(x2); free(res); free(w); free(got); free(r_f); free(t); free(tmp); free(ref);
+    clReleaseMemObject(X); clReleaseMemObject(X2); clReleaseMemObject(R);
+    for (int j = 0; j < 6; j++) clReleaseMemObject(Wb[j]);
+    for (int j = in_place ? 1 : 0; j < 3; j++) clReleaseMemObject(Y[j]);
+}
+
+static void test_norm_chain(void)
+{
+    reseed(__func__);
+    uint32_t rows = 3 + irand(5), n = 4 * (100 + irand(300));
+    /* the Gemma 4 shapes: MoE layer tail + next pre-norm, post-attention add + three pre-norms,
+     * PLE add without outputs, two plain norms of one row (one in place) */
+    norm_chain_case(rows, n, 0, 1, 1, 1, 1, 0);
+    norm_chain_case(rows, n, 0, 0, 0, 1, 3, 0);
+    norm_chain_case(rows, n, 0, 0, 0, 1, 0, 0);
+    norm_chain_case(rows, n, 1, 0, 0, 0, 2, 1);
+    norm_chain_case(rows, n, 0, 1, 0, 0, 1, 0);
+    /* decode: one row of 31B's width (a work-group as wide as the device allows) */
+    norm_chain_case(1, 5376, 0, 1, 1, 1, 1, 0);
+    norm_chain_case(1, 5376, 1, 0, 0, 0, 1, 1);
+    /* bad arguments are refused, not launched */
+    norm_chain bad = { .x = NULL, .nout = 0 };
+    CHECK(op_norm_chain(&O, &bad, 1, 64, 1e-6f, err, sizeof err) != 0, "a chain without outputs or residual ran");
+    CHECK(op_norm_chain(&O, &bad, 1, 66, 1e-6f, err, sizeof err) != 0, "a chain of 66 values (not float4s) ran");
 }
 
 /* ------------------------------------------------------------------ paged KV layout (kv.h) */
@@ -1404,6 +1496,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_rmsnorm);
     RUN_TEST(test_rmsnorm_add);
     RUN_TEST(test_rmsnorm_add_norm);
+    RUN_TEST(test_norm_chain);
     RUN_TEST(test_norm_rope_q);
     RUN_TEST(test_norm_rope_k_cache);
     RUN_TEST(test_v_store);
