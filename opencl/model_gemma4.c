@@ -517,9 +517,8 @@ static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t 
            g4_router_topk(o, G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
            g4_moe_up(o, G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T,
                      err, errlen) ||
-           g4_geglu_split(o, G, b->ext[X_GU], Fe, b->ext[X_ACT], T * K, err, errlen) ||
-           g4_moe_down(o, G, &L->down_exps, H, b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE],
-                       b->ext[X_ORD], b->ext[X_YD], T, err, errlen)
+           g4_moe_down(o, G, &L->down_exps, H, b->ext[X_GU], b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K,
+                       b->ext[X_MOE], b->ext[X_ORD], b->ext[X_YD], T, err, errlen)
                ? -1 : 0;
 }
 

@@ -99,7 +99,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
         o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
         o->mvq_rpg = rpg && atoi(rpg) > 0 ? (uint32_t)atoi(rpg) : 0;
-        static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0 };
+        static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
         for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
             char name[64];
             snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", type_suffix(mvq_types[i]));

@@ -2,6 +2,7 @@
 #include "ops_gemma4.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "errf.h"
@@ -18,6 +19,13 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
+    const char *no_mvq = getenv("CLGEMMA_NO_MVQ");
+    if (rt->is_nvidia && !(no_mvq && *no_mvq && strcmp(no_mvq, "0"))) {
+        static const struct { uint32_t t; const char *name; } q[] = {
+            { GGML_TYPE_Q4_K, "mvqe_q4_k" }, { GGML_TYPE_Q8_0, "mvqe_q8_0" }, { GGML_TYPE_Q5_0, "mvqe_q5_0" } };
+        for (size_t i = 0; i < sizeof q / sizeof *q; i++)
+            if (!(g->mvqe[q[i].t] = rt_kernel(rt, q[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
+    }
     return 0;
 }
 
@@ -27,6 +35,8 @@ void ops_g4_destroy(ops_g4 *g)
                        g->moe_up_mv, g->moe_down_mv, g->moe_sort, g->moe_combine };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (ks[i]) clReleaseKernel(ks[i]);
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (g->mvqe[t]) clReleaseKernel(g->mvqe[t]);
     memset(g, 0, sizeof *g);
 }
 
@@ -77,6 +87,34 @@ static uint32_t moe_tile(uint32_t n_exp, uint32_t nsel) { return nsel > 4 * n_ex
 
 static int moe_grouped(const ops *o, const weight *w, uint32_t ntok) { return o->has_mma && ntok > 4 && w->cols % 32 == 0; }
 
+/* The int8 decode expert products (mvqe_T) take ngg slot groups of nj slots each: rows per group
+ * divide rows_e (a group quantizes only its slots' X rows), as many as keep ~2 groups per compute
+ * unit. 0 when the shape or type does not fit. */
+static uint32_t mvqe_rpg(const ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, uint32_t nj, uint32_t ngg)
+{
+    uint32_t blk = w->type == GGML_TYPE_Q4_K ? 256 : 32, k = w->cols;
+    size_t local = (size_t)nj * (k + k / 32 * 4 + k / 16 * 4);
+    if (!g->mvqe[w->type] || k % blk || rows_e % 16 || local + 1024 > o->local_mem) return 0;
+    uint32_t rpg = 16;
+    for (uint32_t c = 64; c > 16; c /= 2)
+        if (rows_e % c == 0 && (size_t)ngg * rows_e / c >= 2 * (size_t)o->n_cu) { rpg = c; break; }
+    return rpg;
+}
+
+static int mvqe(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, uint32_t rpg, cl_mem X, uint32_t ldx,
+                uint32_t xdiv, uint32_t geglu, cl_mem sel, cl_mem wsel, uint32_t nj, uint32_t ngg, cl_mem Y, int kind,
+                char *err, size_t errlen)
+{
+    uint32_t k = w->cols, use_w = wsel != NULL;
+    cl_mem ws = use_w ? wsel : sel; /* any buffer when unused */
+    size_t lws = 256, gws = (size_t)ngg * rows_e / rpg * lws, nsel = (size_t)ngg * nj;
+    return ops_launch(o, kind, g->mvqe[w->type], 1, &gws, &lws,
+                      (double)nsel * rows_e * w->row_bytes + 4.0 * nsel * k * (geglu ? 2 : 1),
+                      2.0 * nsel * rows_e * k, err, errlen, 17, A(w->buf), A(w->row_bytes), A(rows_e), A(k), A(X),
+                      A(ldx), A(xdiv), A(geglu), A(sel), A(ws), A(use_w), A(nj), A(Y), A(rpg),
+                      KLOCAL((size_t)nj * k), KLOCAL((size_t)nj * k / 32 * 4), KLOCAL((size_t)nj * k / 16 * 4));
+}
+
 int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel,
               uint32_t n_used, cl_mem gu, cl_mem ord, uint32_t ntok, char *err, size_t errlen)
 {
@@ -88,7 +126,9 @@ int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem 
             return -1;
         return op_mmq_moe(o, w, rows_e, n_exp, X, ldx, n_used, gu, rows_e, ord, nsel, tt, K_G4_MOE_UP, err, errlen);
     }
-    uint32_t nsel = ntok * n_used, tpr;
+    uint32_t nsel = ntok * n_used, tpr, rpg = ntok <= 4 ? mvqe_rpg(o, g, w, rows_e, 1, nsel) : 0;
+    if (rpg)
+        return mvqe(o, g, w, rows_e, rpg, X, ldx, n_used, 0, sel, NULL, 1, nsel, gu, K_G4_MOE_UP, err, errlen);
     size_t gws, lws;
     if (ntok <= 4 && moe_mv_geometry(o, w->cols, rows_e, (size_t)nsel * rows_e, &gws, &lws, &tpr))
         return ops_launch(o, K_G4_MOE_UP, g->moe_up_mv, 1, &gws, &lws, (double)nsel * rows_e * w->row_bytes,
@@ -106,9 +146,15 @@ int g4_geglu_split(ops *o, const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, u
                      A(act), A(nsel));
 }
 
-int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem act, cl_mem sel, cl_mem wsel,
-                uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err, size_t errlen)
+int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
+                cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err,
+                size_t errlen)
 {
+    uint32_t rpg = ntok <= 4 ? mvqe_rpg(o, g, w, rows_e, n_used, ntok) : 0;
+    if (rpg) /* geglu folded into the quantization of each pair's X */
+        return mvqe(o, g, w, rows_e, rpg, gu, 2 * w->cols, 1, 1, sel, wsel, n_used, ntok, Y, K_G4_MOE_DOWN, err,
+                    errlen);
+    if (g4_geglu_split(o, g, gu, w->cols, act, ntok * n_used, err, errlen)) return -1;
     if (moe_grouped(o, w, ntok)) {
         uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(n_exp, nsel);
         if (op_mmq_moe(o, w, rows_e, n_exp, act, w->cols, 1, yd, rows_e, ord, nsel, tt, K_G4_MOE_DOWN, err, errlen))

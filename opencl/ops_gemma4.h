@@ -11,6 +11,7 @@ typedef struct ops_g4 {
     cl_kernel mv_any, router_topk, moe_up, geglu_split, moe_down, ple_gate;
     cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
     cl_kernel moe_sort, moe_combine;  /* tensor-core path: pairs grouped by expert, per-pair sums */
+    cl_kernel mvqe[GGML_TYPE_COUNT];  /* decode expert products on int8 dot products (NVIDIA; q4_k, q8_0, q5_0) */
 } ops_g4;
 
 int  ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen);
@@ -30,8 +31,12 @@ size_t g4_moe_ord_ints(uint32_t n_exp, uint32_t nsel);
 int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel, uint32_t n_used,
               cl_mem gu, cl_mem ord, uint32_t ntok, char *err, size_t errlen);
 int g4_geglu_split(ops *o, const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel, char *err, size_t errlen);
-int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem act, cl_mem sel, cl_mem wsel,
-                uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err, size_t errlen);
+/* Y [ntok][rows_e] = sum over a token's experts of wsel * W_e . geglu(gate, up), from gu's rows of
+ * [k gate | k up] values per (token, slot) pair; act (nsel * k floats) holds geglu's output where a
+ * path needs it materialised (the int8 decode path folds it into its X quantization). */
+int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
+                cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err,
+                size_t errlen);
 int g4_ple_gate(ops *o, const ops_g4 *g, cl_mem gate, cl_mem ple, uint32_t p, uint32_t n_layer, uint32_t il, uint32_t ntok,
                 char *err, size_t errlen);
 

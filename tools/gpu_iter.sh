@@ -42,12 +42,13 @@ b 26b_b1 X=1 -- $S gemma4-26b-a4b --type q4_k -p 64 -n 32 -r 3
 b e4b_b1 X=1 -- $S gemma4-e4b --type q8_0 -p 64 -n 32 -r 3
 
 fi
-if on dprof; then # per-kernel decode profiles (top kernels by time)
-for m in "26b gemma4-26b-a4b q4_k 1" "31b gemma4-31b q4_k 1" "e4b gemma4-e4b q8_0 1" "31b gemma4-31b q4_k 16" "e4b gemma4-e4b q8_0 16"; do
+if on dprof; then # per-kernel decode profiles (DPROF="tag model type batch;..."; default B=1 of the three)
+IFS=';' read -ra runs <<< "${DPROF:-26b gemma4-26b-a4b q4_k 1;31b gemma4-31b q4_k 1;e4b gemma4-e4b q8_0 1}"
+for m in "${runs[@]}"; do
   set -- $m
   b ${1}_b$4_prof X=1 -- $S $2 --type $3 -b $4 -p 64 -n 16 -r 1 --profile
-  grep -A80 "^kernel " $OUT/${1}_b$4_prof.err | grep -v "^kernel" | sort -k2 -n -r | head -12
-  grep "kernel time" $OUT/${1}_b$4_prof.err
+  awk '/profile: decode/{n=1} n' $OUT/${1}_b$4_prof.err | grep -v "^kernel \|^profile" | sort -k2 -n -r | head -${DPROF_TOP:-10}
+  grep "kernel time" $OUT/${1}_b$4_prof.err | tail -1
 done
 fi
 if on exp; then # kernel experiments: build-option variants (CLGEMMA_CL_DEFS), e.g. -DNAME=value

@@ -11,6 +11,13 @@ inline uint ld_u32(global const uchar *p)
 }
 
 /* sum of v over the work-group; red has get_local_size(0) floats. All items get the result. */
+/* GELU, tanh approximation (Gemma's gelu_pytorch_tanh) */
+inline float gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanh(k * (x + 0.044715f * x * x * x)));
+}
+
 inline float wg_sum(float v, local float *red)
 {
     int lid = get_local_id(0), n = get_local_size(0);

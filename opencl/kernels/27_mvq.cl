@@ -10,7 +10,7 @@
  * (pc' = pc % 8): values 16h..16h+15 (h = pc' & 1) of sub-blocks 2p (low nibbles) and 2p + 1
  * (high nibbles), p = pc' / 2. Of q8_0: block pc.
  *
- * Rows: up to three matrices of one type sharing X (Q/K/V, gate/up) numbered across them. A
+ * Piece pc of q5_0: block pc. Rows: up to three matrices of one type sharing X (Q/K/V, gate/up) numbered across them. A
  * group of 8 warps covers rpg rows, each warp MVQ_R rows per pass with its lanes striding over
  * the pieces, then a shuffle reduction per row and token. */
 
@@ -45,16 +45,22 @@ inline int shfl_xor_i(int v, int m) { return as_int(shfl_xor_f(as_float(v), m));
 
 /* X (ntok rows, ldx apart) to int8 per 32 values in local memory: xq words [ntok][k/4], scales
  * xd [ntok][k/32], and xs [ntok][k/16] = d * (sum of each 16 quantized values), which the
- * q4_k min term needs. 8 lanes per 32-value block, 4 values each. */
-inline void mvq_quant_x(global const float *X, uint ldx, uint ntok, uint k, local uint *xq, local float *xd,
-                        local float *xs)
+ * q4_k min and q5_0 offset terms need. 8 lanes per 32-value block, 4 values each. geglu: a row
+ * holds k gate values then k up values and X is gelu(gate) * up (the expert down products). */
+inline void mvq_quant_x(global const float *X, uint ldx, uint ntok, uint k, uint geglu, local uint *xq,
+                        local float *xd, local float *xs)
 {
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, sub = lane % 8;
     int nbk = (int)(k / 32), nb = (int)ntok * nbk;
     for (int base = warp * 4; base < nb; base += 32) { /* uniform per warp: shuffles below */
         int bi = base + lane / 8, live = bi < nb;
         int tk = live ? bi / nbk : 0, b = live ? bi % nbk : 0;
-        float4 v = live ? vload4(0, X + (size_t)tk * ldx + b * 32 + 4 * sub) : (float4)(0.0f);
+        global const float *xp = X + (size_t)tk * ldx + b * 32 + 4 * sub;
+        float4 v = live ? vload4(0, xp) : (float4)(0.0f);
+        if (geglu && live) {
+            float4 u = vload4(0, xp + k);
+            v = (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
+        }
         float am = fmax(fmax(fabs(v.x), fabs(v.y)), fmax(fabs(v.z), fabs(v.w)));
         am = fmax(am, shfl_xor_f(am, 1));
         am = fmax(am, shfl_xor_f(am, 2));
@@ -140,6 +146,49 @@ inline float mvq_dot_q8_0(const mvqp_q8_0 *p, int pc, local const uint *xq, loca
     return p->d * xd[pc] * (float)s;
 }
 
+/* ---- q5_0: 22-byte blocks: d (f16), qh (32 fifth bits), qs[16] (value j: low nibble of qs[j],
+ * value 16 + j: high nibble), each value minus 16. Blocks are 2-byte aligned: 6 aligned words. */
+typedef struct mvqp_q5_0 { uint lo[4], hi[4]; float d; } mvqp_q5_0;
+
+/* bits 0..3 of b to bit 4 of bytes 0..3 */
+inline uint q5_spread(uint b) { return ((b & 1) << 4) | ((b & 2) << 11) | ((b & 4) << 18) | ((b & 8) << 25); }
+
+inline mvqp_q5_0 mvq_ld_q5_0(global const uchar *row, int pc)
+{
+    global const uchar *b = row + pc * 22;
+    int mid = ((ulong)b & 2) != 0;
+    global const uint *w = (global const uint *)(b - (mid ? 2 : 0));
+    uint wv[6];
+    for (int i = 0; i < 5; i++) wv[i] = w[i];
+    wv[5] = mid ? w[5] : *(global const ushort *)(w + 5); /* no read past the block's end */
+    mvqp_q5_0 p;
+    uint qh, qs[4];
+    if (mid) {
+        p.d = h2f(wv[0] >> 16);
+        qh = wv[1];
+        for (int i = 0; i < 4; i++) qs[i] = wv[i + 2];
+    } else {
+        p.d = h2f(wv[0]);
+        qh = (wv[0] >> 16) | (wv[1] << 16);
+        for (int i = 0; i < 4; i++) qs[i] = (wv[i + 1] >> 16) | (wv[i + 2] << 16);
+    }
+    for (int i = 0; i < 4; i++) {
+        p.lo[i] = (qs[i] & 0x0F0F0F0Fu) | q5_spread(qh >> (4 * i));
+        p.hi[i] = ((qs[i] >> 4) & 0x0F0F0F0Fu) | q5_spread(qh >> (16 + 4 * i));
+    }
+    return p;
+}
+
+inline float mvq_dot_q5_0(const mvqp_q5_0 *p, int pc, local const uint *xq, local const float *xd,
+                          local const float *xs)
+{
+    local const uint *x = xq + pc * 8;
+    int s = 0;
+    for (int i = 0; i < 4; i++) s = dp4a_us(p->lo[i], x[i], s);
+    for (int i = 0; i < 4; i++) s = dp4a_us(p->hi[i], x[4 + i], s);
+    return p->d * (xd[pc] * (float)s - 16.0f * (xs[2 * pc] + xs[2 * pc + 1]));
+}
+
 /* row r of the matrices (numbered across them): its bytes, output and whether it exists */
 inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global float *Y0,
                    global const uchar *W1, uint rb1, uint n1, global float *Y1,
@@ -165,7 +214,7 @@ void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uin
              local uint *xq, local float *xd, local float *xs)                                   \
 {                                                                                                 \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
-    mvq_quant_x(X, ldx, ntok, k, xq, xd, xs);                                                     \
+    mvq_quant_x(X, ldx, ntok, k, 0, xq, xd, xs);                                                  \
     uint nrows = n0 + n1 + n2, g0 = get_group_id(0) * rpg, g1 = min(nrows, g0 + rpg);             \
     int npc = (int)(k / 32);                                                                      \
     for (uint rb = g0 + warp * MVQ_R; rb < g1; rb += 8 * MVQ_R) {                                 \
@@ -202,7 +251,57 @@ void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uin
 
 DEFINE_MVQ(q4_k, 2, mvq)
 DEFINE_MVQ(q8_0, 2, mvq)
+DEFINE_MVQ(q5_0, 2, mvq)
 DEFINE_MVQ(q4_k, 4, mvq4)
 DEFINE_MVQ(q8_0, 4, mvq4)
+DEFINE_MVQ(q5_0, 4, mvq4)
+
+/* Expert products for decode (MoE), same pieces and quantized X. Virtual rows v = slot group *
+ * rows_e + r; the slots of group gg are gg * nj .. gg * nj + nj - 1, slot s's weights are expert
+ * sel[s]'s rows and its X row is (s / xdiv) of X (ldx apart), and
+ *   Y[v] = sum over those slots of (wsel ? wsel[s] : 1) * W_sel[s][r] . X_s.
+ * Up/gate: nj = 1, xdiv = n_used (one token's X for each of its experts). Down: nj = n_used,
+ * xdiv = 1, X = the gate|up rows with geglu on, weights wsel: the weighted sum over the token's
+ * experts without a combine pass. A group's rpg rows lie in one slot group (rpg divides rows_e),
+ * so it quantizes only that group's nj X rows; lanes stride over (slot, piece) pairs. */
+#define DEFINE_MVQE(T)                                                                            \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void mvqe_##T(global const uchar *W, uint rbytes, uint rows_e, uint k, global const float *X,       \
+              uint ldx, uint xdiv, uint geglu, global const int *sel, global const float *wsel,   \
+              uint use_w, uint nj, global float *Y, uint rpg,                                     \
+              local uint *xq, local float *xd, local float *xs)                                   \
+{                                                                                                 \
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
+    uint g0 = get_group_id(0) * rpg, gg = g0 / rows_e, s0 = gg * nj;                              \
+    mvq_quant_x(X + (size_t)(s0 / xdiv) * ldx, ldx, nj, k, geglu, xq, xd, xs);                    \
+    int npc = (int)(k / 32), tot = (int)nj * npc;                                                 \
+    for (uint v = g0 + warp * 2; v < g0 + rpg; v += 16) {                                         \
+        uint r = v - gg * rows_e;                                                                 \
+        float acc0 = 0.0f, acc1 = 0.0f;                                                           \
+        for (int q = lane; q < tot; q += 32) {                                                    \
+            int j = q / npc, pc = q - j * npc;                                                    \
+            uint s = s0 + (uint)j;                                                                \
+            global const uchar *p = W + ((size_t)sel[s] * rows_e + r) * rbytes;                   \
+            mvqp_##T w0 = mvq_ld_##T(p, pc), w1 = mvq_ld_##T(p + rbytes, pc);                     \
+            float ws = use_w ? wsel[s] : 1.0f;                                                    \
+            local const uint *xqj = xq + j * (k / 4);                                             \
+            local const float *xdj = xd + j * (k / 32), *xsj = xs + j * (k / 16);                 \
+            acc0 += ws * mvq_dot_##T(&w0, pc, xqj, xdj, xsj);                                     \
+            acc1 += ws * mvq_dot_##T(&w1, pc, xqj, xdj, xsj);                                     \
+        }                                                                                         \
+        for (int m = 16; m > 0; m >>= 1) {                                                        \
+            acc0 += shfl_xor_f(acc0, m);                                                          \
+            acc1 += shfl_xor_f(acc1, m);                                                          \
+        }                                                                                         \
+        if (lane == 0) {                                                                          \
+            Y[v] = acc0;                                                                          \
+            Y[v + 1] = acc1;                                                                      \
+        }                                                                                         \
+    }                                                                                             \
+}
+
+DEFINE_MVQE(q4_k)
+DEFINE_MVQE(q8_0)
+DEFINE_MVQE(q5_0)
 
 #endif

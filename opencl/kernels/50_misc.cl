@@ -1,11 +1,5 @@
 /* 50_misc.cl — activations, gathers, logit post-processing and greedy choice. */
 
-inline float gelu_tanh(float x)
-{
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanh(k * (x + 0.044715f * x * x * x)));
-}
-
 /* out[i] = gelu_tanh(g[i]) * u[i] */
 kernel void geglu(global const float *g, global const float *u, global float *out, uint n)
 {

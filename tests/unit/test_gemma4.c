@@ -14,9 +14,11 @@
  *                    that distance is printed for information).
  *      Tolerance: TOL_REL x (max - min of the golden logits). The engine computes in float32
  *      and keeps K/V in half precision; measured worst case ~ see the PASS lines. Where decode
- *      of q8_0 / q4_k weights rounds X to int8 (engine_info.int8_decode, NVIDIA), the quantized
- *      fixtures get TOL_REL_INT8: these random models amplify a 0.5% input rounding to ~1.3% of
- *      the range (measured 0.76 of 59.5 on the H200), as they amplify weight quantization to 20%.
+ *      of q8_0 / q4_k / q5_0 weights (dense and expert products) rounds X to int8
+ *      (engine_info.int8_decode, NVIDIA; llama.cpp's MMVQ rounds the same way), the quantized
+ *      fixtures get TOL_REL_INT8: these random models amplify a 0.5% input rounding to 1.4% of
+ *      the range (dense, 0.83 of 59.5 on the H200) and 2.4% (MoE, 1.40 of 58.9: routing moves
+ *      it further), as they amplify weight quantization to 20%.
  *   2. prefill the first half in one step (GEMM for 19 and 37 tokens), then decode the rest token
  *      by token against the KV cache: every step's logits must equal the logits_all prefill's row
  *      (TOL_DECODE absolute; GEMV vs GEMM summation order).
@@ -36,7 +38,7 @@
 #include <string.h>
 
 #define TOL_REL 1e-3     /* of the golden logit range (about 60 with softcap 30): ~0.06 */
-#define TOL_REL_INT8 2.5e-2 /* of the range, quantized fixtures with int8 decode inputs */
+#define TOL_REL_INT8 4e-2 /* of the range, quantized fixtures with int8 decode inputs */
 #define TOL_DECODE 5e-3  /* absolute, engine vs engine: GEMV vs GEMM summation order, through
                             4-5 layers (measured up to 1.9e-3 on dense q8_0) */
 #define NSEQ 3

@@ -6,7 +6,7 @@
  * reseeds from (seed, test name), so one test can be replayed on its own seed too.
  * CLGEMMA_TEST_VERBOSE=1 prints every comparison's error.
  *
- * Weight kernels (deq_*, mv4_* / mv16_*, mv_multi, emb_*, and the deq + CLBlast GEMM path of
+ * Weight kernels (deq_*, mv4_* / mv16_*, mv_multi, emb_*, the MoE expert products, and the deq + CLBlast GEMM path of
  * op_matmul) are checked against tests/golden/quant_blocks.bin (tools/gen_quant_golden.py):
  * random GGUF blocks of every supported type and their dequantization by gguf-py, which
  * mirrors llama.cpp's layouts independently of the kernels.
@@ -27,6 +27,7 @@
 #include "check.h"
 #include "kv.h"
 #include "ops.h"
+#include "ops_gemma4.h"
 #include "runtime.h"
 
 #include <math.h>
@@ -48,6 +49,7 @@
 
 static cl_runtime RT;
 static ops O;
+static ops_g4 G4; /* Gemma 4 launchers: the MoE expert products */
 static char err[512];
 
 /* ------------------------------------------------------------------ random numbers */
@@ -509,6 +511,96 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok)
     for (int i = 0; i < n; i++) { clReleaseMemObject(Y[i]); clReleaseMemObject(w[i].buf); }
     clReleaseMemObject(X);
     free(x);
+}
+
+/* MoE expert products (ops_gemma4.h) for n_exp experts of rows_e rows made of golden rows (drawn
+ * with replacement): up, gu[s][r] = W_sel[s][r] . X[s / n_used], and down from [gate | up] rows,
+ * Y[t][r] = sum_j wsel[t,j] W_sel[t,j][r] . (gelu(gate) * up), against float64. Decode sizes take
+ * the int8 expert kernels on NVIDIA (mvqe_T), the float mv layout elsewhere; more tokens the
+ * expert-grouped tensor-core path or the per-pair kernels. */
+static void moe_case(const golden *g, uint32_t n_exp, uint32_t rows_e, uint32_t n_used, uint32_t ntok)
+{
+    uint32_t k = g->cols, nsel = ntok * n_used, ldx, nrow = n_exp * rows_e;
+    uint32_t *src = malloc(nrow * sizeof *src);
+    uint8_t *raw = malloc((size_t)nrow * g->row_bytes);
+    for (uint32_t r = 0; r < nrow; r++) {
+        src[r] = (uint32_t)irand((int)g->rows);
+        memcpy(raw + (size_t)r * g->row_bytes, g->raw + (size_t)src[r] * g->row_bytes, g->row_bytes);
+    }
+    int32_t *sel = malloc(nsel * 4);
+    float *wsel = malloc(nsel * 4), *x = make_x(k, ntok, &ldx), *gu_in = malloc((size_t)nsel * 2 * k * 4);
+    for (uint32_t t = 0; t < ntok; t++)
+        for (uint32_t j = 0; j < n_used; j++) { /* distinct experts per token, as top-k gives */
+            int32_t e, dup;
+            do {
+                e = irand((int)n_exp);
+                dup = 0;
+                for (uint32_t i = 0; i < j; i++) dup |= sel[t * n_used + i] == e;
+            } while (dup);
+            sel[t * n_used + j] = e;
+            wsel[t * n_used + j] = 0.1f + (float)urand();
+        }
+    for (size_t i = 0; i < (size_t)nsel * 2 * k; i++) gu_in[i] = nrand();
+    /* float64 references */
+    size_t nup = (size_t)nsel * rows_e, ndn = (size_t)ntok * rows_e;
+    double *ref_up = calloc(nup, 8), *ref_dn = calloc(ndn, 8), *act = malloc((size_t)nsel * k * 8);
+    for (size_t s = 0; s < nsel; s++)
+        for (uint32_t i = 0; i < k; i++) {
+            double gt = gu_in[s * 2 * k + i], u = gu_in[s * 2 * k + k + i];
+            act[s * k + i] = 0.5 * gt * (1.0 + tanh(0.7978845608028654 * (gt + 0.044715 * gt * gt * gt))) * u;
+        }
+    for (uint32_t s = 0; s < nsel; s++)
+        for (uint32_t r = 0; r < rows_e; r++) {
+            const float *wr = g->exp + (size_t)src[(size_t)sel[s] * rows_e + r] * k;
+            double up = 0, dn = 0;
+            for (uint32_t i = 0; i < k; i++) {
+                up += (double)wr[i] * x[(size_t)(s / n_used) * ldx + i];
+                dn += (double)wr[i] * act[(size_t)s * k + i];
+            }
+            ref_up[(size_t)s * rows_e + r] = up;
+            ref_dn[(size_t)(s / n_used) * rows_e + r] += wsel[s] * dn;
+        }
+    weight w = { dbuf((size_t)nrow * g->row_bytes, raw), g->type, nrow, k, g->row_bytes };
+    size_t nord = g4_moe_ord_ints(n_exp, nsel);
+    cl_mem X = dbuf((size_t)ntok * ldx * 4, x), SEL = dbuf(nsel * 4, sel), WS = dbuf(nsel * 4, wsel),
+           GUI = dbuf((size_t)nsel * 2 * k * 4, gu_in), ACT = dbuf((size_t)nsel * k * 4, NULL),
+           ORD = dbuf(nord * 4, NULL), YD = dbuf(nup * 4, NULL), UP = dbuf((nup + PAD) * 4, NULL),
+           DN = dbuf((ndn + PAD) * 4, NULL);
+    poison(UP, (nup + PAD) * 4);
+    poison(DN, (ndn + PAD) * 4);
+    int q8 = G4.mvqe[g->type] && ntok <= 4;
+    char what[128];
+    float *got = malloc((nup + PAD) * 4);
+    snprintf(what, sizeof what, "moe up %s %u experts x %u rows x %u, %u tokens x %u (%s)", type_name(g->type), n_exp,
+             rows_e, k, ntok, n_used, q8 ? "int8 expert products" : "float / tensor cores");
+    OPOK(g4_moe_up(&O, &G4, &w, rows_e, X, ldx, SEL, n_used, UP, ORD, ntok, err, sizeof err));
+    dread(UP, got, (nup + PAD) * 4);
+    check_close(what, got, ref_up, nup, q8 ? TOL_Q8X : TOL_MMA);
+    check_untouched(what, got, nup, nup + PAD);
+    snprintf(what, sizeof what, "moe down %s %u experts x %u rows x %u, %u tokens x %u (%s)", type_name(g->type),
+             n_exp, rows_e, k, ntok, n_used, q8 ? "int8 expert products, geglu folded" : "float / tensor cores");
+    OPOK(g4_moe_down(&O, &G4, &w, rows_e, GUI, ACT, SEL, WS, n_used, DN, ORD, YD, ntok, err, sizeof err));
+    dread(DN, got, (ndn + PAD) * 4);
+    check_close(what, got, ref_dn, ndn, q8 ? TOL_Q8X : TOL_MMA);
+    check_untouched(what, got, ndn, ndn + PAD);
+    free(src); free(raw); free(sel); free(wsel); free(x); free(gu_in); free(ref_up); free(ref_dn); free(act);
+    free(got);
+    cl_mem ms[] = { w.buf, X, SEL, WS, GUI, ACT, ORD, YD, UP, DN };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) clReleaseMemObject(ms[i]);
+}
+
+static void test_moe_products(void)
+{
+    reseed(__func__);
+    static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        const golden *g = golden_of(types[i]);
+        CHECK(g != NULL, "no golden %s", type_name(types[i]));
+        if (!g) continue;
+        moe_case(g, 4, 32, 2, 1);
+        moe_case(g, 5, 48, 3, 3);
+        moe_case(g, 4, 32, 2, 6);
+    }
 }
 
 static void test_matmul_multi(void)
@@ -1483,6 +1575,7 @@ int main(int argc, char **argv)
     if (rt_build(&RT, NULL, NULL, err, sizeof err)) { printf("FAIL setup: rt_build: %s\n", err); return 1; }
     printf("kernels built in %.2f s (%s)\n", RT.build_seconds, RT.cache_hit ? "binary cache" : "from source");
     if (ops_init(&O, &RT, GEMM_SCRATCH, err, sizeof err)) { printf("FAIL setup: ops_init: %s\n", err); return 1; }
+    if (ops_g4_init(&G4, &RT, err, sizeof err)) { printf("FAIL setup: ops_g4_init: %s\n", err); return 1; }
     if (load_golden(argv[0])) return 1;
     fflush(stdout);
 
@@ -1493,6 +1586,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_matmul_gemm_path);
     RUN_TEST(test_matmul_tiles);
     RUN_TEST(test_matmul_multi);
+    RUN_TEST(test_moe_products);
     RUN_TEST(test_rmsnorm);
     RUN_TEST(test_rmsnorm_add);
     RUN_TEST(test_rmsnorm_add_norm);
@@ -1510,6 +1604,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_argmax_rows);
     check_current = "teardown";
     finish();
+    ops_g4_destroy(&G4);
     ops_destroy(&O);
     rt_destroy(&RT);
     CHECK_EXIT();
