@@ -279,9 +279,12 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
             attention(m, o, b, kv, l, a, err, errlen) ||
             op_matmul(o, &L->o, b->att, qd, b->o, d, T, err, errlen) ||
             op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps, err, errlen) ||
-            op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen) ||
-            op_geglu(o, b->g, b->u, b->g, T * hp->n_ff, err, errlen) ||
-            op_matmul(o, &L->down, b->g, hp->n_ff, b->o, d, T, err, errlen))
+            op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen))
+            return -1;
+        /* down(gelu(gate) * up): one launch where the int8 product folds the activation in */
+        int rc = op_matmul_geglu(o, &L->down, b->g, hp->n_ff, b->u, 0, hp->n_ff, b->o, d, T, err, errlen);
+        if (rc < 0 || (rc == 1 && (op_geglu(o, b->g, b->u, b->g, T * hp->n_ff, err, errlen) ||
+                                   op_matmul(o, &L->down, b->g, hp->n_ff, b->o, d, T, err, errlen))))
             return -1;
         if (l + 1 < hp->n_layer) {
             if (op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, m->layers[l + 1].attn_norm, b->xn, T, d, hp->eps,

@@ -586,9 +586,11 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         if (attention(m, o, b, kv, L, a, err, errlen) ||
             op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen) ||
             op_norm_chain(o, &pa, T, H, eps, err, errlen) ||
-            gate_up(o, G, W, b, H, L->n_ff, T, err, errlen) ||
-            op_geglu(o, b->g, b->u, b->g, T * L->n_ff, err, errlen) ||
-            g4_matmul(o, G, &W->down, b->g, L->n_ff, b->o, H, T, err, errlen))
+            gate_up(o, G, W, b, H, L->n_ff, T, err, errlen))
+            return -1;
+        int rc = op_matmul_geglu(o, &W->down, b->g, L->n_ff, b->u, 0, L->n_ff, b->o, H, T, err, errlen);
+        if (rc < 0 || (rc == 1 && (op_geglu(o, b->g, b->u, b->g, T * L->n_ff, err, errlen) ||
+                                   g4_matmul(o, G, &W->down, b->g, L->n_ff, b->o, H, T, err, errlen))))
             return -1;
         if (g->n_expert && moe(m, o, b, L, T, err, errlen)) return -1;
         /* x += post_ffw(o) (MoE: post_ffw(post_ffw_1(o) + post_ffw_2(experts))) */
@@ -603,9 +605,12 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         norm_chain pl = { .x = b->o, .wx = L->post_norm, .res = b->x };
         if (P) { /* per-layer input: x += post_norm(proj(gelu(inp_gate(x)) * ple[l])) */
             if (op_norm_chain(o, &ff, T, H, eps, err, errlen) ||
-                g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen) ||
-                g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
-                g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen))
+                g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen))
+                return -1;
+            rc = op_matmul_geglu(o, &L->proj, b->ext[X_PLE_GATE], P, b->ext[X_PLE], l * P, NL * P, b->o, H, T, err,
+                                 errlen);
+            if (rc < 0 || (rc == 1 && (g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
+                                       g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen))))
                 return -1;
             tail = &pl;
         }

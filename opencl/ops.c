@@ -351,7 +351,11 @@ static int gather_multi(const mm_out *outs, int n, multi_args *a, char *err, siz
 }
 
 /* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernel */
-static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err, size_t errlen)
+/* geglu input of a product: X' = gelu(X) * U[u_off + t * ldu + i] (mvq folds it into its X quantization) */
+typedef struct geglu_in { cl_mem U; uint32_t u_off, ldu; } geglu_in;
+
+static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
+               char *err, size_t errlen)
 {
     multi_args a;
     uint32_t k = outs[0].w->cols;
@@ -362,12 +366,14 @@ static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32
     if (rpg < pass) rpg = pass;
     if (rpg > 128) rpg = 128;
     if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
-    uint32_t rpg32 = (uint32_t)rpg;
+    uint32_t rpg32 = (uint32_t)rpg, geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
+    cl_mem U = gg ? gg->U : X;
     size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
-    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (k + a.rows),
-                      2.0 * ntok * a.rows * k, err, errlen, 23, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
-                      A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
-                      A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(X), A(ldx), A(ntok), A(rpg32),
+    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws,
+                      a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, err, errlen,
+                      27, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+                      A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
+                      A(k), A(X), A(ldx), A(ntok), A(rpg32), A(U), A(u_off), A(ldu), A(geglu),
                       LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
 }
 
@@ -379,7 +385,7 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
     if (o->has_mma && ntok > 4) return mmq(o, w, X, ldx, Y, ldy, ntok, err, errlen);
     if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) {
         mm_out m = { w, Y, ldy };
-        return mvq(o, &m, 1, X, ldx, ntok, err, errlen);
+        return mvq(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
     }
     if (ntok <= OPS_MV_MAXT) {
         /* items per row: about two 8-value units each, a power of two within the group (at most
@@ -505,7 +511,7 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
     uint32_t k = outs[0].w->cols;
     int same = 1;
     for (int i = 1; i < n; i++) same &= outs[i].w->type == outs[0].w->type && outs[i].w->cols == k;
-    if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return mvq(o, outs, n, X, ldx, ntok, err, errlen);
+    if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return mvq(o, outs, n, X, ldx, NULL, ntok, err, errlen);
     multi_args a;
     if (gather_multi(outs, n, &a, err, errlen)) return -1;
     size_t gws, lws;
@@ -516,6 +522,15 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
                       A(a.ty[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.ty[2]), A(a.rb[2]),
                       A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(X), A(ldx), A(ntok), A(tpr),
                       LOCAL(lws * sizeof(float)));
+}
+
+int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
+                    uint32_t ldy, uint32_t ntok, char *err, size_t errlen)
+{
+    if (!ops_mvq_fits(o, w->type, w->cols, ntok)) return 1;
+    mm_out m = { w, Y, ldy };
+    geglu_in gg = { U, u_off, ldu };
+    return mvq(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
 }
 
 int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,

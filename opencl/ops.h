@@ -132,6 +132,11 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
 /* res += norm(x) * w1; y = norm(res) * w2 */
 int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
                         float eps, char *err, size_t errlen);
+/* Y = W . (gelu(G) * U) for decode (G rows ldg apart, U's at U + u_off, ldu apart) in one launch,
+ * the activation folded into the int8 product's X quantization. Returns 1 without launching when
+ * that product does not fit (then the caller runs the activation and op_matmul), -1 on error. */
+int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
+                    uint32_t ldy, uint32_t ntok, char *err, size_t errlen);
 /* several products of the same X (Q/K/V or gate/up): one launch when ntok <= 4, else one each */
 typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,

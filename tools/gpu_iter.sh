@@ -3,7 +3,7 @@
 # kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
 # then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the two test
 # binaries. The full tables come from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
-#   tools/gpu_iter.sh [tests] [prefill] [decode] [dprof] [exp] [groups] [ptx]   (sections to run; default all)
+#   tools/gpu_iter.sh [tests] [prefill] [decode] [dprof] [ab] [exp] [groups] [ptx]   (sections to run; default all)
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc PATH=$PATH:/usr/local/cuda/bin
 what=" ${*:-tests prefill decode ptx} "
@@ -49,6 +49,13 @@ for m in "${runs[@]}"; do
   b ${1}_b$4_prof X=1 -- $S $2 --type $3 -b $4 -p 64 -n 16 -r 1 --profile
   awk '/profile: decode/{n=1} n' $OUT/${1}_b$4_prof.err | grep -v "^kernel \|^profile" | sort -k2 -n -r | head -${DPROF_TOP:-10}
   grep "kernel time" $OUT/${1}_b$4_prof.err | tail -1
+done
+fi
+if on ab; then # A/B runs: AB="tag ENV=VALUE model --type T args...;..." (ENV X=1 for none)
+IFS=';' read -ra runs <<< "$AB"
+for r in "${runs[@]}"; do
+  set -- $r; tag=$1; e=$2; shift 2
+  b $tag "$e" -- $S "$@"
 done
 fi
 if on exp; then # kernel experiments: build-option variants (CLGEMMA_CL_DEFS), e.g. -DNAME=value

@@ -45,10 +45,10 @@ inline int shfl_xor_i(int v, int m) { return as_int(shfl_xor_f(as_float(v), m));
 
 /* X (ntok rows, ldx apart) to int8 per 32 values in local memory: xq words [ntok][k/4], scales
  * xd [ntok][k/32], and xs [ntok][k/16] = d * (sum of each 16 quantized values), which the
- * q4_k min and q5_0 offset terms need. 8 lanes per 32-value block, 4 values each. geglu: a row
- * holds k gate values then k up values and X is gelu(gate) * up (the expert down products). */
-inline void mvq_quant_x(global const float *X, uint ldx, uint ntok, uint k, uint geglu, local uint *xq,
-                        local float *xd, local float *xs)
+ * q4_k min and q5_0 offset terms need. 8 lanes per 32-value block, 4 values each. geglu: the
+ * product's input is gelu(X) * U (rows ldu apart), so the activation needs no launch of its own. */
+inline void mvq_quant_x(global const float *X, uint ldx, global const float *U, uint ldu, uint ntok, uint k,
+                        uint geglu, local uint *xq, local float *xd, local float *xs)
 {
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, sub = lane % 8;
     int nbk = (int)(k / 32), nb = (int)ntok * nbk;
@@ -58,7 +58,7 @@ inline void mvq_quant_x(global const float *X, uint ldx, uint ntok, uint k, uint
         global const float *xp = X + (size_t)tk * ldx + b * 32 + 4 * sub;
         float4 v = live ? vload4(0, xp) : (float4)(0.0f);
         if (geglu && live) {
-            float4 u = vload4(0, xp + k);
+            float4 u = vload4(0, U + (size_t)tk * ldu + b * 32 + 4 * sub);
             v = (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
         }
         float am = fmax(fmax(fabs(v.x), fabs(v.y)), fmax(fabs(v.z), fabs(v.w)));
@@ -118,19 +118,26 @@ inline float mvq_dot_q4_k(const mvqp_q4_k *p, int pc, local const uint *xq, loca
            p->mb * xs[2 * sa + 2 + h];
 }
 
+/* The n aligned words covering a block at b that is only 2-byte aligned: from b - 2 when b sits
+ * mid-word (returns 1), else from b with the last word read as its first 2 bytes, which end the
+ * block (no read past the buffer). */
+inline int ld_words_a2(global const uchar *b, int n, uint *wv)
+{
+    int mid = ((ulong)b & 2) != 0;
+    global const uint *w = (global const uint *)(b - (mid ? 2 : 0));
+    for (int i = 0; i < n - 1; i++) wv[i] = w[i];
+    wv[n - 1] = mid ? w[n - 1] : *(global const ushort *)(w + n - 1);
+    return mid;
+}
+
 /* ---- q8_0: 34-byte blocks: d (f16), qs[32] int8; blocks are only 2-byte aligned, so a piece is
  * read as 9 aligned words and shifted into place when it starts mid-word */
 typedef struct mvqp_q8_0 { uint q[8]; float d; } mvqp_q8_0;
 
 inline mvqp_q8_0 mvq_ld_q8_0(global const uchar *row, int pc)
 {
-    global const uchar *b = row + pc * 34;
-    int mid = ((ulong)b & 2) != 0;
-    global const uint *w = (global const uint *)(b - (mid ? 2 : 0));
     uint wv[9];
-    for (int i = 0; i < 8; i++) wv[i] = w[i];
-    /* the block's last 2 bytes: a whole word only when it ends there (no read past the buffer) */
-    wv[8] = mid ? w[8] : *(global const ushort *)(w + 8);
+    int mid = ld_words_a2(row + pc * 34, 9, wv);
     mvqp_q8_0 p;
     p.d = h2f(mid ? wv[0] >> 16 : wv[0]);
     for (int i = 0; i < 8; i++) p.q[i] = mid ? wv[i + 1] : (wv[i] >> 16) | (wv[i + 1] << 16);
@@ -155,12 +162,8 @@ inline uint q5_spread(uint b) { return ((b & 1) << 4) | ((b & 2) << 11) | ((b & 
 
 inline mvqp_q5_0 mvq_ld_q5_0(global const uchar *row, int pc)
 {
-    global const uchar *b = row + pc * 22;
-    int mid = ((ulong)b & 2) != 0;
-    global const uint *w = (global const uint *)(b - (mid ? 2 : 0));
     uint wv[6];
-    for (int i = 0; i < 5; i++) wv[i] = w[i];
-    wv[5] = mid ? w[5] : *(global const ushort *)(w + 5); /* no read past the block's end */
+    int mid = ld_words_a2(row + pc * 22, 6, wv);
     mvqp_q5_0 p;
     uint qh, qs[4];
     if (mid) {
@@ -204,37 +207,62 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
     return 0;
 }
 
-/* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane) */
+/* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane). The weight
+ * loads run one piece ahead of the dot products (MVQ_PIPE), and the first pieces are requested
+ * before X is quantized, so their latency overlaps the quantization. */
+#ifndef MVQ_PIPE
+#define MVQ_PIPE 1
+#endif
+#define MVQ_ROWS_SETUP(MVQ_R)                                                                     \
+    for (int i = 0; i < MVQ_R; i++) {                                                             \
+        live[i] = mvq_row(rb + i, W0, rb0, n0, Y0, W1, rb1, n1, Y1, W2, rb2, n2, Y2, ld0, ld1, ld2, \
+                          &p[i], &y[i], &ld[i]) && rb + i < g1;                                   \
+    }
 #define DEFINE_MVQ(T, MVQ_R, NAME)                                                                \
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
 void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,              \
              global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,              \
              global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2,              \
              uint k, global const float *X, uint ldx, uint ntok, uint rpg,                       \
+             global const float *U, uint u_off, uint ldu, uint geglu,                            \
              local uint *xq, local float *xd, local float *xs)                                   \
 {                                                                                                 \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
-    mvq_quant_x(X, ldx, ntok, k, 0, xq, xd, xs);                                                  \
     uint nrows = n0 + n1 + n2, g0 = get_group_id(0) * rpg, g1 = min(nrows, g0 + rpg);             \
     int npc = (int)(k / 32);                                                                      \
-    for (uint rb = g0 + warp * MVQ_R; rb < g1; rb += 8 * MVQ_R) {                                 \
-        global const uchar *p[MVQ_R];                                                             \
-        global float *y[MVQ_R];                                                                   \
-        uint ld[MVQ_R];                                                                           \
-        int live[MVQ_R];                                                                          \
-        float acc[MVQ_R][4];                                                                      \
-        for (int i = 0; i < MVQ_R; i++) {                                                         \
-            live[i] = mvq_row(rb + i, W0, rb0, n0, Y0, W1, rb1, n1, Y1, W2, rb2, n2, Y2, ld0, ld1, ld2, \
-                              &p[i], &y[i], &ld[i]) && rb + i < g1;                               \
-            for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;                                         \
+    uint rb = g0 + warp * MVQ_R;                                                                  \
+    global const uchar *p[MVQ_R];                                                                 \
+    global float *y[MVQ_R];                                                                       \
+    uint ld[MVQ_R];                                                                               \
+    int live[MVQ_R];                                                                              \
+    mvqp_##T w[MVQ_R];                                                                            \
+    MVQ_ROWS_SETUP(MVQ_R)                                                                         \
+    if (MVQ_PIPE && lane < npc)                                                                   \
+        for (int i = 0; i < MVQ_R; i++) w[i] = mvq_ld_##T(p[i], lane);                            \
+    mvq_quant_x(X, ldx, U + u_off, ldu, ntok, k, geglu, xq, xd, xs);                              \
+    for (int first = 1; rb < g1; rb += 8 * MVQ_R, first = 0) {                                    \
+        if (!first) {                                                                             \
+            MVQ_ROWS_SETUP(MVQ_R)                                                                 \
+            if (MVQ_PIPE && lane < npc)                                                           \
+                for (int i = 0; i < MVQ_R; i++) w[i] = mvq_ld_##T(p[i], lane);                    \
         }                                                                                         \
+        float acc[MVQ_R][4];                                                                      \
+        for (int i = 0; i < MVQ_R; i++)                                                           \
+            for (int t = 0; t < 4; t++) acc[i][t] = 0.0f;                                         \
         for (int pc = lane; pc < npc; pc += 32) {                                                 \
-            mvqp_##T w[MVQ_R];                                                                    \
-            for (int i = 0; i < MVQ_R; i++) w[i] = mvq_ld_##T(p[i], pc);                          \
+            mvqp_##T c[MVQ_R];                                                                    \
+            for (int i = 0; i < MVQ_R; i++) {                                                     \
+                if (MVQ_PIPE) {                                                                   \
+                    c[i] = w[i];                                                                  \
+                    if (pc + 32 < npc) w[i] = mvq_ld_##T(p[i], pc + 32);                          \
+                } else {                                                                          \
+                    c[i] = mvq_ld_##T(p[i], pc);                                                  \
+                }                                                                                 \
+            }                                                                                     \
             for (int t = 0; t < 4; t++) {                                                         \
                 if (t > 0 && t >= (int)ntok) break;                                               \
                 for (int i = 0; i < MVQ_R; i++)                                                   \
-                    acc[i][t] += mvq_dot_##T(&w[i], pc, xq + t * (k / 4), xd + t * (k / 32),      \
+                    acc[i][t] += mvq_dot_##T(&c[i], pc, xq + t * (k / 4), xd + t * (k / 32),      \
                                              xs + t * (k / 16));                                  \
             }                                                                                     \
         }                                                                                         \
@@ -262,7 +290,7 @@ DEFINE_MVQ(q5_0, 4, mvq4)
  *   Y[v] = sum over those slots of (wsel ? wsel[s] : 1) * W_sel[s][r] . X_s.
  * Up/gate: nj = 1, xdiv = n_used (one token's X for each of its experts). Down: nj = n_used,
  * xdiv = 1, X = the gate|up rows with geglu on, weights wsel: the weighted sum over the token's
- * experts without a combine pass. A group's rpg rows lie in one slot group (rpg divides rows_e),
+ * experts without a combine pass (gate and up: k values each per row). A group's rpg rows lie in one slot group (rpg divides rows_e),
  * so it quantizes only that group's nj X rows; lanes stride over (slot, piece) pairs. */
 #define DEFINE_MVQE(T)                                                                            \
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
@@ -273,7 +301,8 @@ void mvqe_##T(global const uchar *W, uint rbytes, uint rows_e, uint k, global co
 {                                                                                                 \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
     uint g0 = get_group_id(0) * rpg, gg = g0 / rows_e, s0 = gg * nj;                              \
-    mvq_quant_x(X + (size_t)(s0 / xdiv) * ldx, ldx, nj, k, geglu, xq, xd, xs);                    \
+    global const float *xr = X + (size_t)(s0 / xdiv) * ldx;                                       \
+    mvq_quant_x(xr, ldx, xr + k, ldx, nj, k, geglu, xq, xd, xs);                                  \
     int npc = (int)(k / 32), tot = (int)nj * npc;                                                 \
     for (uint v = g0 + warp * 2; v < g0 + rpg; v += 16) {                                         \
         uint r = v - gg * rows_e;                                                                 \

@@ -513,6 +513,49 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok)
     free(x);
 }
 
+/* op_matmul_geglu: Y = W . (gelu(G) * U) with U at an offset and its own row stride (the PLE layout),
+ * against float64 of the activation computed here; where the int8 product does not fit the op
+ * must decline (1) without launching */
+static void test_matmul_geglu(void)
+{
+    reseed(__func__);
+    static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_F16 };
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        const golden *g = golden_of(types[i]);
+        CHECK(g != NULL, "no golden %s", type_name(types[i]));
+        if (!g) continue;
+        for (uint32_t ntok = 1; ntok <= 4; ntok += 3) {
+            uint32_t k = g->cols, ldg, u_off = 4 * (uint32_t)irand(9), ldu = 3 * k, ldy = g->rows + 3;
+            float *gt = make_x(k, ntok, &ldg), *u = malloc(((size_t)u_off + (size_t)ntok * ldu) * 4);
+            float *x = malloc((size_t)ntok * ldg * 4);
+            for (size_t j = 0; j < (size_t)u_off + (size_t)ntok * ldu; j++) u[j] = nrand();
+            for (uint32_t t = 0; t < ntok; t++)
+                for (uint32_t j = 0; j < ldg; j++) {
+                    double v = gt[(size_t)t * ldg + j], uu = j < k ? u[u_off + (size_t)t * ldu + j] : 0;
+                    x[(size_t)t * ldg + j] =
+                        (float)(0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))) * uu);
+                }
+            weight w = upload_weight(g);
+            size_t ny = (size_t)ntok * ldy + PAD;
+            cl_mem Gb = dbuf((size_t)ntok * ldg * 4, gt), Ub = dbuf(((size_t)u_off + (size_t)ntok * ldu) * 4, u),
+                   Y = dbuf(ny * 4, NULL);
+            poison(Y, ny * 4);
+            char what[96];
+            snprintf(what, sizeof what, "matmul_geglu %s %u x %u, ntok %u", type_name(g->type), g->rows, k, ntok);
+            err[0] = 0;
+            int rc = op_matmul_geglu(&O, &w, Gb, ldg, Ub, u_off, ldu, Y, ldy, ntok, err, sizeof err);
+            if (!ops_mvq_fits(&O, g->type, k, ntok)) {
+                CHECK(rc == 1, "%s: should decline where the int8 product does not fit (rc %d)", what, rc);
+            } else {
+                CHECK(rc == 0, "%s: %s", what, err);
+                if (rc == 0) check_product(what, g, x, ldg, ntok, Y, ldy, TOL_Q8X);
+            }
+            free(gt); free(u); free(x);
+            clReleaseMemObject(Gb); clReleaseMemObject(Ub); clReleaseMemObject(Y); clReleaseMemObject(w.buf);
+        }
+    }
+}
+
 /* MoE expert products (ops_gemma4.h) for n_exp experts of rows_e rows made of golden rows (drawn
  * with replacement): up, gu[s][r] = W_sel[s][r] . X[s / n_used], and down from [gate | up] rows,
  * Y[t][r] = sum_j wsel[t,j] W_sel[t,j][r] . (gelu(gate) * up), against float64. Decode sizes take
@@ -1587,6 +1630,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_matmul_tiles);
     RUN_TEST(test_matmul_multi);
     RUN_TEST(test_moe_products);
+    RUN_TEST(test_matmul_geglu);
     RUN_TEST(test_rmsnorm);
     RUN_TEST(test_rmsnorm_add);
     RUN_TEST(test_rmsnorm_add_norm);
