@@ -46,7 +46,7 @@ typedef struct fwd_bufs {
     cl_mem ids, pos, seq, out_rows;
     cl_mem x, xn, q, k, v, att, o, g, u;
     cl_mem xo, logits, argmax;
-    cl_mem part_acc, part_ml;
+    cl_mem part_acc, part_ml, part_cnt; /* split-KV attention partials and their counters */
     size_t part_elems;        /* floats in part_acc */
     cl_mem ext[12];           /* architecture-specific scratch (gemma4: PLE, MoE) */
 } fwd_bufs;

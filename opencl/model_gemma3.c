@@ -234,6 +234,16 @@ int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_to
         *all[i].m = rt_alloc(rt, all[i].bytes, NULL, err, errlen);
         if (!*all[i].m) { fwd_bufs_destroy(b); return -1; }
     }
+    /* attention counters start at zero; every launch leaves them at zero */
+    size_t ncnt = b->part_elems / hp->head_dim;
+    uint32_t *zero = calloc(ncnt, 4);
+    b->part_cnt = zero ? rt_alloc(rt, 4 * ncnt, zero, err, errlen) : NULL;
+    free(zero);
+    if (!b->part_cnt) {
+        if (!zero) snprintf(err, errlen, "out of host memory for the attention counters");
+        fwd_bufs_destroy(b);
+        return -1;
+    }
     if (m->g4 && gemma4_bufs_create(b, m, rt, err, errlen)) { fwd_bufs_destroy(b); return -1; }
     return 0;
 }
@@ -241,7 +251,7 @@ int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_to
 void fwd_bufs_destroy(fwd_bufs *b)
 {
     cl_mem *ms[] = { &b->ids, &b->pos, &b->seq, &b->out_rows, &b->x, &b->xn, &b->q, &b->k, &b->v, &b->att,
-                     &b->o, &b->g, &b->u, &b->xo, &b->logits, &b->argmax, &b->part_acc, &b->part_ml };
+                     &b->o, &b->g, &b->u, &b->xo, &b->logits, &b->argmax, &b->part_acc, &b->part_ml, &b->part_cnt };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) rel(ms[i]);
     for (size_t i = 0; i < sizeof b->ext / sizeof *b->ext; i++) rel(&b->ext[i]);
 }
@@ -251,7 +261,7 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
 {
     const model_hparams *hp = &m->hp;
     kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
-    attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml,
+    attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml, b->part_cnt,
                       b->part_elems, hp->head_dim };
     attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, m->layers[l].is_swa ? (int)hp->window : 0,
                       hp->attn_scale, hp->attn_softcap, &kk, &vv };

@@ -498,7 +498,7 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4
     const model_hparams *hp = &m->hp;
     kv_view kk = kv_layer_k(kv, L->kv_src), vv = kv_layer_v(kv, L->kv_src);
     /* partial buffers are sized for the largest head dim (hp->head_dim) */
-    attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml,
+    attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml, b->part_cnt,
                       b->part_elems, hp->head_dim };
     attn_layer al = { L->nh, L->nkv, L->hd, L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap,
                       &kk, &vv };

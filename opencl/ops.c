@@ -10,7 +10,7 @@
 
 static const char *const kernel_names[K_COUNT] = {
     [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
-    [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial", [K_ATTN_COMBINE] = "attn_combine",
+    [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial",
     [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_NORM] = "rmsnorm_add_norm",
     [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_NORM_FUSE] = "norm_fuse", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",

@@ -24,7 +24,7 @@ typedef struct weight {
 } weight;
 
 enum op_kernel {
-    K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_ATTN_COMBINE, K_GEGLU,
+    K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_GEGLU,
     K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
     K_NORM_FUSE,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
@@ -155,12 +155,14 @@ int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int no
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
  * short decode steps still spread over the device (small chunks) and long prefills do not */
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
-/* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats;
- * chunk (keys per chunk, <= OPS_ATTN_CHUNK) and nchunk cover the longest span in the batch */
+/* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
+ * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
+ * (token, head) merges its chunks and resets its counter); chunk (keys per chunk, <=
+ * OPS_ATTN_CHUNK) and nchunk cover the longest span in the batch */
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem out, char *err, size_t errlen);
+                 cl_mem part_cnt, cl_mem out, char *err, size_t errlen);
 /* one layer's attention shape and KV cache */
 typedef struct attn_layer {
     uint32_t nh, nkv, hd;
@@ -175,7 +177,7 @@ typedef struct attn_batch {
     cl_mem q, out, pos, seq;
     const int32_t *h_seq;       /* NULL: no runs known, split-KV kernels only */
     uint32_t ntok, max_pos;
-    cl_mem part_acc, part_ml;
+    cl_mem part_acc, part_ml, part_cnt; /* part_cnt: part_elems / part_hd zeroed counters */
     size_t part_elems;
     uint32_t part_hd;
 } attn_batch;

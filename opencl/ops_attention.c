@@ -10,22 +10,19 @@
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem out, char *err, size_t errlen)
+                 cl_mem part_cnt, cl_mem out, char *err, size_t errlen)
 {
     if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
-    if (ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, span * hd * 4.0 / (nh / nkv), span * hd * 4.0,
-               err, errlen, 23, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
-               A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
-               A(nchunk), A(chunk), A(part_acc), A(part_ml), LOCAL(hd * sizeof(float)),
-               LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float)),
-               LOCAL(OPS_ATTN_CHUNK * sizeof(cl_uint))))
-        return -1;
-    size_t l2[2] = { o->rt->is_cpu ? 16 : 128, 1 }, g2[2] = { nh * l2[0], ntok };
-    return ops_launch(o, K_ATTN_COMBINE, o->k[K_ATTN_COMBINE], 2, g2, l2, 4.0 * ntok * nh * nchunk * (hd + 2), 0, err,
-                  errlen, 7, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out));
+    return ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws,
+                      span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2), span * hd * 4.0, err, errlen,
+                      25, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
+                      A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
+                      A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), LOCAL(hd * sizeof(float)),
+                      LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float)),
+                      LOCAL(OPS_ATTN_CHUNK * sizeof(cl_uint)));
 }
 
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
@@ -79,7 +76,7 @@ static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_
     for (uint32_t s = t0; s < t0 + n; s += slice) {
         uint32_t m = t0 + n - s < slice ? t0 + n - s : slice;
         if (op_attention(o, b->q, s, m, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window, l->scale,
-                         l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->out, err, errlen))
+                         l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, err, errlen))
             return -1;
     }
     return 0;

@@ -18,6 +18,17 @@ inline float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanh(k * (x + 0.044715f * x * x * x)));
 }
 
+/* order this work-item's global writes before its later accesses device-wide (for a counter that
+ * tells the last work-group of a set it may read the others' results) */
+inline void fence_device(void)
+{
+#ifdef CLG_NVIDIA
+    asm volatile("membar.gl;" ::: "memory");
+#else
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
 inline float wg_sum(float v, local float *red)
 {
     int lid = get_local_id(0), n = get_local_size(0);

@@ -1,31 +1,19 @@
 /* 40_attention.cl — attention over the paged KV cache, split over key chunks ("flash-decoding"):
  * attn_partial computes, per (chunk, q head, token), the chunk's softmax statistics and weighted
- * V sum; attn_combine merges the chunks. Causal by position; a window w > 0 limits keys to
- * (pos - w, pos]. Softcap > 0 applies cap * tanh(s / cap) to scores. */
+ * V sum; the group that finishes a (token, head) last merges its chunks into the output (a
+ * counter per (token, head), reset by that group), so no second launch. Causal by position; a
+ * window w > 0 limits keys to (pos - w, pos]. Softcap > 0 applies cap * tanh(s / cap) to scores. */
 
 #define ATTN_MAX_CHUNK 256 /* keys per chunk at most (local score buffer); the host picks chunk <= this */
 
-kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint hd,
-                         global const half *Kc, global const half *Vc,
-                         global const int *tok_pos, global const int *tok_seq,
-                         global const int *block_table, uint max_blocks, uint block_size,
-                         int window, float scale, float softcap, uint nchunk, uint chunk,
-                         global float *part_acc, global float *part_ml,
-                         local float *q, local float *s, local float *red, local uint *koff)
+/* one chunk [c0, c1) of token t's keys for q head h: acc[hd] = sum_j e^(s_j - m) V_j, ml = (m, l) */
+inline void attn_chunk(global const float *Q, uint t, uint nh, uint nkv, uint hd, uint h, global const half *Kc,
+                       global const half *Vc, global const int *tok_seq, global const int *block_table,
+                       uint max_blocks, uint block_size, float scale, float softcap, int c0, int c1, uint chunk,
+                       global float *acc, global float *ml, local float *q, local float *s, local float *red,
+                       local uint *koff)
 {
-    uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
     int lid = get_local_id(0), L = get_local_size(0);
-    int pos = tok_pos[t];
-    int lo = window > 0 ? max(0, pos - window + 1) : 0;
-    int c0 = lo + (int)(c * chunk);
-    int c1 = min(pos + 1, c0 + (int)chunk);
-    size_t pidx = ((size_t)tl * nh + h) * nchunk + c;
-    global float *acc = part_acc + pidx * hd;
-    if (c0 >= c1) { /* chunk past this token's keys: contributes nothing */
-        if (lid == 0) { part_ml[2 * pidx] = -INFINITY; part_ml[2 * pidx + 1] = 0.0f; }
-        for (uint d = lid; d < hd; d += L) acc[d] = 0.0f;
-        return;
-    }
     uint kh = h / (nh / nkv);
     global const float *qr = Q + ((size_t)t * nh + h) * hd;
     for (uint d = lid; d < hd; d += L) q[d] = qr[d];
@@ -87,30 +75,97 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
         for (; j < n; j++) a0 += s[j] * vload_half(d, Vc + koff[j]);
         acc[d] = (a0 + a1) + (a2 + a3);
     }
-    if (lid == 0) { part_ml[2 * pidx] = m; part_ml[2 * pidx + 1] = l; }
+    if (lid == 0) { ml[0] = m; ml[1] = l; }
 }
 
-/* out[t][h*hd + d] = sum_c acc_c[d] e^(m_c - M) / sum_c l_c e^(m_c - M) */
-kernel void attn_combine(global const float *part_acc, global const float *part_ml, uint t0, uint nh, uint hd,
-                         uint nchunk, global float *out)
+/* a value another work-group wrote during this launch: from L2, not this compute unit's L1 */
+inline float ld_shared(global const float *p)
 {
-    uint h = get_group_id(0), tl = get_group_id(1), t = t0 + tl;
+#ifdef CLG_NVIDIA
+    float r;
+    asm("ld.global.cg.f32 %0, [%1];" : "=f"(r) : "l"(p));
+    return r;
+#else
+    return *p;
+#endif
+}
+
+/* o[d] = sum_c acc_c[d] e^(m_c - M) / sum_c l_c e^(m_c - M) over the nchunk partials from base:
+ * chunk statistics reduced across the group, the chunks' weights staged in local memory
+ * (sc, ATTN_MAX_CHUNK at a time), independent loads per output dim */
+inline void attn_merge(global const float *part_acc, global const float *part_ml, size_t base, uint hd, uint nchunk,
+                       global float *o, local float *sc, local float *red)
+{
     int lid = get_local_id(0), L = get_local_size(0);
-    size_t base = ((size_t)tl * nh + h) * nchunk;
+    global const float *pm = part_ml + 2 * base, *pa = part_acc + base * hd;
     float M = -INFINITY;
-    for (uint c = 0; c < nchunk; c++) M = fmax(M, part_ml[2 * (base + c)]);
+    for (uint c = lid; c < nchunk; c += L) M = fmax(M, ld_shared(pm + 2 * c));
+    M = wg_max(M, red);
     float den = 0.0f;
-    for (uint c = 0; c < nchunk; c++) {
-        float mc = part_ml[2 * (base + c)];
-        if (mc > -INFINITY) den += part_ml[2 * (base + c) + 1] * exp(mc - M);
+    for (uint c = lid; c < nchunk; c += L) {
+        float mc = ld_shared(pm + 2 * c);
+        if (mc > -INFINITY) den += ld_shared(pm + 2 * c + 1) * exp(mc - M);
     }
-    global float *o = out + ((size_t)t * nh + h) * hd;
-    for (uint d = lid; d < hd; d += L) {
-        float a = 0.0f;
-        for (uint c = 0; c < nchunk; c++) {
-            float mc = part_ml[2 * (base + c)];
-            if (mc > -INFINITY) a += part_acc[(base + c) * hd + d] * exp(mc - M);
+    float inv = 1.0f / wg_sum(den, red);
+    for (uint c0 = 0; c0 < nchunk; c0 += ATTN_MAX_CHUNK) {
+        uint n = min((uint)ATTN_MAX_CHUNK, nchunk - c0);
+        for (uint c = lid; c < n; c += L) {
+            float mc = ld_shared(pm + 2 * (c0 + c));
+            sc[c] = mc > -INFINITY ? exp(mc - M) * inv : 0.0f;
         }
-        o[d] = a / den;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint d = lid; d < hd; d += L) {
+            global const float *col = pa + (size_t)c0 * hd + d;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            uint c = 0;
+            for (; c + 4 <= n; c += 4) {
+                a0 += sc[c] * ld_shared(col + (size_t)c * hd);
+                a1 += sc[c + 1] * ld_shared(col + (size_t)(c + 1) * hd);
+                a2 += sc[c + 2] * ld_shared(col + (size_t)(c + 2) * hd);
+                a3 += sc[c + 3] * ld_shared(col + (size_t)(c + 3) * hd);
+            }
+            for (; c < n; c++) a0 += sc[c] * ld_shared(col + (size_t)c * hd);
+            float a = (a0 + a1) + (a2 + a3);
+            o[d] = c0 ? o[d] + a : a;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
+}
+
+kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint hd,
+                         global const half *Kc, global const half *Vc,
+                         global const int *tok_pos, global const int *tok_seq,
+                         global const int *block_table, uint max_blocks, uint block_size,
+                         int window, float scale, float softcap, uint nchunk, uint chunk,
+                         global float *part_acc, global float *part_ml, global uint *cnt, global float *out,
+                         local float *q, local float *s, local float *red, local uint *koff)
+{
+    local int is_last;
+    uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
+    int lid = get_local_id(0), L = get_local_size(0);
+    int pos = tok_pos[t];
+    int lo = window > 0 ? max(0, pos - window + 1) : 0;
+    int c0 = lo + (int)(c * chunk);
+    int c1 = min(pos + 1, c0 + (int)chunk);
+    size_t pidx = ((size_t)tl * nh + h) * nchunk + c;
+    global float *acc = part_acc + pidx * hd;
+    if (c0 >= c1) { /* chunk past this token's keys: contributes nothing */
+        if (lid == 0) { part_ml[2 * pidx] = -INFINITY; part_ml[2 * pidx + 1] = 0.0f; }
+        for (uint d = lid; d < hd; d += L) acc[d] = 0.0f;
+    } else {
+        attn_chunk(Q, t, nh, nkv, hd, h, Kc, Vc, tok_seq, block_table, max_blocks, block_size, scale, softcap,
+                   c0, c1, chunk, acc, part_ml + 2 * pidx, q, s, red, koff);
+    }
+    /* count this chunk in once the group's writes are visible device-wide; the last one merges */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    size_t th = (size_t)tl * nh + h;
+    if (lid == 0) {
+        fence_device();
+        is_last = atomic_inc(cnt + th) == nchunk - 1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!is_last) return;
+    fence_device();
+    attn_merge(part_acc, part_ml, th * nchunk, hd, nchunk, out + ((size_t)t * nh + h) * hd, s, red);
+    if (lid == 0) cnt[th] = 0;
 }

@@ -11,7 +11,7 @@
  * random GGUF blocks of every supported type and their dequantization by gguf-py, which
  * mirrors llama.cpp's layouts independently of the kernels.
  * The rest: rmsnorm, rmsnorm_add, rmsnorm_add_norm, norm_chain (norm_fuse), norm_rope (Q in place, K into the paged
- * cache, partial rotation), v_store, qkv_rope, attn_partial + attn_combine (GQA, several
+ * cache, partial rotation), v_store, qkv_rope, attn_partial with its in-kernel merge (GQA, several
  * sequences with shuffled block tables, windows, softcap, several chunk sizes, token slices),
  * op_attention_batch (runs of one sequence: flash kernel on NVIDIA, split-KV elsewhere),
  * geglu, gather_rows, softcap, add_rows, scale_rows, argmax_part + argmax_final.
@@ -41,6 +41,8 @@
 #define TOL_MMA 3e-3 /* tensor-core products round X and W to f16 (unit roundoff 4.9e-4) */
 #define TOL_Q8X 1.5e-2 /* int8 decode products round X to 1/254 of each 32-block's max (llama.cpp's q8_1):
                          ~5e-3 expected for Gaussian X, measured 2.6e-3..7.2e-3 on the H200 */
+#define TOL_Q8X_GEGLU 3e-2 /* the same for X = gelu(g) * u (heavier tails: 0.91% rounding error per value
+                              vs 0.54% for Gaussian X, numpy), measured 0.86e-2..2.2e-2 on the H200 */
 
 #define POISON32 0x7fc0deadu   /* quiet NaN with a payload: float outputs before launch */
 #define POISON16 0x7e5bu       /* NaN half: unwritten KV cache slots */
@@ -548,7 +550,7 @@ static void test_matmul_geglu(void)
                 CHECK(rc == 1, "%s: should decline where the int8 product does not fit (rc %d)", what, rc);
             } else {
                 CHECK(rc == 0, "%s: %s", what, err);
-                if (rc == 0) check_product(what, g, x, ldg, ntok, Y, ldy, TOL_Q8X);
+                if (rc == 0) check_product(what, g, x, ldg, ntok, Y, ldy, TOL_Q8X_GEGLU);
             }
             free(gt); free(u); free(x);
             clReleaseMemObject(Gb); clReleaseMemObject(Ub); clReleaseMemObject(Y); clReleaseMemObject(w.buf);
@@ -624,7 +626,7 @@ static void moe_case(const golden *g, uint32_t n_exp, uint32_t rows_e, uint32_t 
              n_exp, rows_e, k, ntok, n_used, q8 ? "int8 expert products, geglu folded" : "float / tensor cores");
     OPOK(g4_moe_down(&O, &G4, &w, rows_e, GUI, ACT, SEL, WS, n_used, DN, ORD, YD, ntok, err, sizeof err));
     dread(DN, got, (ndn + PAD) * 4);
-    check_close(what, got, ref_dn, ndn, q8 ? TOL_Q8X : TOL_MMA);
+    check_close(what, got, ref_dn, ndn, q8 ? TOL_Q8X_GEGLU : TOL_MMA);
     check_untouched(what, got, ndn, ndn + PAD);
     free(src); free(raw); free(sel); free(wsel); free(x); free(gu_in); free(ref_up); free(ref_dn); free(act);
     free(got);
@@ -1336,6 +1338,8 @@ static void test_attention(void)
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
                P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq), PA = dbuf(npart * hd * 4, NULL),
                PM = dbuf(npart * 2 * 4, NULL), OUT = dbuf(tot * 4, NULL);
+        uint32_t *cnt = calloc((size_t)T * nh, 4);
+        cl_mem CNT = dbuf((size_t)T * nh * 4, cnt);
         kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
         char what[160];
         uint32_t t0 = 2 + irand(T - 4);
@@ -1347,7 +1351,7 @@ static void test_attention(void)
         poison(PM, npart * 2 * 4);
         /* slice [t0, T) first: rows before t0 must stay untouched */
         OPOK(op_attention(&O, Q, t0, T - t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, OUT, err, sizeof err));
+                          chunk, PA, PM, CNT, OUT, err, sizeof err));
         dread(OUT, out, tot * 4);
         char w2[200];
         snprintf(w2, sizeof w2, "%s, slice t0 %u", what, t0);
@@ -1358,19 +1362,24 @@ static void test_attention(void)
         poison(PA, npart * hd * 4);
         poison(PM, npart * 2 * 4);
         OPOK(op_attention(&O, Q, 0, t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, OUT, err, sizeof err));
+                          chunk, PA, PM, CNT, OUT, err, sizeof err));
         dread(OUT, out, tot * 4);
         snprintf(w2, sizeof w2, "%s, all tokens", what);
         check_close(w2, out, ref, nq, TOL_RED);
         check_untouched(w2, out, nq, tot);
+        /* the merging groups reset their counters: the next launch finds them at zero */
+        dread(CNT, cnt, (size_t)T * nh * 4);
+        size_t stale = 0;
+        for (size_t i = 0; i < (size_t)T * nh; i++) stale += cnt[i] != 0;
+        CHECK(stale == 0, "%s: %zu attention counters left non-zero", what, stale);
         if (c == 0) { /* chunks the kernel's score buffer cannot hold are refused */
             CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, OPS_ATTN_CHUNK + 1, PA, PM,
-                               OUT, err, sizeof err) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
-            CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, OUT, err,
+                               CNT, OUT, err, sizeof err) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
+            CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, CNT, OUT, err,
                                sizeof err) != 0, "op_attention accepted chunk 0");
         }
-        free(K); free(V); free(q); free(out); free(ref);
-        cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, OUT };
+        free(K); free(V); free(q); free(out); free(ref); free(cnt);
+        cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
 }
@@ -1428,9 +1437,12 @@ static void test_attention_batch(void)
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
                P = dbuf(T * 4, pos), S = dbuf(T * 4, seq), PA = dbuf(part_elems * 4, NULL),
                PM = dbuf(part_elems / hd * 2 * 4, NULL), OUT = dbuf(nq * 4, NULL);
+        uint32_t *zero = calloc(part_elems / hd, 4);
+        cl_mem CNT = dbuf(part_elems / hd * 4, zero);
+        free(zero);
         kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
         attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
-        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, part_elems, hd };
+        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
         int flash = ops_flash_ok(&O, nh, nkv, hd);
         char what[200];
         snprintf(what, sizeof what, "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
@@ -1441,7 +1453,7 @@ static void test_attention_batch(void)
         dread(OUT, out, nq * 4);
         check_close(what, out, ref, nq, flash ? TOL_MMA : TOL_RED);
         free(K); free(V); free(q); free(out); free(ref); free(pos); free(seq);
-        cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, OUT };
+        cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
 }
