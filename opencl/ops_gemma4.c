@@ -20,6 +20,10 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
     const char *no_mvq = getenv("CLGEMMA_NO_MVQ");
+    if (rt->is_nvidia && !(g->router_topk_w = rt_kernel(rt, "g4_router_topk_w", err, errlen))) {
+        ops_g4_destroy(g);
+        return -1;
+    }
     if (rt->is_nvidia && !(no_mvq && *no_mvq && strcmp(no_mvq, "0"))) {
         static const struct { uint32_t t; const char *name; } q[] = {
             { GGML_TYPE_Q4_K, "mvqe_q4_k" }, { GGML_TYPE_Q8_0, "mvqe_q8_0" }, { GGML_TYPE_Q5_0, "mvqe_q5_0" } };
@@ -37,6 +41,7 @@ void ops_g4_destroy(ops_g4 *g)
         if (ks[i]) clReleaseKernel(ks[i]);
     for (int t = 0; t < GGML_TYPE_COUNT; t++)
         if (g->mvqe[t]) clReleaseKernel(g->mvqe[t]);
+    if (g->router_topk_w) clReleaseKernel(g->router_topk_w);
     memset(g, 0, sizeof *g);
 }
 
@@ -62,6 +67,12 @@ int g4_router_topk(ops *o, const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n
                    cl_mem wsel, uint32_t ntok, char *err, size_t errlen)
 {
     if (n_exp > 256 || n_used == 0 || n_used > n_exp) return ERR("router: %u of %u experts unsupported", n_used, n_exp);
+    if (g->router_topk_w && n_used <= 32) {
+        size_t l1 = 32, g1 = (size_t)ntok * 32;
+        return ops_launch(o, K_G4_ROUTER, g->router_topk_w, 1, &g1, &l1, 4.0 * ntok * (n_exp + 2 * n_used),
+                          4.0 * ntok * n_exp, err, errlen, 7, A(z), A(n_exp), A(n_used), A(exp_scale), A(sel), A(wsel),
+                          A(ntok));
+    }
     size_t lws = 32;
     while (lws < n_exp) lws *= 2;
     size_t gws = (size_t)ntok * lws;

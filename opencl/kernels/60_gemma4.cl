@@ -75,6 +75,58 @@ kernel void g4_router_topk(global const float *z, uint n_exp, uint n_used, globa
         }
 }
 
+#ifdef CLG_NVIDIA
+/* g4_router_topk in one warp per token (NVIDIA, n_exp <= 256): each lane holds experts lane + 32i,
+ * the maxima and sums are shuffles, so the n_used picks take no barriers (the group version's
+ * log2(n_exp) barriers per pick made it ~18 us per launch) */
+kernel __attribute__((reqd_work_group_size(32, 1, 1)))
+void g4_router_topk_w(global const float *z, uint n_exp, uint n_used, global const float *exp_scale,
+                      global int *sel, global float *wsel, uint ntok)
+{
+    uint t = get_group_id(0);
+    int lane = get_local_id(0);
+    global const float *zt = z + (size_t)t * n_exp;
+    float v[8];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int e = lane + 32 * i;
+        v[i] = e < (int)n_exp ? zt[e] : -INFINITY;
+        mx = fmax(mx, v[i]);
+    }
+    for (int m = 16; m > 0; m >>= 1) mx = fmax(mx, shfl_xor_f(mx, m));
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) sum += v[i] > -INFINITY ? exp(v[i] - mx) : 0.0f;
+    for (int m = 16; m > 0; m >>= 1) sum += shfl_xor_f(sum, m);
+    float wsum = 0.0f, pj = 0.0f;
+    int ej = 0;
+    for (uint j = 0; j < n_used; j++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff;
+#pragma unroll
+        for (int i = 0; i < 8; i++) /* lane-local best; indices rise with i, so > keeps the lowest on ties */
+            if (v[i] > bv) { bv = v[i]; bi = lane + 32 * i; }
+        for (int m = 16; m > 0; m >>= 1) {
+            float ov = shfl_xor_f(bv, m);
+            int oi = as_int(shfl_xor_f(as_float(bi), m));
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (lane + 32 * i == bi) v[i] = -INFINITY; /* taken */
+        float p = exp(bv - mx) / sum;
+        wsum += p;
+        if (lane == (int)j) { ej = bi; pj = p; } /* lane j keeps pick j */
+    }
+    if (lane < (int)n_used) {
+        size_t i = (size_t)t * n_used + lane;
+        sel[i] = ej;
+        wsel[i] = pj / wsum * exp_scale[ej];
+    }
+}
+#endif
+
 /* gu[t*n_used + j][r] = W_e[r] . X[t], e = sel[t*n_used + j]; W holds n_exp experts of rows_e rows */
 kernel void g4_moe_up(global const uchar *W, uint type, uint row_bytes, uint rows_e, uint k,
                       global const float *X, uint ldx, global const int *sel, uint n_used,
