@@ -45,8 +45,7 @@ static const char *type_suffix(uint32_t t)
 
 int ops_type_supported(uint32_t type) { return type_suffix(type) != NULL; }
 
-/* a switch in the environment: set, non-empty and not "0" */
-static int env_on(const char *name)
+int ops_env_on(const char *name)
 {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0");
@@ -78,7 +77,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
             snprintf(name, sizeof name, "mmql_%s", s);
             if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            if (!env_on("CLGEMMA_NO_MMT")) {
+            if (!ops_env_on("CLGEMMA_NO_MMT")) {
                 snprintf(name, sizeof name, "mmt_%s", s);
                 if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
             }
@@ -92,9 +91,9 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
                                      &o->mmq_wg[1][t], NULL);
         }
     }
-    o->has_mma = rt->is_nvidia && !env_on("CLGEMMA_NO_MMA");
+    o->has_mma = rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MMA");
     if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
-    if (rt->is_nvidia && !env_on("CLGEMMA_NO_MVQ")) {
+    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MVQ")) {
         /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
         const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
         o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
@@ -106,7 +105,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
         }
     }
-    if (rt->is_nvidia && !env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
+    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
     if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;

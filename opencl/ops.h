@@ -101,6 +101,8 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
+/* a switch in the environment: set, non-empty and not "0" */
+int ops_env_on(const char *name);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):

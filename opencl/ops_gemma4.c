@@ -2,7 +2,6 @@
 #include "ops_gemma4.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "errf.h"
@@ -19,12 +18,11 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
-    const char *no_mvq = getenv("CLGEMMA_NO_MVQ");
     if (rt->is_nvidia && !(g->router_topk_w = rt_kernel(rt, "g4_router_topk_w", err, errlen))) {
         ops_g4_destroy(g);
         return -1;
     }
-    if (rt->is_nvidia && !(no_mvq && *no_mvq && strcmp(no_mvq, "0"))) {
+    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MVQ")) {
         static const struct { uint32_t t; const char *name; } q[] = {
             { GGML_TYPE_Q4_K, "mvqe_q4_k" }, { GGML_TYPE_Q8_0, "mvqe_q8_0" }, { GGML_TYPE_Q5_0, "mvqe_q5_0" } };
         for (size_t i = 0; i < sizeof q / sizeof *q; i++)

@@ -118,29 +118,29 @@ inline float mvq_dot_q4_k(const mvqp_q4_k *p, int pc, local const uint *xq, loca
            p->mb * xs[2 * sa + 2 + h];
 }
 
-/* The n aligned words covering a block at b that is only 2-byte aligned: from b - 2 when b sits
- * mid-word (returns 1), else from b with the last word read as its first 2 bytes, which end the
- * block (no read past the buffer). */
-inline int ld_words_a2(global const uchar *b, int n, uint *wv)
+/* A 2-byte-aligned block of 2 + 4n bytes (an f16 then n words: q8_0, q5_0): returns the f16 bits
+ * and fills w with the words at block bytes 2 + 4i, from aligned loads that stay inside the block
+ * (from b - 2 when b sits mid-word, else with the last word read as its first 2 bytes). */
+inline uint ld_block_a2(global const uchar *b, int n, uint *w)
 {
     int mid = ((ulong)b & 2) != 0;
-    global const uint *w = (global const uint *)(b - (mid ? 2 : 0));
-    for (int i = 0; i < n - 1; i++) wv[i] = w[i];
-    wv[n - 1] = mid ? w[n - 1] : *(global const ushort *)(w + n - 1);
-    return mid;
+    global const uint *a = (global const uint *)(b - (mid ? 2 : 0));
+    uint prev = a[0];
+    for (int i = 0; i < n; i++) {
+        uint next = (mid || i + 1 < n) ? a[i + 1] : *(global const ushort *)(a + n);
+        w[i] = mid ? next : (prev >> 16) | (next << 16);
+        prev = next;
+    }
+    return mid ? a[0] >> 16 : a[0] & 0xFFFFu;
 }
 
-/* ---- q8_0: 34-byte blocks: d (f16), qs[32] int8; blocks are only 2-byte aligned, so a piece is
- * read as 9 aligned words and shifted into place when it starts mid-word */
+/* ---- q8_0: 34-byte blocks: d (f16), qs[32] int8; blocks are only 2-byte aligned (ld_block_a2) */
 typedef struct mvqp_q8_0 { uint q[8]; float d; } mvqp_q8_0;
 
 inline mvqp_q8_0 mvq_ld_q8_0(global const uchar *row, int pc)
 {
-    uint wv[9];
-    int mid = ld_words_a2(row + pc * 34, 9, wv);
     mvqp_q8_0 p;
-    p.d = h2f(mid ? wv[0] >> 16 : wv[0]);
-    for (int i = 0; i < 8; i++) p.q[i] = mid ? wv[i + 1] : (wv[i] >> 16) | (wv[i + 1] << 16);
+    p.d = h2f(ld_block_a2(row + pc * 34, 8, p.q));
     return p;
 }
 
@@ -154,7 +154,7 @@ inline float mvq_dot_q8_0(const mvqp_q8_0 *p, int pc, local const uint *xq, loca
 }
 
 /* ---- q5_0: 22-byte blocks: d (f16), qh (32 fifth bits), qs[16] (value j: low nibble of qs[j],
- * value 16 + j: high nibble), each value minus 16. Blocks are 2-byte aligned: 6 aligned words. */
+ * value 16 + j: high nibble), each value minus 16. */
 typedef struct mvqp_q5_0 { uint lo[4], hi[4]; float d; } mvqp_q5_0;
 
 /* bits 0..3 of b to bit 4 of bytes 0..3 */
@@ -162,22 +162,12 @@ inline uint q5_spread(uint b) { return ((b & 1) << 4) | ((b & 2) << 11) | ((b & 
 
 inline mvqp_q5_0 mvq_ld_q5_0(global const uchar *row, int pc)
 {
-    uint wv[6];
-    int mid = ld_words_a2(row + pc * 22, 6, wv);
+    uint w[5]; /* qh, then qs */
     mvqp_q5_0 p;
-    uint qh, qs[4];
-    if (mid) {
-        p.d = h2f(wv[0] >> 16);
-        qh = wv[1];
-        for (int i = 0; i < 4; i++) qs[i] = wv[i + 2];
-    } else {
-        p.d = h2f(wv[0]);
-        qh = (wv[0] >> 16) | (wv[1] << 16);
-        for (int i = 0; i < 4; i++) qs[i] = (wv[i + 1] >> 16) | (wv[i + 2] << 16);
-    }
+    p.d = h2f(ld_block_a2(row + pc * 22, 5, w));
     for (int i = 0; i < 4; i++) {
-        p.lo[i] = (qs[i] & 0x0F0F0F0Fu) | q5_spread(qh >> (4 * i));
-        p.hi[i] = ((qs[i] >> 4) & 0x0F0F0F0Fu) | q5_spread(qh >> (16 + 4 * i));
+        p.lo[i] = (w[i + 1] & 0x0F0F0F0Fu) | q5_spread(w[0] >> (4 * i));
+        p.hi[i] = ((w[i + 1] >> 4) & 0x0F0F0F0Fu) | q5_spread(w[0] >> (16 + 4 * i));
     }
     return p;
 }
