@@ -403,8 +403,7 @@ static int cmd_bench(const cli_args *a)
     for (int b = 0; b < B; b++)
         if (sampler_create(&smp[b], &gp, in->n_vocab)) die("%s", "out of memory");
     double pp[1000], tg[1000];
-    double prof_wall = 0, enq_ms[1000];
-    int prof_steps = 0;
+    double enq_ms[1000];
     for (int rep = 0; rep < a->reps; rep++) {
         int seqs[256];
         engine_item items[256];
@@ -438,7 +437,11 @@ static int cmd_bench(const cli_args *a)
         double dt = now_s() - t1;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
         enq_ms[rep] = nd > 0 ? (engine_enqueue_seconds(e) - q1) * 1e3 / nd : 0;
-        if (a->profile && rep == a->reps - 1) { prof_wall = dt * 1e3; prof_steps = nd; }
+        if (a->profile && last) { /* before check_finite: its single-sequence steps are not decode */
+            fprintf(stderr, "profile: decode, batch %d, %d steps\n", B, nd);
+            engine_profile_print(e, dt * 1e3, nd);
+            engine_set_profiling(e, 0);
+        }
         if (a->synthetic && last) check_finite(e, items, B, next);
         for (int b = 0; b < B; b++) engine_seq_free(e, seqs[b]);
     }
@@ -451,10 +454,6 @@ static int cmd_bench(const cli_args *a)
            "\"load_s\":%.3f}\n",
            in->name, in->device, np, nd, B, a->reps, pp[a->reps / 2], pp[0], pp[a->reps - 1], tg[a->reps / 2], tg[0],
            tg[a->reps - 1], enq_ms[a->reps / 2], load_s);
-    if (a->profile) {
-        fprintf(stderr, "profile: decode, batch %d, %d steps\n", B, prof_steps);
-        engine_profile_print(e, prof_wall, prof_steps);
-    }
     for (int b = 0; b < B; b++) sampler_destroy(smp[b]);
     free(prompt);
     engine_destroy(e);

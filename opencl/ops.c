@@ -20,6 +20,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_G4_PLE_GATE] = "g4_ple_gate", [K_G4_MOE_SORT] = "g4_moe_sort", [K_G4_MOE_COMBINE] = "g4_moe_combine",
     [K_ATTN_FLASH] = "attn_flash (tensor cores)", [K_MVQ] = "mvq (int8 dot GEMV)",
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
+    [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -105,6 +106,23 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
         }
     }
+    if (o->has_mma && !ops_env_on("CLGEMMA_NO_MMQ8")) {
+        static const uint32_t mmq8_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
+        for (size_t i = 0; i < sizeof mmq8_types / sizeof *mmq8_types; i++)
+            for (int nt = 0; nt < 2; nt++) {
+                uint32_t t = mmq8_types[i];
+                char name[64];
+                snprintf(name, sizeof name, "mmq8_%s_%d", type_suffix(t), nt + 1);
+                if (!(o->mmq8[nt][t] = rt_kernel(rt, name, err, errlen))) return -1;
+                clGetKernelWorkGroupInfo(o->mmq8[nt][t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
+                                         &o->mmq8_wg[nt][t], NULL);
+            }
+        if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
+        const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
+        o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
+        const char *mt = getenv("CLGEMMA_MMQ8_MT"); /* with CLGEMMA_CL_DEFS=-DMMQ8_MT=n (measurements) */
+        o->mmq8_mt = mt && atoi(mt) > 0 ? (uint32_t)atoi(mt) : 2;
+    }
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
@@ -162,7 +180,12 @@ void ops_destroy(ops *o)
         if (o->mmqe_l[t]) clReleaseKernel(o->mmqe_l[t]);
         if (o->mvq[t]) clReleaseKernel(o->mvq[t]);
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
+        for (int nt = 0; nt < 2; nt++)
+            if (o->mmq8[nt][t]) clReleaseKernel(o->mmq8[nt][t]);
     }
+    if (o->q8x) clReleaseKernel(o->q8x);
+    if (o->xq) clReleaseMemObject(o->xq);
+    if (o->xqs) clReleaseMemObject(o->xqs);
     if (o->mmt_cvt) clReleaseKernel(o->mmt_cvt);
     if (o->xh) clReleaseMemObject(o->xh);
     if (o->flash) clReleaseKernel(o->flash);
@@ -376,11 +399,57 @@ static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const 
                       LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
 }
 
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
+{
+    if (ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->mmq8[1][type]) return 0;
+    return k % (type == GGML_TYPE_Q4_K ? 256 : 64) == 0;
+}
+
+/* X (or gelu(X) * U) to int8 once for the mmq8 products that follow: o->xq / o->xqs, tokens
+ * padded to *tpad (8 or 16) */
+static int q8x(ops *o, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok, uint32_t k, uint32_t *tpad,
+               char *err, size_t errlen)
+{
+    uint32_t tp = ntok <= 8 ? 8 : 16, geglu = gg != NULL, ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
+    cl_mem U = gg ? gg->U : X;
+    if (grow_buf(o, &o->xq, &o->xq_bytes, (size_t)tp * k, err, errlen) ||
+        grow_buf(o, &o->xqs, &o->xqs_bytes, (size_t)tp * (k / 32) * 2 * sizeof(float), err, errlen))
+        return -1;
+    size_t lws = 256, gws = ((size_t)tp * k / 4 + lws - 1) / lws * lws;
+    *tpad = tp;
+    return ops_launch(o, K_Q8X, o->q8x, 1, &gws, &lws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, err, errlen,
+                      11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k), A(o->xq), A(o->xqs));
+}
+
+/* Y = W . X for the tokens quantized by q8x: 16 * mmq8_mt rows per group */
+static int mmq8_run(ops *o, const weight *w, uint32_t tpad, uint32_t ntok, cl_mem Y, uint32_t ldy, char *err,
+                    size_t errlen)
+{
+    int nt = tpad > 8;
+    size_t rpt = 16 * o->mmq8_mt, tiles = (w->rows + rpt - 1) / rpt;
+    size_t part_per_warp = 32 * o->mmq8_mt * (nt + 1) * 4 * sizeof(float);
+    /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at 16
+     * tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
+    size_t ks = o->mmq8_warps ? o->mmq8_warps
+                              : mmq_split_k(o, tiles, w->cols / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
+    size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
+    uint32_t k = w->cols;
+    return ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
+                      (double)w->row_bytes * w->rows + (double)tiles * tpad * k * 1.25 + 4.0 * ntok * w->rows,
+                      2.0 * ntok * w->rows * k, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
+                      A(o->xq), A(o->xqs), A(Y), A(ldy), A(ntok), LOCAL(part));
+}
+
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen)
 {
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
+    if (ops_mmq8_fits(o, t, w->cols, ntok)) {
+        uint32_t tpad;
+        if (q8x(o, X, ldx, NULL, ntok, w->cols, &tpad, err, errlen)) return -1;
+        return mmq8_run(o, w, tpad, ntok, Y, ldy, err, errlen);
+    }
     if (o->has_mma && ntok > 4) return mmq(o, w, X, ldx, Y, ldy, ntok, err, errlen);
     if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) {
         mm_out m = { w, Y, ldy };
@@ -502,6 +571,16 @@ int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_m
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
                     size_t errlen)
 {
+    int all8 = n >= 1;
+    for (int i = 0; i < n; i++) all8 &= ops_mmq8_fits(o, outs[i].w->type, outs[i].w->cols, ntok) &&
+                                       outs[i].w->cols == outs[0].w->cols;
+    if (all8) { /* X quantized once for all of them */
+        uint32_t tpad;
+        if (q8x(o, X, ldx, NULL, ntok, outs[0].w->cols, &tpad, err, errlen)) return -1;
+        for (int i = 0; i < n; i++)
+            if (mmq8_run(o, outs[i].w, tpad, ntok, outs[i].y, outs[i].ldy, err, errlen)) return -1;
+        return 0;
+    }
     if (ntok > 4 || n > 3 || n < 1) {
         for (int i = 0; i < n; i++)
             if (op_matmul(o, outs[i].w, X, ldx, outs[i].y, outs[i].ldy, ntok, err, errlen)) return -1;
@@ -526,9 +605,14 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
 int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
                     uint32_t ldy, uint32_t ntok, char *err, size_t errlen)
 {
+    geglu_in gg = { U, u_off, ldu };
+    if (ops_mmq8_fits(o, w->type, w->cols, ntok)) {
+        uint32_t tpad;
+        if (q8x(o, G, ldg, &gg, ntok, w->cols, &tpad, err, errlen)) return -1;
+        return mmq8_run(o, w, tpad, ntok, Y, ldy, err, errlen);
+    }
     if (!ops_mvq_fits(o, w->type, w->cols, ntok)) return 1;
     mm_out m = { w, Y, ldy };
-    geglu_in gg = { U, u_off, ldu };
     return mvq(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
 }
 

@@ -34,6 +34,7 @@ enum op_kernel {
     K_ATTN_FLASH, /* NVIDIA only: ops.flash */
     K_MVQ,        /* NVIDIA only: ops.mvq */
     K_MMT, K_MMT_CVT, /* NVIDIA only: ops.mmt, ops.mmt_cvt */
+    K_MMQ8, K_Q8X,    /* NVIDIA only: ops.mmq8, ops.q8x */
     K_COUNT
 };
 
@@ -53,6 +54,14 @@ typedef struct ops {
     cl_kernel mmqe_s[GGML_TYPE_COUNT], mmqe_l[GGML_TYPE_COUNT]; /* the same over expert-grouped pairs */
     cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0, q5_0) */
     cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA; NULL with CLGEMMA_NO_MMT) */
+    cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
+                              * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
+    size_t mmq8_wg[2][GGML_TYPE_COUNT];
+    size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
+    uint32_t mmq8_mt;        /* 16-row tiles per warp in mmq8 (MMQ8_MT in 29_mmq8.cl) */
+    cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
+    cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
+    size_t xq_bytes, xqs_bytes;
     cl_kernel mmt_cvt;       /* X to f16 rows for mmt */
     cl_mem xh;               /* those rows (grown on demand) */
     size_t xh_bytes;
@@ -101,6 +110,9 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
+/* 1 if op_matmul / op_matmul_multi / op_matmul_geglu run this type, k and token count (5-16) on
+ * the int8 tensor-core kernels (mmq8: X rounded to int8 per 32 values) */
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
 /* a switch in the environment: set, non-empty and not "0" */
 int ops_env_on(const char *name);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */

@@ -42,12 +42,14 @@ b 26b_b1 X=1 -- $S gemma4-26b-a4b --type q4_k -p 64 -n 32 -r 3
 b e4b_b1 X=1 -- $S gemma4-e4b --type q8_0 -p 64 -n 32 -r 3
 
 fi
+# profile rows by their time (the first numeric field: kernel names have spaces)
+byms() { awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { print $i "\t" $0; break }}' | sort -rn | cut -f2-; }
 if on dprof; then # per-kernel decode profiles (DPROF="tag model type batch;..."; default B=1 of the three)
 IFS=';' read -ra runs <<< "${DPROF:-26b gemma4-26b-a4b q4_k 1;31b gemma4-31b q4_k 1;e4b gemma4-e4b q8_0 1}"
 for m in "${runs[@]}"; do
   set -- $m
   b ${1}_b$4_prof X=1 -- $S $2 --type $3 -b $4 -p 64 -n 16 -r 1 --profile
-  awk '/profile: decode/{n=1} n' $OUT/${1}_b$4_prof.err | grep -v "^kernel \|^profile" | sort -k2 -n -r | head -${DPROF_TOP:-10}
+  awk '/profile: decode/{n=1} n' $OUT/${1}_b$4_prof.err | grep -v "^kernel \|^profile" | byms | head -${DPROF_TOP:-10}
   grep "kernel time" $OUT/${1}_b$4_prof.err | tail -1
 done
 fi
@@ -55,7 +57,8 @@ if on ab; then # A/B runs: AB="tag ENV=VALUE model --type T args...;..." (ENV X=
 IFS=';' read -ra runs <<< "$AB"
 for r in "${runs[@]}"; do
   set -- $r; tag=$1; e=$2; shift 2
-  b $tag "$e" -- $S "$@"
+  IFS=',' read -ra es <<< "${e//+/ }" # several switches: A=1,B=2; '+' stands for a space in a value
+  b $tag "${es[@]}" -- $S "$@"
 done
 fi
 if on exp; then # kernel experiments: build-option variants (CLGEMMA_CL_DEFS), e.g. -DNAME=value
@@ -74,6 +77,7 @@ done
 fi
 on ptx || exit 0
 # registers and spills of the kernels under work (PTX from the program-binary cache)
-f=$(find /tmp/cc -type f -size +100k | head -1)
+f=$(grep -rla "${PTX_FILE:-mmt_q4_k}" /tmp/cc | head -1) # PTX_FILE: a kernel the program must hold
 python3 -c "import sys;d=open(sys.argv[1],'rb').read().decode('latin1');a=d.find('//');b=d.rfind('}');open('/tmp/k.ptx','w').write(d[a:b+1])" "$f"
-ptxas -arch=sm_90 -v /tmp/k.ptx -o /dev/null 2>&1 | grep -A3 "entry function '\(mmt_q4_k\|mmt_q8_0\|mmql_q4_k\)'" | grep -v "^--"
+# PTX_K: a grep pattern of kernel names (default the prefill tiles)
+ptxas -arch=sm_90 -v /tmp/k.ptx -o /dev/null 2>&1 | grep -A3 "entry function '\(${PTX_K:-mmt_q4_k\|mmt_q8_0\|mmql_q4_k}\)'" | grep -v "^--"

@@ -43,6 +43,24 @@ inline float h2f(uint u)
 
 inline int shfl_xor_i(int v, int m) { return as_int(shfl_xor_f(as_float(v), m)); }
 
+/* four values of a 32-value block held by 8 neighbouring lanes (all must call) to int8, packed in
+ * a word: the block's scale d = max|x| / 127, and in s the sum of the int8 values of this lane's
+ * 16-value half (lanes 0-3 or 4-7 of the 8) */
+inline uint q8_quant4(float4 v, float *d, int *s)
+{
+    float am = fmax(fmax(fabs(v.x), fabs(v.y)), fmax(fabs(v.z), fabs(v.w)));
+    am = fmax(am, shfl_xor_f(am, 1));
+    am = fmax(am, shfl_xor_f(am, 2));
+    am = fmax(am, shfl_xor_f(am, 4));
+    float id = am > 0.0f ? 127.0f / am : 0.0f;
+    *d = am / 127.0f;
+    int4 q = convert_int4_rte(v * id);
+    int h = q.x + q.y + q.z + q.w;
+    h += shfl_xor_i(h, 1);
+    *s = h + shfl_xor_i(h, 2);
+    return (uint)(q.x & 255) | ((uint)(q.y & 255) << 8) | ((uint)(q.z & 255) << 16) | ((uint)q.w << 24);
+}
+
 /* X (ntok rows, ldx apart) to int8 per 32 values in local memory: xq words [ntok][k/4], scales
  * xd [ntok][k/32], and xs [ntok][k/16] = d * (sum of each 16 quantized values), which the
  * q4_k min and q5_0 offset terms need. 8 lanes per 32-value block, 4 values each. geglu: the
@@ -61,18 +79,11 @@ inline void mvq_quant_x(global const float *X, uint ldx, global const float *U, 
             float4 u = vload4(0, U + (size_t)tk * ldu + b * 32 + 4 * sub);
             v = (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
         }
-        float am = fmax(fmax(fabs(v.x), fabs(v.y)), fmax(fabs(v.z), fabs(v.w)));
-        am = fmax(am, shfl_xor_f(am, 1));
-        am = fmax(am, shfl_xor_f(am, 2));
-        am = fmax(am, shfl_xor_f(am, 4));
-        float d = am / 127.0f, id = am > 0.0f ? 127.0f / am : 0.0f;
-        int4 q = convert_int4_rte(v * id);
-        int s = q.x + q.y + q.z + q.w;
-        s += shfl_xor_i(s, 1);
-        s += shfl_xor_i(s, 2); /* lanes 0-3 and 4-7 of the block: one 16-value half each */
+        float d;
+        int s;
+        uint w = q8_quant4(v, &d, &s); /* s: lanes 0-3 and 4-7 of the block, one 16-value half each */
         if (live) {
-            xq[bi * 8 + sub] = (uint)(q.x & 255) | ((uint)(q.y & 255) << 8) | ((uint)(q.z & 255) << 16) |
-                               ((uint)q.w << 24);
+            xq[bi * 8 + sub] = w;
             if (sub % 4 == 0) xs[bi * 2 + sub / 4] = d * (float)s;
             if (sub == 0) xd[bi] = d;
         }
@@ -81,6 +92,19 @@ inline void mvq_quant_x(global const float *X, uint ldx, global const float *U, 
 }
 
 /* ---- q4_k: 144-byte super-blocks: d, dmin (f16), scales[12], qs[128] */
+
+/* sub-block j's scale d * sc and min dmin * m from the super-block's first 16 bytes h, with ALU
+ * only (kq_scale_min4's 6-bit packing) */
+inline void q4k_scale_min(uint4 h, int j, float *dw, float *mw)
+{
+    int sh = 8 * (j & 3);
+    uint a = (h.y >> sh) & 255, bb = (h.z >> sh) & 255, cc = (h.w >> sh) & 255;
+    uint sc = j < 4 ? a & 63 : (cc & 15) | ((a >> 6) << 4);
+    uint mn = j < 4 ? bb & 63 : (cc >> 4) | ((bb >> 6) << 4);
+    *dw = h2f(h.x) * (float)sc;
+    *mw = h2f(h.x >> 16) * (float)mn;
+}
+
 typedef struct mvqp_q4_k { uint4 q; float da, ma, db, mb; } mvqp_q4_k;
 
 inline mvqp_q4_k mvq_ld_q4_k(global const uchar *row, int pc)
@@ -90,16 +114,8 @@ inline mvqp_q4_k mvq_ld_q4_k(global const uchar *row, int pc)
     uint4 h = *(global const uint4 *)b;
     mvqp_q4_k p;
     p.q = *(global const uint4 *)(b + 16 + 16 * c);
-    float d = h2f(h.x), dmin = h2f(h.x >> 16);
-    /* 6-bit scale and min of sub-blocks j, j + 1 (kq_scale_min4's packing) */
-    for (int i = 0; i < 2; i++) {
-        int jj = j + i, sh = 8 * (jj & 3);
-        uint a = (h.y >> sh) & 255, bb = (h.z >> sh) & 255, cc = (h.w >> sh) & 255;
-        uint sc = jj < 4 ? a & 63 : (cc & 15) | ((a >> 6) << 4);
-        uint mn = jj < 4 ? bb & 63 : (cc >> 4) | ((bb >> 6) << 4);
-        if (i == 0) { p.da = d * (float)sc; p.ma = dmin * (float)mn; }
-        else { p.db = d * (float)sc; p.mb = dmin * (float)mn; }
-    }
+    q4k_scale_min(h, j, &p.da, &p.ma);
+    q4k_scale_min(h, j + 1, &p.db, &p.mb);
     return p;
 }
 

@@ -1,0 +1,220 @@
+/* 29_mmq8.cl — batched decode products (5-16 tokens) on int8 tensor cores, NVIDIA (inline PTX
+ * mma.sync m16n8k32, int32 accumulate).
+ *
+ * The f16 products (mmqs) read X as f32 from L2 per warp and per use (7x the weight bytes at 16
+ * tokens) and unpack every weight into floats: 31B decode at 16 tokens ran at 0.4 TB/s. Here X
+ * is quantized once per product (q8x_quant: int8 per 32 values, as llama.cpp's q8_1) and the
+ * weights stay integers: nibbles or bytes go straight from their GGUF blocks into A fragments.
+ *
+ * One mma covers 16 weight rows x 8 tokens x one 32-value sub-block, so each block scale applies
+ * to its int32 result once: Y += d_w * d_x * (q_w . q_x) - m_w * (d_x * sum q_x), where m_w is
+ * q4_k's sub-block min or q5_0's 16 * d (its values are stored plus 16); q8_0 has no m term.
+ *
+ * The k order inside a 32-step is free as long as A and B agree: thread (g = lane / 4, t = lane %
+ * 4) takes values 8t..8t+7 of each sub-block (slots 4t..4t+3 <- values 8t..8t+3, slots
+ * 16+4t..16+4t+3 <- 8t+4..8t+7), so its X is one 8-byte load and its q4_k nibbles one 8-byte load
+ * that serves two sub-blocks (low and high nibbles).
+ *
+ * A work-group takes 16 * MMQ8_MT rows and all tokens; its warps split k in units of 64 values (two
+ * sub-blocks; warp w takes units w, w + nw, ...) and add their partial tiles through local memory.
+ * Measured without gain on the H200 (docs/PERF.md): weight loads bypassing L1, a two-instruction
+ * int-to-float instead of cvt, 16 rows per warp, grids sized to one resident wave. */
+
+#ifdef CLG_NVIDIA
+
+#ifndef MMQ8_MT
+#define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_MT on the host) */
+#endif
+#ifndef MMQ8_U
+#define MMQ8_U 1  /* neighbouring 64-value units whose weights a warp loads together: 2 measured
+                   * slower on the H200 (31B at 16 tokens 622 -> 432 tok/s), docs/PERF.md */
+#endif
+
+/* X (ntok rows, ldx apart; geglu: gelu(X) * U, U's rows at U + u_off, ldu apart) to int8: Xq [tpad][k] bytes,
+ * Xs [k/32][tpad] of (d, d * sum of the block's int8 values); tokens ntok..tpad-1 are zeros.
+ * 8 items per 32-value block, 4 values each; every item runs the shuffles (no early return). */
+kernel void q8x_quant(global const float *X, uint ldx, global const float *U, uint u_off, uint ldu, uint geglu,
+                      uint ntok, uint tpad, uint k, global uint *Xq, global float2 *Xs)
+{
+    size_t gid = get_global_id(0);
+    uint nq = k / 4;
+    int live = gid < (size_t)tpad * nq;
+    uint tk = live ? (uint)(gid / nq) : 0, i4 = live ? (uint)(gid % nq) : 0;
+    float4 v = (float4)(0.0f);
+    if (live && tk < ntok) {
+        v = vload4(0, X + (size_t)tk * ldx + 4 * i4);
+        if (geglu) {
+            float4 u = vload4(0, U + u_off + (size_t)tk * ldu + 4 * i4);
+            v = (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
+        }
+    }
+    float d;
+    int s;
+    uint w = q8_quant4(v, &d, &s);
+    s += shfl_xor_i(s, 4); /* both halves */
+    if (!live) return;
+    Xq[gid] = w;
+    if (i4 % 8 == 0) Xs[(size_t)(i4 / 8) * tpad + tk] = (float2)(d, d * (float)s);
+}
+
+/* D = A (16 x 32, AT = u8 or s8) . B (32 x 8, s8), int32 */
+#define DEFINE_MMA8(AT)                                                                           \
+inline int4 mma8_##AT(uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)                       \
+{                                                                                                 \
+    int d0, d1, d2, d3;                                                                           \
+    asm("mma.sync.aligned.m16n8k32.row.col.s32." #AT ".s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "     \
+        "{%8,%9}, {%10,%10,%10,%10};"                                                             \
+        : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)                                                  \
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));                          \
+    return (int4)(d0, d1, d2, d3);                                                                \
+}
+DEFINE_MMA8(u8)
+DEFINE_MMA8(s8)
+
+/* 8 bytes at p, which is 2 bytes past a 4-byte boundary, from aligned loads that stay within
+ * p - 2 .. p + 7 (the last piece is a 2-byte load: p + 7 may end the buffer) */
+inline uint2 ld8_mid(global const uchar *p)
+{
+    global const uint *a = (global const uint *)(p - 2);
+    uint w0 = a[0], w1 = a[1], w2 = *(global const ushort *)(p + 6);
+    return (uint2)((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16));
+}
+
+inline uint2 ld8_al4(global const uchar *p)
+{
+    global const uint *a = (global const uint *)p;
+    return (uint2)(a[0], a[1]);
+}
+
+/* One row's unit u (values 64u..64u+63: sub-blocks 2u, 2u+1) for thread t: q[s] = (slots 4t..,
+ * slots 16+4t..) of sub-block s, with its scale dw[s] and offset mw[s] */
+
+/* q4_k: sub-blocks 2p (low nibbles) and 2p + 1 (high) share qs[32p..32p+31] of super-block u / 4 */
+inline void mmq8_ld_q4_k(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
+{
+    global const uchar *b = row + (u >> 2) * 144;
+    int p = u & 3;
+    uint4 h = *(global const uint4 *)b; /* d, dmin, scales: one 16-byte load, shared by the quad */
+    uint2 w = *(global const uint2 *)(b + 16 + 32 * p + 8 * t);
+    const uint M = 0x0F0F0F0Fu;
+    q[0] = (uint2)(w.x & M, w.y & M);
+    q[1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);
+    q4k_scale_min(h, 2 * p, &dw[0], &mw[0]);
+    q4k_scale_min(h, 2 * p + 1, &dw[1], &mw[1]);
+}
+
+/* q8_0: blocks 2u (at 68u, so its values sit 2 past a 4-byte boundary) and 2u + 1 (4-aligned values) */
+inline void mmq8_ld_q8_0(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
+{
+    global const uchar *b = row + u * 68;
+    q[0] = ld8_mid(b + 2 + 8 * t);
+    q[1] = ld8_al4(b + 36 + 8 * t);
+    dw[0] = ld_half(b); dw[1] = ld_half(b + 34);
+    mw[0] = mw[1] = 0.0f;
+}
+
+/* q5_0: 22-byte blocks d, qh[4], qs[16]; value j < 16 is qs[j]'s low nibble, 16 + j its high one,
+ * bit j of qh the fifth bit; stored plus 16. Values 8t..8t+7: qs[8(t & 1)..] nibble t >> 1. */
+inline uint2 q5_vals(uint2 w, uint hb, int t)
+{
+    int sh = (t >> 1) * 4;
+    const uint M = 0x0F0F0F0Fu;
+    return (uint2)(((w.x >> sh) & M) | q5_spread(hb), ((w.y >> sh) & M) | q5_spread(hb >> 4));
+}
+
+inline void mmq8_ld_q5_0(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
+{
+    global const uchar *b = row + u * 44;
+    q[0] = q5_vals(ld8_mid(b + 6 + 8 * (t & 1)), b[2 + t], t);
+    q[1] = q5_vals(ld8_al4(b + 28 + 8 * (t & 1)), b[24 + t], t);
+    dw[0] = ld_half(b); dw[1] = ld_half(b + 22);
+    mw[0] = 16.0f * dw[0]; mw[1] = 16.0f * dw[1];
+}
+
+/* NT token tiles of 8 (tpad = 8 * NT); part: MMQ8_MT * NT * 4 floats per item when nw > 1 */
+#define DEFINE_MMQ8(T, NT, MMA)                                                                   \
+kernel void mmq8_##T##_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,            \
+                            global const uint *Xq, global const float4 *Xs, global float *Y,      \
+                            uint ldy, uint ntok, local float *part)                               \
+{                                                                                                 \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
+    uint r0 = get_group_id(0) * (16 * MMQ8_MT), tpad = 8 * NT;                                    \
+    global const uchar *wr[MMQ8_MT][2];                                                           \
+    for (int i = 0; i < MMQ8_MT; i++)                                                             \
+        for (int h = 0; h < 2; h++) {                                                             \
+            uint r = r0 + 16 * i + 8 * h + g;                                                     \
+            wr[i][h] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                     \
+        }                                                                                         \
+    global const uint *xr[NT];                                                                    \
+    for (int j = 0; j < NT; j++) xr[j] = Xq + (size_t)(8 * j + g) * (k / 4) + 2 * t;             \
+    float4 acc[MMQ8_MT][NT];                                                                      \
+    for (int i = 0; i < MMQ8_MT; i++)                                                             \
+        for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
+    int nu = (int)(k / 64);                                                                       \
+    for (int u0 = warp * MMQ8_U; u0 < nu; u0 += MMQ8_U * nw) {                                    \
+        /* the weights of MMQ8_U neighbouring units loaded before any product */                  \
+        uint2 q[MMQ8_U][MMQ8_MT][2][2];                                                           \
+        float dw[MMQ8_U][MMQ8_MT][2][2], mw[MMQ8_U][MMQ8_MT][2][2];                               \
+        for (int p = 0; p < MMQ8_U; p++) {                                                        \
+            int u = u0 + p < nu ? u0 + p : u0;                                                    \
+            for (int i = 0; i < MMQ8_MT; i++)                                                     \
+                for (int h = 0; h < 2; h++)                                                       \
+                    mmq8_ld_##T(wr[i][h], u, t, q[p][i][h], dw[p][i][h], mw[p][i][h]);           \
+        }                                                                                         \
+        for (int p = 0; p < MMQ8_U; p++) {                                                        \
+            int u = u0 + p;                                                                       \
+            if (u >= nu) break; /* uniform per warp */                                            \
+            uint2 xb[NT][2];                                                                      \
+            float4 xs[NT][2];                                                                     \
+            for (int j = 0; j < NT; j++)                                                          \
+                for (int s = 0; s < 2; s++) {                                                     \
+                    xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                 \
+                    xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                  \
+                }                                                                                 \
+            for (int s = 0; s < 2; s++)                                                           \
+                for (int i = 0; i < MMQ8_MT; i++)                                                 \
+                    for (int j = 0; j < NT; j++) {                                                \
+                        int4 c = MMA(q[p][i][0][s].x, q[p][i][1][s].x, q[p][i][0][s].y,           \
+                                     q[p][i][1][s].y, xb[j][s].x, xb[j][s].y);                    \
+                        float4 x = xs[j][s];                                                      \
+                        float d0 = dw[p][i][0][s], d1 = dw[p][i][1][s];                           \
+                        float m0 = mw[p][i][0][s], m1 = mw[p][i][1][s];                           \
+                        acc[i][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                        \
+                        acc[i][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                        \
+                        acc[i][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                        \
+                        acc[i][j].w += (float)c.w * (d1 * x.z) - m1 * x.w;                        \
+                    }                                                                             \
+        }                                                                                         \
+    }                                                                                             \
+    if (nw > 1) { /* add the other warps' partial tiles into warp 0's */                          \
+        for (int i = 0; i < MMQ8_MT; i++)                                                         \
+            for (int j = 0; j < NT; j++) vstore4(acc[i][j], (i * NT + j) * L + lid, part);        \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        if (warp == 0)                                                                            \
+            for (int w = 1; w < nw; w++)                                                          \
+                for (int i = 0; i < MMQ8_MT; i++)                                                 \
+                    for (int j = 0; j < NT; j++)                                                  \
+                        acc[i][j] += vload4((i * NT + j) * L + 32 * w + lane, part);              \
+    }                                                                                             \
+    if (warp != 0) return;                                                                        \
+    /* c0, c1: row g, tokens 2t, 2t + 1; c2, c3: row g + 8 */                                     \
+    for (int i = 0; i < MMQ8_MT; i++)                                                             \
+        for (int j = 0; j < NT; j++)                                                              \
+            for (int h = 0; h < 2; h++) {                                                         \
+                uint r = r0 + 16 * i + 8 * h + g, tk = 8 * j + 2 * t;                             \
+                if (r >= n_rows) continue;                                                        \
+                float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
+                if (tk < ntok) Y[(size_t)tk * ldy + r] = v0;                                      \
+                if (tk + 1 < ntok) Y[(size_t)(tk + 1) * ldy + r] = v1;                            \
+            }                                                                                     \
+}
+
+DEFINE_MMQ8(q4_k, 1, mma8_u8)
+DEFINE_MMQ8(q4_k, 2, mma8_u8)
+DEFINE_MMQ8(q8_0, 1, mma8_s8)
+DEFINE_MMQ8(q8_0, 2, mma8_s8)
+DEFINE_MMQ8(q5_0, 1, mma8_u8)
+DEFINE_MMQ8(q5_0, 2, mma8_u8)
+
+#endif /* CLG_NVIDIA */
