@@ -93,6 +93,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         }
     }
     o->has_mma = rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MMA");
+    o->act_int8 = 1;
     if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MVQ")) {
         /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
@@ -120,6 +121,11 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
         const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
         o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
+        /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
+         * of small matrices is bound by host enqueue (H200, Gemma 3 B=16: 6,545 with mmqs, 6,213
+         * with mmq8 and its 64 q8x_quant launches per step); CLGEMMA_MMQ8_MIN_ELEMS overrides */
+        const char *me = getenv("CLGEMMA_MMQ8_MIN_ELEMS");
+        o->mmq8_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)4 << 20;
         const char *mt = getenv("CLGEMMA_MMQ8_MT"); /* with CLGEMMA_CL_DEFS=-DMMQ8_MT=n (measurements) */
         o->mmq8_mt = mt && atoi(mt) > 0 ? (uint32_t)atoi(mt) : 2;
     }
@@ -341,7 +347,7 @@ static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + 
 
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
 {
-    if (ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
+    if (!o->act_int8 || ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
     uint32_t blk = type == GGML_TYPE_Q4_K ? 256 : 32;
     return o->mvq[type] && k % blk == 0 && mvq_local(k, ntok) + 1024 <= o->local_mem;
 }
@@ -399,9 +405,10 @@ static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const 
                       LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
 }
 
-int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
-    if (ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->mmq8[1][type]) return 0;
+    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->mmq8[1][type]) return 0;
+    if ((size_t)rows * k < o->mmq8_min_elems) return 0;
     return k % (type == GGML_TYPE_Q4_K ? 256 : 64) == 0;
 }
 
@@ -445,7 +452,7 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 {
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
-    if (ops_mmq8_fits(o, t, w->cols, ntok)) {
+    if (ops_mmq8_fits(o, t, w->rows, w->cols, ntok)) {
         uint32_t tpad;
         if (q8x(o, X, ldx, NULL, ntok, w->cols, &tpad, err, errlen)) return -1;
         return mmq8_run(o, w, tpad, ntok, Y, ldy, err, errlen);
@@ -572,7 +579,9 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
                     size_t errlen)
 {
     int all8 = n >= 1;
-    for (int i = 0; i < n; i++) all8 &= ops_mmq8_fits(o, outs[i].w->type, outs[i].w->cols, ntok) &&
+    uint32_t rows = 0;
+    for (int i = 0; i < n; i++) rows += outs[i].w->rows;
+    for (int i = 0; i < n; i++) all8 &= ops_mmq8_fits(o, outs[i].w->type, rows, outs[i].w->cols, ntok) &&
                                        outs[i].w->cols == outs[0].w->cols;
     if (all8) { /* X quantized once for all of them */
         uint32_t tpad;
@@ -606,7 +615,7 @@ int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, u
                     uint32_t ldy, uint32_t ntok, char *err, size_t errlen)
 {
     geglu_in gg = { U, u_off, ldu };
-    if (ops_mmq8_fits(o, w->type, w->cols, ntok)) {
+    if (ops_mmq8_fits(o, w->type, w->rows, w->cols, ntok)) {
         uint32_t tpad;
         if (q8x(o, G, ldg, &gg, ntok, w->cols, &tpad, err, errlen)) return -1;
         return mmq8_run(o, w, tpad, ntok, Y, ldy, err, errlen);

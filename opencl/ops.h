@@ -58,6 +58,7 @@ typedef struct ops {
                               * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
+    size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
     uint32_t mmq8_mt;        /* 16-row tiles per warp in mmq8 (MMQ8_MT in 29_mmq8.cl) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
     cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
@@ -70,6 +71,8 @@ typedef struct ops {
     uint32_t mvq_rpg;        /* rows per group forced by CLGEMMA_MVQ_RPG (0: chosen per launch) */
     cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
     int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
+    int act_int8;            /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
+                              * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
     size_t mmq_wg[2][GGML_TYPE_COUNT]; /* largest group each mmq kernel can run (registers) */
     size_t local_mem;        /* bytes of local memory per group on the device */
     cl_kernel argmax_part, argmax_final;
@@ -110,9 +113,10 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
-/* 1 if op_matmul / op_matmul_multi / op_matmul_geglu run this type, k and token count (5-16) on
- * the int8 tensor-core kernels (mmq8: X rounded to int8 per 32 values) */
-int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
+/* 1 if op_matmul / op_matmul_multi / op_matmul_geglu run this type, shape (rows: of all the
+ * matrices sharing X) and token count (5-16) on the int8 tensor-core kernels (mmq8: X rounded to
+ * int8 per 32 values) */
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* a switch in the environment: set, non-empty and not "0" */
 int ops_env_on(const char *name);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */

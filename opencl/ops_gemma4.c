@@ -103,7 +103,7 @@ static uint32_t mvqe_rpg(const ops *o, const ops_g4 *g, const weight *w, uint32_
 {
     uint32_t blk = w->type == GGML_TYPE_Q4_K ? 256 : 32, k = w->cols;
     size_t local = (size_t)nj * (k + k / 32 * 4 + k / 16 * 4);
-    if (!g->mvqe[w->type] || k % blk || rows_e % 16 || local + 1024 > o->local_mem) return 0;
+    if (!o->act_int8 || !g->mvqe[w->type] || k % blk || rows_e % 16 || local + 1024 > o->local_mem) return 0;
     uint32_t rpg = 16;
     for (uint32_t c = 64; c > 16; c /= 2)
         if (rows_e % c == 0 && (size_t)ngg * rows_e / c >= 2 * (size_t)o->n_cu) { rpg = c; break; }

@@ -429,7 +429,7 @@ static void matmul_case(const golden *g, uint32_t ntok)
     cl_mem X = dbuf((size_t)ntok * ldx * 4, x), Y = dbuf(ny * 4, NULL);
     poison(Y, ny * 4);
     char what[96];
-    int q8m = ops_mmq8_fits(&O, g->type, g->cols, ntok), mma = O.has_mma && ntok > 4 && !q8m;
+    int q8m = ops_mmq8_fits(&O, g->type, g->rows, g->cols, ntok), mma = O.has_mma && ntok > 4 && !q8m;
     int q8x = q8m || ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ? "mmt, tiled tensor cores" :
@@ -534,12 +534,14 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok)
     CHECK(rc == 0, "%s: %s", what, err);
     int q8x = ntok <= 4 && ops_mvq_fits(&O, g[0]->type, g[0]->cols, ntok), q8m = 1;
     for (int i = 1; i < n; i++) q8x &= g[i]->type == g[0]->type;
-    for (int i = 0; i < n; i++) q8m &= ops_mmq8_fits(&O, g[i]->type, g[i]->cols, ntok) && g[i]->cols == g[0]->cols;
+    uint32_t rows = 0;
+    for (int i = 0; i < n; i++) rows += g[i]->rows;
+    for (int i = 0; i < n; i++) q8m &= ops_mmq8_fits(&O, g[i]->type, rows, g[i]->cols, ntok) && g[i]->cols == g[0]->cols;
     for (int i = 0; i < n && rc == 0; i++) {
         char w2[200];
         snprintf(w2, sizeof w2, "%s -> output %d", what, i);
         /* mixed sets take each output's own path: mmq8 where it fits, else mmq */
-        int own8 = ops_mmq8_fits(&O, g[i]->type, g[i]->cols, ntok);
+        int own8 = ops_mmq8_fits(&O, g[i]->type, g[i]->rows, g[i]->cols, ntok);
         double tol = q8m || own8 || q8x ? TOL_Q8X : O.has_mma && ntok > 4 ? TOL_MMA : TOL_RED;
         check_product(w2, g[i], x, ldx, ntok, Y[i], ldy[i], tol);
     }
@@ -581,7 +583,7 @@ static void test_matmul_geglu(void)
             snprintf(what, sizeof what, "matmul_geglu %s %u x %u, ntok %u", type_name(g->type), g->rows, k, ntok);
             err[0] = 0;
             int rc = op_matmul_geglu(&O, &w, Gb, ldg, Ub, u_off, ldu, Y, ldy, ntok, err, sizeof err);
-            if (!ops_mvq_fits(&O, g->type, k, ntok) && !ops_mmq8_fits(&O, g->type, k, ntok)) {
+            if (!ops_mvq_fits(&O, g->type, k, ntok) && !ops_mmq8_fits(&O, g->type, g->rows, k, ntok)) {
                 CHECK(rc == 1, "%s: should decline where the int8 product does not fit (rc %d)", what, rc);
             } else {
                 CHECK(rc == 0, "%s: %s", what, err);
@@ -1667,6 +1669,7 @@ int main(int argc, char **argv)
     if (rt_build(&RT, NULL, NULL, err, sizeof err)) { printf("FAIL setup: rt_build: %s\n", err); return 1; }
     printf("kernels built in %.2f s (%s)\n", RT.build_seconds, RT.cache_hit ? "binary cache" : "from source");
     if (ops_init(&O, &RT, GEMM_SCRATCH, err, sizeof err)) { printf("FAIL setup: ops_init: %s\n", err); return 1; }
+    O.mmq8_min_elems = 0; /* the golden matrices are small: every fitting product takes mmq8 */
     if (ops_g4_init(&G4, &RT, err, sizeof err)) { printf("FAIL setup: ops_g4_init: %s\n", err); return 1; }
     if (load_golden(argv[0])) return 1;
     fflush(stdout);
