@@ -38,7 +38,8 @@ typedef struct engine_info {
     double load_seconds;
     char types[256];         /* weight types: "q4_k 302, q5_0 60 (ffn_down, ffn_down_exps), f32 423" */
     int tensor_cores;        /* batches above 4 tokens run on f16-input tensor-core kernels */
-    int int8_decode;         /* decode (<= 4 tokens) of q4_k / q8_0 weights rounds X to int8 (mvq_T) */
+    int int8_decode;         /* decode steps (one token per sequence) of q4_k / q8_0 / q5_0 weights round X
+                              * to int8 (mvq_T up to 4 sequences, mmq8_T up to 16); prompts never do */
 } engine_info;
 
 /* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */
