@@ -126,8 +126,6 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
          * with mmq8 and its 64 q8x_quant launches per step); CLGEMMA_MMQ8_MIN_ELEMS overrides */
         const char *me = getenv("CLGEMMA_MMQ8_MIN_ELEMS");
         o->mmq8_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)4 << 20;
-        const char *mt = getenv("CLGEMMA_MMQ8_MT"); /* with CLGEMMA_CL_DEFS=-DMMQ8_MT=n (measurements) */
-        o->mmq8_mt = mt && atoi(mt) > 0 ? (uint32_t)atoi(mt) : 2;
     }
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
@@ -412,39 +410,38 @@ int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32
     return k % (type == GGML_TYPE_Q4_K ? 256 : 64) == 0;
 }
 
-/* X (or gelu(X) * U) to int8 once for the mmq8 products that follow: o->xq / o->xqs, tokens
- * padded to *tpad (8 or 16) */
-static int q8x(ops *o, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok, uint32_t k, uint32_t *tpad,
-               char *err, size_t errlen)
+/* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->xq /
+ * o->xqs, tokens padded to 8 or 16), then one launch per matrix of OPS_MMQ8_ROWS rows per group */
+static int mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
+                char *err, size_t errlen)
 {
-    uint32_t tp = ntok <= 8 ? 8 : 16, geglu = gg != NULL, ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
+    uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
+    uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
     cl_mem U = gg ? gg->U : X;
     if (grow_buf(o, &o->xq, &o->xq_bytes, (size_t)tp * k, err, errlen) ||
         grow_buf(o, &o->xqs, &o->xqs_bytes, (size_t)tp * (k / 32) * 2 * sizeof(float), err, errlen))
         return -1;
-    size_t lws = 256, gws = ((size_t)tp * k / 4 + lws - 1) / lws * lws;
-    *tpad = tp;
-    return ops_launch(o, K_Q8X, o->q8x, 1, &gws, &lws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, err, errlen,
-                      11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k), A(o->xq), A(o->xqs));
-}
-
-/* Y = W . X for the tokens quantized by q8x: 16 * mmq8_mt rows per group */
-static int mmq8_run(ops *o, const weight *w, uint32_t tpad, uint32_t ntok, cl_mem Y, uint32_t ldy, char *err,
-                    size_t errlen)
-{
-    int nt = tpad > 8;
-    size_t rpt = 16 * o->mmq8_mt, tiles = (w->rows + rpt - 1) / rpt;
-    size_t part_per_warp = 32 * o->mmq8_mt * (nt + 1) * 4 * sizeof(float);
-    /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at 16
-     * tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
-    size_t ks = o->mmq8_warps ? o->mmq8_warps
-                              : mmq_split_k(o, tiles, w->cols / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
-    size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
-    uint32_t k = w->cols;
-    return ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
-                      (double)w->row_bytes * w->rows + (double)tiles * tpad * k * 1.25 + 4.0 * ntok * w->rows,
-                      2.0 * ntok * w->rows * k, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
-                      A(o->xq), A(o->xqs), A(Y), A(ldy), A(ntok), LOCAL(part));
+    size_t qlws = 256, qgws = ((size_t)tp * k / 4 + qlws - 1) / qlws * qlws;
+    if (ops_launch(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, err,
+                   errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k), A(o->xq),
+                   A(o->xqs)))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const weight *w = outs[i].w;
+        size_t tiles = (w->rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
+        size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
+        /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at
+         * 16 tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
+        size_t ks = o->mmq8_warps ? o->mmq8_warps
+                                  : mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
+        size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
+        if (ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
+                       (double)w->row_bytes * w->rows + (double)tiles * tp * k * 1.25 + 4.0 * ntok * w->rows,
+                       2.0 * ntok * w->rows * k, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
+                       A(o->xq), A(o->xqs), A(outs[i].y), A(outs[i].ldy), A(ntok), LOCAL(part)))
+            return -1;
+    }
+    return 0;
 }
 
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
@@ -452,16 +449,10 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 {
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
-    if (ops_mmq8_fits(o, t, w->rows, w->cols, ntok)) {
-        uint32_t tpad;
-        if (q8x(o, X, ldx, NULL, ntok, w->cols, &tpad, err, errlen)) return -1;
-        return mmq8_run(o, w, tpad, ntok, Y, ldy, err, errlen);
-    }
+    mm_out m = { w, Y, ldy };
+    if (ops_mmq8_fits(o, t, w->rows, w->cols, ntok)) return mmq8(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
     if (o->has_mma && ntok > 4) return mmq(o, w, X, ldx, Y, ldy, ntok, err, errlen);
-    if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) {
-        mm_out m = { w, Y, ldy };
-        return mvq(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
-    }
+    if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) return mvq(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
     if (ntok <= OPS_MV_MAXT) {
         /* items per row: about two 8-value units each, a power of two within the group (at most
          * a warp on NVIDIA, where the reduction is warp shuffles) */
@@ -583,13 +574,7 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
     for (int i = 0; i < n; i++) rows += outs[i].w->rows;
     for (int i = 0; i < n; i++) all8 &= ops_mmq8_fits(o, outs[i].w->type, rows, outs[i].w->cols, ntok) &&
                                        outs[i].w->cols == outs[0].w->cols;
-    if (all8) { /* X quantized once for all of them */
-        uint32_t tpad;
-        if (q8x(o, X, ldx, NULL, ntok, outs[0].w->cols, &tpad, err, errlen)) return -1;
-        for (int i = 0; i < n; i++)
-            if (mmq8_run(o, outs[i].w, tpad, ntok, outs[i].y, outs[i].ldy, err, errlen)) return -1;
-        return 0;
-    }
+    if (all8) return mmq8(o, outs, n, X, ldx, NULL, ntok, err, errlen); /* X quantized once for all */
     if (ntok > 4 || n > 3 || n < 1) {
         for (int i = 0; i < n; i++)
             if (op_matmul(o, outs[i].w, X, ldx, outs[i].y, outs[i].ldy, ntok, err, errlen)) return -1;
@@ -615,13 +600,9 @@ int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, u
                     uint32_t ldy, uint32_t ntok, char *err, size_t errlen)
 {
     geglu_in gg = { U, u_off, ldu };
-    if (ops_mmq8_fits(o, w->type, w->rows, w->cols, ntok)) {
-        uint32_t tpad;
-        if (q8x(o, G, ldg, &gg, ntok, w->cols, &tpad, err, errlen)) return -1;
-        return mmq8_run(o, w, tpad, ntok, Y, ldy, err, errlen);
-    }
-    if (!ops_mvq_fits(o, w->type, w->cols, ntok)) return 1;
     mm_out m = { w, Y, ldy };
+    if (ops_mmq8_fits(o, w->type, w->rows, w->cols, ntok)) return mmq8(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
+    if (!ops_mvq_fits(o, w->type, w->cols, ntok)) return 1;
     return mvq(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
 }
 

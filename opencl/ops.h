@@ -8,6 +8,7 @@
 
 #define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in 20_matmul.cl) */
 #define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in 20_matmul.cl) */
+#define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in 29_mmq8.cl) */
 #define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in 40_attention.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
 #define OPS_FLASH_ROWS 64   /* query rows per flash work-group (FLASH_ROWS in 45_flash.cl) */
@@ -59,7 +60,6 @@ typedef struct ops {
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
     size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
-    uint32_t mmq8_mt;        /* 16-row tiles per warp in mmq8 (MMQ8_MT in 29_mmq8.cl) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
     cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
     size_t xq_bytes, xqs_bytes;

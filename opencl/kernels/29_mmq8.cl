@@ -22,13 +22,7 @@
 
 #ifdef CLG_NVIDIA
 
-#ifndef MMQ8_MT
-#define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_MT on the host) */
-#endif
-#ifndef MMQ8_U
-#define MMQ8_U 1  /* neighbouring 64-value units whose weights a warp loads together: 2 measured
-                   * slower on the H200 (31B at 16 tokens 622 -> 432 tok/s), docs/PERF.md */
-#endif
+#define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_ROWS = 32 rows per group on the host) */
 
 /* X (ntok rows, ldx apart; geglu: gelu(X) * U, U's rows at U + u_off, ldu apart) to int8: Xq [tpad][k] bytes,
  * Xs [k/32][tpad] of (d, d * sum of the block's int8 values); tokens ntok..tpad-1 are zeros.
@@ -152,40 +146,32 @@ kernel void mmq8_##T##_##NT(global const uchar *W, uint row_bytes, uint n_rows, 
     for (int i = 0; i < MMQ8_MT; i++)                                                             \
         for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
     int nu = (int)(k / 64);                                                                       \
-    for (int u0 = warp * MMQ8_U; u0 < nu; u0 += MMQ8_U * nw) {                                    \
-        /* the weights of MMQ8_U neighbouring units loaded before any product */                  \
-        uint2 q[MMQ8_U][MMQ8_MT][2][2];                                                           \
-        float dw[MMQ8_U][MMQ8_MT][2][2], mw[MMQ8_U][MMQ8_MT][2][2];                               \
-        for (int p = 0; p < MMQ8_U; p++) {                                                        \
-            int u = u0 + p < nu ? u0 + p : u0;                                                    \
+    /* one 64-value unit per warp pass: loading two ahead measured slower on the H200 (31B at 16  \
+     * tokens 622 -> 432 tok/s, docs/PERF.md) */                                                 \
+    for (int u = warp; u < nu; u += nw) {                                                         \
+        uint2 q[MMQ8_MT][2][2];                                                                   \
+        float dw[MMQ8_MT][2][2], mw[MMQ8_MT][2][2];                                               \
+        for (int i = 0; i < MMQ8_MT; i++)                                                         \
+            for (int h = 0; h < 2; h++) mmq8_ld_##T(wr[i][h], u, t, q[i][h], dw[i][h], mw[i][h]);  \
+        uint2 xb[NT][2];                                                                          \
+        float4 xs[NT][2];                                                                         \
+        for (int j = 0; j < NT; j++)                                                              \
+            for (int s = 0; s < 2; s++) {                                                         \
+                xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                     \
+                xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                      \
+            }                                                                                     \
+        for (int s = 0; s < 2; s++)                                                               \
             for (int i = 0; i < MMQ8_MT; i++)                                                     \
-                for (int h = 0; h < 2; h++)                                                       \
-                    mmq8_ld_##T(wr[i][h], u, t, q[p][i][h], dw[p][i][h], mw[p][i][h]);           \
-        }                                                                                         \
-        for (int p = 0; p < MMQ8_U; p++) {                                                        \
-            int u = u0 + p;                                                                       \
-            if (u >= nu) break; /* uniform per warp */                                            \
-            uint2 xb[NT][2];                                                                      \
-            float4 xs[NT][2];                                                                     \
-            for (int j = 0; j < NT; j++)                                                          \
-                for (int s = 0; s < 2; s++) {                                                     \
-                    xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                 \
-                    xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                  \
+                for (int j = 0; j < NT; j++) {                                                    \
+                    int4 c = MMA(q[i][0][s].x, q[i][1][s].x, q[i][0][s].y, q[i][1][s].y,          \
+                                 xb[j][s].x, xb[j][s].y);                                         \
+                    float4 x = xs[j][s];                                                          \
+                    float d0 = dw[i][0][s], d1 = dw[i][1][s], m0 = mw[i][0][s], m1 = mw[i][1][s]; \
+                    acc[i][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                            \
+                    acc[i][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                            \
+                    acc[i][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                            \
+                    acc[i][j].w += (float)c.w * (d1 * x.z) - m1 * x.w;                            \
                 }                                                                                 \
-            for (int s = 0; s < 2; s++)                                                           \
-                for (int i = 0; i < MMQ8_MT; i++)                                                 \
-                    for (int j = 0; j < NT; j++) {                                                \
-                        int4 c = MMA(q[p][i][0][s].x, q[p][i][1][s].x, q[p][i][0][s].y,           \
-                                     q[p][i][1][s].y, xb[j][s].x, xb[j][s].y);                    \
-                        float4 x = xs[j][s];                                                      \
-                        float d0 = dw[p][i][0][s], d1 = dw[p][i][1][s];                           \
-                        float m0 = mw[p][i][0][s], m1 = mw[p][i][1][s];                           \
-                        acc[i][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                        \
-                        acc[i][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                        \
-                        acc[i][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                        \
-                        acc[i][j].w += (float)c.w * (d1 * x.z) - m1 * x.w;                        \
-                    }                                                                             \
-        }                                                                                         \
     }                                                                                             \
     if (nw > 1) { /* add the other warps' partial tiles into warp 0's */                          \
         for (int i = 0; i < MMQ8_MT; i++)                                                         \
