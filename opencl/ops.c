@@ -20,7 +20,8 @@ static const char *const kernel_names[K_COUNT] = {
     [K_G4_PLE_GATE] = "g4_ple_gate", [K_G4_MOE_SORT] = "g4_moe_sort", [K_G4_MOE_COMBINE] = "g4_moe_combine",
     [K_ATTN_FLASH] = "attn_flash (tensor cores)", [K_MVQ] = "mvq (int8 dot GEMV)",
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
-    [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)",
+    [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
+    [K_MVQG] = "mvqg (int8 dot GEMV, X given)", [K_MVQ_XQ] = "mvq_xq (X to int8)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -100,12 +101,31 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
         o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
         o->mvq_rpg = rpg && atoi(rpg) > 0 ? (uint32_t)atoi(rpg) : 0;
+        /* rows per warp pass of mvqg (CLGEMMA_MVQG_R: 1, 2 or 4): H200 31B decode 70.2 tok/s at 1,
+         * 100.8 at 2, 106.7 at 4 (118 registers) */
+        const char *gw = getenv("CLGEMMA_MVQG_R");
+        o->mvqg_r = gw && (atoi(gw) == 1 || atoi(gw) == 2 || atoi(gw) == 8) ? (uint32_t)atoi(gw) : 4;
         static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
         for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
             char name[64];
             snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", type_suffix(mvq_types[i]));
             if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
+            snprintf(name, sizeof name, "mvqg%s_%s",
+                     o->mvqg_r == 2 ? "" : o->mvqg_r == 1 ? "1" : o->mvqg_r == 8 ? "8" : "4", type_suffix(mvq_types[i]));
+            if (!ops_env_on("CLGEMMA_NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
+                return -1;
         }
+        if (!(o->mvq_xq = rt_kernel(rt, "mvq_xq", err, errlen))) return -1;
+        /* X staged per group costs a round trip per 32 blocks before any weight load, in every
+         * group at once; products this large quantize X once beforehand (CLGEMMA_MVQG_MIN_ELEMS,
+         * CLGEMMA_MVQG_RPG for measurements) */
+        const char *me = getenv("CLGEMMA_MVQG_MIN_ELEMS"), *gr = getenv("CLGEMMA_MVQG_RPG");
+        const char *mk = getenv("CLGEMMA_MVQG_MIN_K");
+        o->mvqg_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)32 << 20;
+        o->mvqg_min_k = mk && atoi(mk) >= 0 ? (uint32_t)atoi(mk) : 4096;
+        /* rows per group, a whole number of warps: 2 warps measured best on the H200 (31B decode,
+         * 2 rows per warp: 95.3 tok/s at 8 warps, 98.8 at 4, 99.8 at 2, 99.1 at 1, 78.5 at 16) */
+        o->mvqg_rpg = gr && atoi(gr) >= (int)o->mvqg_r ? (uint32_t)atoi(gr) / o->mvqg_r * o->mvqg_r : 2 * o->mvqg_r;
     }
     if (o->has_mma && !ops_env_on("CLGEMMA_NO_MMQ8")) {
         static const uint32_t mmq8_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
@@ -129,6 +149,17 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     }
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
+    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_ATTN_DEC") &&
+        (!(o->attn_dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
+         !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen))))
+        return -1;
+    /* keys per split-KV chunk at least: attn_dec's 8 warps take 32 keys per round, and a span in
+     * one chunk needs no merge (H200 31B decode at 64-96 keys: 100.8 tok/s with chunks of 32,
+     * 105.2 of 64, 107.2 of 128; at 1024 keys 98.8 -> 102.2); CLGEMMA_ATTN_MIN_CHUNK overrides */
+    const char *amc = getenv("CLGEMMA_ATTN_MIN_CHUNK");
+    uint32_t want = amc ? (uint32_t)atoi(amc) : o->attn_dec[0] ? 128 : OPS_ATTN_MIN_CHUNK;
+    o->attn_min_chunk = OPS_ATTN_MIN_CHUNK;
+    while (o->attn_min_chunk < want && o->attn_min_chunk < OPS_ATTN_CHUNK) o->attn_min_chunk *= 2;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
     if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;
     if (!(o->am_val = rt_alloc(rt, 256 * 256 * sizeof(float), NULL, err, errlen))) return -1;
@@ -183,11 +214,15 @@ void ops_destroy(ops *o)
         if (o->mmqe_s[t]) clReleaseKernel(o->mmqe_s[t]);
         if (o->mmqe_l[t]) clReleaseKernel(o->mmqe_l[t]);
         if (o->mvq[t]) clReleaseKernel(o->mvq[t]);
+        if (o->mvqg[t]) clReleaseKernel(o->mvqg[t]);
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
         for (int nt = 0; nt < 2; nt++)
             if (o->mmq8[nt][t]) clReleaseKernel(o->mmq8[nt][t]);
     }
     if (o->q8x) clReleaseKernel(o->q8x);
+    if (o->mvq_xq) clReleaseKernel(o->mvq_xq);
+    for (int i = 0; i < 2; i++)
+        if (o->attn_dec[i]) clReleaseKernel(o->attn_dec[i]);
     if (o->xq) clReleaseMemObject(o->xq);
     if (o->xqs) clReleaseMemObject(o->xqs);
     if (o->mmt_cvt) clReleaseKernel(o->mmt_cvt);
@@ -236,6 +271,7 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
     va_end(ap);
     size_t g[3];
     for (int i = 0; i < dims; i++) g[i] = lws ? (gws[i] + lws[i] - 1) / lws[i] * lws[i] : gws[i];
+    if (kind != K_MVQG) o->xq_of = NULL; /* xq may be rewritten, or X itself */
     cl_event ev = NULL;
     cl_int e = clEnqueueNDRangeKernel(o->rt->q, k, (cl_uint)dims, NULL, g, lws, 0, NULL,
                                       o->rt->profiling ? &ev : NULL);
@@ -341,13 +377,35 @@ int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
 }
 
 /* local bytes of mvq's quantized X: int8 values, a scale per 32 and a sum per 16 */
+/* scales and scaled half sums of mvqg's int8 X */
+static size_t mvqg_xqs_bytes(uint32_t ntok, uint32_t k) { return (size_t)ntok * (k / 32) * 3 * sizeof(float); }
+
+int ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok)
+{
+    return o->mvq_xq && o->act_int8 && ntok >= 1 && ntok <= 4 && k % 32 == 0 && k >= o->mvqg_min_k;
+}
+
+int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
+{
+    return grow_buf(o, &o->xq, &o->xq_bytes, (size_t)ntok * k, err, errlen) ||
+                   grow_buf(o, &o->xqs, &o->xqs_bytes, mvqg_xqs_bytes(ntok, k), err, errlen)
+               ? -1 : 0;
+}
+
+void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k)
+{
+    o->xq_of = x;
+    o->xq_ntok = ntok;
+    o->xq_k = k;
+}
+
 static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + k / 32 * 4 + k / 16 * 4); }
 
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
 {
     if (!o->act_int8 || ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
     uint32_t blk = type == GGML_TYPE_Q4_K ? 256 : 32;
-    return o->mvq[type] && k % blk == 0 && mvq_local(k, ntok) + 1024 <= o->local_mem;
+    return o->mvq[type] && k % blk == 0 && (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
 }
 
 /* the kernel arguments of up to three matrices sharing X (mv_multi, mvq_T): unused slots repeat
@@ -386,6 +444,25 @@ static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const 
     multi_args a;
     uint32_t k = outs[0].w->cols;
     if (gather_multi(outs, n, &a, err, errlen)) return -1;
+    uint32_t type = outs[0].w->type;
+    if (o->mvqg[type] && ((k >= o->mvqg_min_k && (size_t)a.rows * k >= o->mvqg_min_elems) ||
+                          mvq_local(k, ntok) + 1024 > o->local_mem)) {
+        uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0, rpg = o->mvqg_rpg;
+        cl_mem U = gg ? gg->U : X;
+        /* left by its producer (norm_fuse, attn_dec) */
+        int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
+        if (!given && ops_xq_reserve(o, ntok, k, err, errlen)) return -1;
+        size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
+        if (!given && ops_launch(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws,
+                                 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k, 0, err, errlen, 10, A(X), A(ldx),
+                                 A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k), A(o->xq), A(o->xqs)))
+            return -1;
+        size_t lws = 32 * (size_t)(rpg / o->mvqg_r), gws = (a.rows + rpg - 1) / rpg * lws;
+        return ops_launch(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
+                          2.0 * ntok * a.rows * k, err, errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                          A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
+                          A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->xq), A(o->xqs));
+    }
     /* rows per group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
      * group quantizes X once) */
     size_t pass = 8 * (size_t)o->mvq_r, rpg = (a.rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
@@ -524,11 +601,20 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     uint32_t nout = (uint32_t)c->nout;
     float scale = c->res ? c->scale : 1.0f;
     size_t lws = norm_lws(o, rows, n), gws = (size_t)rows * lws;
+    /* a decode-sized y_0 that mvqg will take (its products are sized by the same k) leaves its
+     * int8 form in xq / xqs too: no quantization launch before those products */
+    int q8 = nout > 0 && ops_mvqg_takes_x(o, n, rows) && lws % 32 == 0;
+    if (q8 && ops_xq_reserve(o, rows, n, err, errlen)) return -1;
+    cl_mem xq = q8 ? o->xq : x, xqs = q8 ? o->xqs : x;
+    flags |= q8 ? 16 : 0;
     double streams = 1 + (c->wx ? 1 : 0) + (c->x2 ? 2 : 0) + (c->wt ? 1 : 0) + (c->res ? 2 : 0) + 2.0 * nout;
-    return ops_launch(o, K_NORM_FUSE, o->k[K_NORM_FUSE], 1, &gws, &lws, 4.0 * streams * rows * n,
-                      (4.0 + 3.0 * nout) * rows * n, err, errlen, 18, A(x), A(wx), A(x2), A(wx2), A(wt), A(res),
-                      A(scale), A(w[0]), A(y[0]), A(w[1]), A(y[1]), A(w[2]), A(y[2]), A(nout), A(flags), A(n),
-                      A(eps), LOCAL(lws * sizeof(cl_float2)));
+    if (ops_launch(o, K_NORM_FUSE, o->k[K_NORM_FUSE], 1, &gws, &lws, 4.0 * streams * rows * n,
+                   (4.0 + 3.0 * nout) * rows * n, err, errlen, 20, A(x), A(wx), A(x2), A(wx2), A(wt), A(res),
+                   A(scale), A(w[0]), A(y[0]), A(w[1]), A(y[1]), A(w[2]), A(y[2]), A(nout), A(flags), A(n),
+                   A(eps), A(xq), A(xqs), LOCAL(lws * sizeof(cl_float2))))
+        return -1;
+    if (q8) ops_xq_given(o, y[0], rows, n);
+    return 0;
 }
 
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)

@@ -36,6 +36,8 @@ enum op_kernel {
     K_MVQ,        /* NVIDIA only: ops.mvq */
     K_MMT, K_MMT_CVT, /* NVIDIA only: ops.mmt, ops.mmt_cvt */
     K_MMQ8, K_Q8X,    /* NVIDIA only: ops.mmq8, ops.q8x */
+    K_ATTN_DEC,       /* NVIDIA only: ops.attn_dec */
+    K_MVQG, K_MVQ_XQ, /* NVIDIA only: ops.mvqg, ops.mvq_xq */
     K_COUNT
 };
 
@@ -54,6 +56,16 @@ typedef struct ops {
     cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
     cl_kernel mmqe_s[GGML_TYPE_COUNT], mmqe_l[GGML_TYPE_COUNT]; /* the same over expert-grouped pairs */
     cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0, q5_0) */
+    cl_kernel mvqg[GGML_TYPE_COUNT]; /* the same with X quantized beforehand (mvq_xq into xq / xqs) */
+    cl_kernel mvq_xq;
+    size_t mvqg_min_elems;   /* mvqg for products of at least this many weights (and whenever the
+                              * staged X would not fit in local memory) */
+    uint32_t mvqg_rpg;       /* rows per mvqg group */
+    uint32_t mvqg_r;         /* rows per warp pass of mvqg (4; 1 or 2 with CLGEMMA_MVQG_R) */
+    uint32_t mvqg_min_k;     /* mvqg only for rows of at least this many values (staging a short X is cheap) */
+    cl_mem xq_of;            /* the X whose int8 form (mvqg layout) xq / xqs hold, as its producer
+                              * (norm_fuse) left it; cleared by any other launch but mvqg's */
+    uint32_t xq_ntok, xq_k;
     cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA; NULL with CLGEMMA_NO_MMT) */
     cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
                               * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
@@ -70,6 +82,9 @@ typedef struct ops {
     uint32_t mvq_r;          /* rows per warp pass of those kernels (2, or 4 with CLGEMMA_MVQ_R=4) */
     uint32_t mvq_rpg;        /* rows per group forced by CLGEMMA_MVQ_RPG (0: chosen per launch) */
     cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
+    uint32_t attn_min_chunk; /* keys per split-KV chunk at least (OPS_ATTN_MIN_CHUNK unless measuring) */
+    cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA;
+                              * NULL with CLGEMMA_NO_ATTN_DEC) */
     int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
     int act_int8;            /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
                               * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
@@ -172,6 +187,13 @@ int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int no
                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
  * short decode steps still spread over the device (small chunks) and long prefills do not */
+/* int8 X handed from its producer to the next mvqg product (NVIDIA): whether a producer of rows of
+ * k values (ntok of them) should write it, room for it in xq / xqs, and the tag naming the X it
+ * came from (cleared by any launch but mvqg's) */
+int  ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok);
+int  ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen);
+void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k);
+
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
  * ntok*nh counters, zero before the launch and zero again after it (the group that completes a

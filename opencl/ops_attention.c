@@ -13,11 +13,27 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                  cl_mem part_cnt, cl_mem out, char *err, size_t errlen)
 {
     if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
+    double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
+    double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
+    cl_kernel dec = hd == 256 ? o->attn_dec[0] : hd == 512 ? o->attn_dec[1] : NULL;
+    if (dec) { /* one warp per run of keys (41_attn_dec.cl): no local staging of Q, keys or scores */
+        size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
+        /* a whole decode batch whose output projection (k = nh * hd) takes mvqg: its int8 X too */
+        uint32_t qk = nh * hd, q8 = t0 == 0 && ops_mvqg_takes_x(o, qk, ntok);
+        if (q8 && ops_xq_reserve(o, ntok, qk, err, errlen)) return -1;
+        cl_mem xq = q8 ? o->xq : out, xqs = q8 ? o->xqs : out;
+        uint32_t xq_ntok = q8 ? ntok : 0;
+        if (ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, err, errlen, 24, A(Q), A(t0), A(nh),
+                       A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table),
+                       A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap), A(nchunk), A(chunk),
+                       A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok)))
+            return -1;
+        if (q8) ops_xq_given(o, out, ntok, qk);
+        return 0;
+    }
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
-    double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
-    return ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws,
-                      span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2), span * hd * 4.0, err, errlen,
+    return ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, bytes, span * hd * 4.0, err, errlen,
                       25, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
                       A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                       A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), LOCAL(hd * sizeof(float)),
@@ -31,7 +47,7 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
     if (!o->rt->is_cpu) {
         /* aim for ~4 work-groups per compute unit */
         uint64_t want = 4ull * o->n_cu, have = (uint64_t)ntok * nh;
-        while (c > OPS_ATTN_MIN_CHUNK && have * ((span + c - 1) / c) < want) c /= 2;
+        while (c > o->attn_min_chunk && have * ((span + c - 1) / c) < want) c /= 2;
     }
     *chunk = c;
     *nchunk = span ? (span + c - 1) / c : 1;

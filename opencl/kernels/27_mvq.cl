@@ -61,6 +61,15 @@ inline uint q8_quant4(float4 v, float *d, int *s)
     return (uint)(q.x & 255) | ((uint)(q.y & 255) << 8) | ((uint)(q.z & 255) << 16) | ((uint)q.w << 24);
 }
 
+/* float4 i4 of row tk of X, or of gelu(X) * U with geglu (rows ldx and ldu apart) */
+inline float4 ld_x4(global const float *X, uint ldx, global const float *U, uint ldu, uint geglu, uint tk, uint i4)
+{
+    float4 v = vload4(0, X + (size_t)tk * ldx + 4 * i4);
+    if (!geglu) return v;
+    float4 u = vload4(0, U + (size_t)tk * ldu + 4 * i4);
+    return (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
+}
+
 /* X (ntok rows, ldx apart) to int8 per 32 values in local memory: xq words [ntok][k/4], scales
  * xd [ntok][k/32], and xs [ntok][k/16] = d * (sum of each 16 quantized values), which the
  * q4_k min and q5_0 offset terms need. 8 lanes per 32-value block, 4 values each. geglu: the
@@ -70,15 +79,12 @@ inline void mvq_quant_x(global const float *X, uint ldx, global const float *U, 
 {
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, sub = lane % 8;
     int nbk = (int)(k / 32), nb = (int)ntok * nbk;
+    /* one pass's loads at a time: issuing 8 passes' loads together measured slower on the H200
+     * (31B decode 78.9 -> 73.7 tok/s; registers) */
     for (int base = warp * 4; base < nb; base += 32) { /* uniform per warp: shuffles below */
         int bi = base + lane / 8, live = bi < nb;
         int tk = live ? bi / nbk : 0, b = live ? bi % nbk : 0;
-        global const float *xp = X + (size_t)tk * ldx + b * 32 + 4 * sub;
-        float4 v = live ? vload4(0, xp) : (float4)(0.0f);
-        if (geglu && live) {
-            float4 u = vload4(0, U + (size_t)tk * ldu + b * 32 + 4 * sub);
-            v = (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
-        }
+        float4 v = live ? ld_x4(X, ldx, U, ldu, geglu, tk, 8 * b + sub) : (float4)(0.0f);
         float d;
         int s;
         uint w = q8_quant4(v, &d, &s); /* s: lanes 0-3 and 4-7 of the block, one 16-value half each */
@@ -119,20 +125,24 @@ inline mvqp_q4_k mvq_ld_q4_k(global const uchar *row, int pc)
     return p;
 }
 
-/* the piece against one token's quantized X */
-inline float mvq_dot_q4_k(const mvqp_q4_k *p, int pc, local const uint *xq, local const float *xd,
-                          local const float *xs)
-{
-    int sa = (pc >> 3) * 8 + (pc & 6), h = pc & 1; /* global sub-block index of the low nibbles */
-    local const uint *xa = xq + sa * 8 + h * 4, *xb = xa + 8;
-    const uint M = 0x0F0F0F0Fu;
-    int ia = dp4a_us(p->q.x & M, xa[0], 0), ib = dp4a_us((p->q.x >> 4) & M, xb[0], 0);
-    ia = dp4a_us(p->q.y & M, xa[1], ia); ib = dp4a_us((p->q.y >> 4) & M, xb[1], ib);
-    ia = dp4a_us(p->q.z & M, xa[2], ia); ib = dp4a_us((p->q.z >> 4) & M, xb[2], ib);
-    ia = dp4a_us(p->q.w & M, xa[3], ia); ib = dp4a_us((p->q.w >> 4) & M, xb[3], ib);
-    return p->da * xd[sa] * (float)ia + p->db * xd[sa + 1] * (float)ib - p->ma * xs[2 * sa + h] -
-           p->mb * xs[2 * sa + 2 + h];
+/* the piece against one token's quantized X (in local memory: _l, or global: _g) */
+#define DEFINE_DOT_Q4_K(AS, SFX)                                                                  \
+inline float mvq_dot_q4_k##SFX(const mvqp_q4_k *p, int pc, AS const uint *xq, AS const float *xd,  \
+                               AS const float *xs)                                                \
+{                                                                                                 \
+    int sa = (pc >> 3) * 8 + (pc & 6), h = pc & 1; /* global sub-block index of the low nibbles */ \
+    AS const uint *xa = xq + sa * 8 + h * 4, *xb = xa + 8;                                        \
+    const uint M = 0x0F0F0F0Fu;                                                                   \
+    int ia = dp4a_us(p->q.x & M, xa[0], 0), ib = dp4a_us((p->q.x >> 4) & M, xb[0], 0);            \
+    ia = dp4a_us(p->q.y & M, xa[1], ia); ib = dp4a_us((p->q.y >> 4) & M, xb[1], ib);              \
+    ia = dp4a_us(p->q.z & M, xa[2], ia); ib = dp4a_us((p->q.z >> 4) & M, xb[2], ib);              \
+    ia = dp4a_us(p->q.w & M, xa[3], ia); ib = dp4a_us((p->q.w >> 4) & M, xb[3], ib);              \
+    return p->da * xd[sa] * (float)ia + p->db * xd[sa + 1] * (float)ib - p->ma * xs[2 * sa + h] -  \
+           p->mb * xs[2 * sa + 2 + h];                                                            \
 }
+DEFINE_DOT_Q4_K(local, _l)
+DEFINE_DOT_Q4_K(global, _g)
+
 
 /* A 2-byte-aligned block of 2 + 4n bytes (an f16 then n words: q8_0, q5_0): returns the f16 bits
  * and fills w with the words at block bytes 2 + 4i, from aligned loads that stay inside the block
@@ -160,14 +170,17 @@ inline mvqp_q8_0 mvq_ld_q8_0(global const uchar *row, int pc)
     return p;
 }
 
-inline float mvq_dot_q8_0(const mvqp_q8_0 *p, int pc, local const uint *xq, local const float *xd,
-                          local const float *xs)
-{
-    local const uint *x = xq + pc * 8;
-    int s = 0;
-    for (int i = 0; i < 8; i++) s = dp4a_ss(p->q[i], x[i], s);
-    return p->d * xd[pc] * (float)s;
+#define DEFINE_DOT_Q8_0(AS, SFX)                                                                  \
+inline float mvq_dot_q8_0##SFX(const mvqp_q8_0 *p, int pc, AS const uint *xq, AS const float *xd,   \
+                               AS const float *xs)                                                \
+{                                                                                                 \
+    AS const uint *x = xq + pc * 8;                                                               \
+    int s = 0;                                                                                    \
+    for (int i = 0; i < 8; i++) s = dp4a_ss(p->q[i], x[i], s);                                    \
+    return p->d * xd[pc] * (float)s;                                                              \
 }
+DEFINE_DOT_Q8_0(local, _l)
+DEFINE_DOT_Q8_0(global, _g)
 
 /* ---- q5_0: 22-byte blocks: d (f16), qh (32 fifth bits), qs[16] (value j: low nibble of qs[j],
  * value 16 + j: high nibble), each value minus 16. */
@@ -188,15 +201,18 @@ inline mvqp_q5_0 mvq_ld_q5_0(global const uchar *row, int pc)
     return p;
 }
 
-inline float mvq_dot_q5_0(const mvqp_q5_0 *p, int pc, local const uint *xq, local const float *xd,
-                          local const float *xs)
-{
-    local const uint *x = xq + pc * 8;
-    int s = 0;
-    for (int i = 0; i < 4; i++) s = dp4a_us(p->lo[i], x[i], s);
-    for (int i = 0; i < 4; i++) s = dp4a_us(p->hi[i], x[4 + i], s);
-    return p->d * (xd[pc] * (float)s - 16.0f * (xs[2 * pc] + xs[2 * pc + 1]));
+#define DEFINE_DOT_Q5_0(AS, SFX)                                                                  \
+inline float mvq_dot_q5_0##SFX(const mvqp_q5_0 *p, int pc, AS const uint *xq, AS const float *xd,   \
+                               AS const float *xs)                                                \
+{                                                                                                 \
+    AS const uint *x = xq + pc * 8;                                                               \
+    int s = 0;                                                                                    \
+    for (int i = 0; i < 4; i++) s = dp4a_us(p->lo[i], x[i], s);                                   \
+    for (int i = 0; i < 4; i++) s = dp4a_us(p->hi[i], x[4 + i], s);                               \
+    return p->d * (xd[pc] * (float)s - 16.0f * (xs[2 * pc] + xs[2 * pc + 1]));                    \
 }
+DEFINE_DOT_Q5_0(local, _l)
+DEFINE_DOT_Q5_0(global, _g)
 
 /* row r of the matrices (numbered across them): its bytes, output and whether it exists */
 inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global float *Y0,
@@ -215,21 +231,13 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
 
 /* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane). Loading the
  * next piece ahead of the current dot products (and the first pieces before X is quantized) was
- * measured slower on the H200: 31B decode 72.6 -> 50.5 tok/s. */
-#define DEFINE_MVQ(T, MVQ_R, NAME)                                                                \
-kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
-void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,              \
-             global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,              \
-             global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2,              \
-             uint k, global const float *X, uint ldx, uint ntok, uint rpg,                       \
-             global const float *U, uint u_off, uint ldu, uint geglu,                            \
-             local uint *xq, local float *xd, local float *xs)                                   \
-{                                                                                                 \
+ * measured slower on the H200: 31B decode 72.6 -> 50.5 tok/s. The group's rows [g0, g1) against
+ * X quantized in address space AS (SFX: _l local, _g global). */
+#define MVQ_ROWS(T, MVQ_R, SFX)                                                                   \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
-    mvq_quant_x(X, ldx, U + u_off, ldu, ntok, k, geglu, xq, xd, xs);                              \
     uint nrows = n0 + n1 + n2, g0 = get_group_id(0) * rpg, g1 = min(nrows, g0 + rpg);             \
     int npc = (int)(k / 32);                                                                      \
-    for (uint rb = g0 + warp * MVQ_R; rb < g1; rb += 8 * MVQ_R) {                                 \
+    for (uint rb = g0 + warp * MVQ_R; rb < g1; rb += (get_local_size(0) / 32) * MVQ_R) {         \
         global const uchar *p[MVQ_R];                                                             \
         global float *y[MVQ_R];                                                                   \
         uint ld[MVQ_R];                                                                           \
@@ -246,8 +254,8 @@ void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uin
             for (int t = 0; t < 4; t++) {                                                         \
                 if (t > 0 && t >= (int)ntok) break;                                               \
                 for (int i = 0; i < MVQ_R; i++)                                                   \
-                    acc[i][t] += mvq_dot_##T(&w[i], pc, xq + t * (k / 4), xd + t * (k / 32),      \
-                                             xs + t * (k / 16));                                  \
+                    acc[i][t] += mvq_dot_##T##SFX(&w[i], pc, xq + t * (k / 4), xd + t * (k / 32), \
+                                                  xs + t * (k / 16));                             \
             }                                                                                     \
         }                                                                                         \
         for (int t = 0; t < 4; t++) {                                                             \
@@ -258,7 +266,50 @@ void NAME##_##T(global const uchar *W0, uint rb0, uint n0, global float *Y0, uin
                 if (lane == 0 && live[i]) y[i][(size_t)t * ld[i]] = v;                            \
             }                                                                                     \
         }                                                                                         \
-    }                                                                                             \
+    }
+
+#define MVQ_MATS                                                                                  \
+    global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,                         \
+    global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,                         \
+    global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2
+
+/* X staged per group (mvq_T, mvq4_T) */
+#define DEFINE_MVQ(T, MVQ_R, NAME)                                                                \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void NAME##_##T(MVQ_MATS, uint k, global const float *X, uint ldx, uint ntok, uint rpg,           \
+                global const float *U, uint u_off, uint ldu, uint geglu,                          \
+                local uint *xq, local float *xd, local float *xs)                                 \
+{                                                                                                 \
+    mvq_quant_x(X, ldx, U + u_off, ldu, ntok, k, geglu, xq, xd, xs);                              \
+    MVQ_ROWS(T, MVQ_R, _l)                                                                        \
+}
+
+/* X quantized once beforehand by mvq_xq (mvqg_T): no staging, the weights stream at once */
+#define DEFINE_MVQG(T, R, NAME)                                                                   \
+kernel void NAME##_##T(MVQ_MATS, uint k, uint ntok, uint rpg, global const uint *xq, global const float *xds) \
+{                                                                                                 \
+    global const float *xd = xds, *xs = xds + (size_t)ntok * (k / 32);                            \
+    MVQ_ROWS(T, R, _g)                                                                            \
+}
+
+/* X (ntok rows, ldx apart; geglu: gelu(X) * U) to mvqg's int8 layout, that of mvq_quant_x: xq
+ * words [ntok][k/4], then in xds the scales [ntok][k/32] and the scaled half sums [ntok][k/16]. 8
+ * items per 32-value block; every item runs the shuffles. */
+kernel void mvq_xq(global const float *X, uint ldx, global const float *U, uint u_off, uint ldu, uint geglu,
+                   uint ntok, uint k, global uint *xq, global float *xds)
+{
+    size_t gid = get_global_id(0), nq = k / 4;
+    int live = gid < ntok * nq, sub = (int)(gid % 8);
+    uint tk = live ? (uint)(gid / nq) : 0, i4 = live ? (uint)(gid % nq) : 0;
+    float4 v = live ? ld_x4(X, ldx, U + u_off, ldu, geglu, tk, i4) : (float4)(0.0f);
+    float d;
+    int s;
+    uint w = q8_quant4(v, &d, &s);
+    if (!live) return;
+    size_t bi = gid / 8; /* = tk * (k / 32) + i4 / 8 */
+    xq[gid] = w;
+    if (sub % 4 == 0) xds[(size_t)ntok * (k / 32) + bi * 2 + sub / 4] = d * (float)s;
+    if (sub == 0) xds[bi] = d;
 }
 
 DEFINE_MVQ(q4_k, 2, mvq)
@@ -267,6 +318,18 @@ DEFINE_MVQ(q5_0, 2, mvq)
 DEFINE_MVQ(q4_k, 4, mvq4)
 DEFINE_MVQ(q8_0, 4, mvq4)
 DEFINE_MVQ(q5_0, 4, mvq4)
+DEFINE_MVQG(q4_k, 2, mvqg)
+DEFINE_MVQG(q8_0, 2, mvqg)
+DEFINE_MVQG(q5_0, 2, mvqg)
+DEFINE_MVQG(q4_k, 1, mvqg1)
+DEFINE_MVQG(q8_0, 1, mvqg1)
+DEFINE_MVQG(q5_0, 1, mvqg1)
+DEFINE_MVQG(q4_k, 4, mvqg4)
+DEFINE_MVQG(q8_0, 4, mvqg4)
+DEFINE_MVQG(q5_0, 4, mvqg4)
+DEFINE_MVQG(q4_k, 8, mvqg8)
+DEFINE_MVQG(q8_0, 8, mvqg8)
+DEFINE_MVQG(q5_0, 8, mvqg8)
 
 /* Expert products for decode (MoE), same pieces and quantized X. Virtual rows v = slot group *
  * rows_e + r; the slots of group gg are gg * nj .. gg * nj + nj - 1, slot s's weights are expert
@@ -299,8 +362,8 @@ void mvqe_##T(global const uchar *W, uint rbytes, uint rows_e, uint k, global co
             float ws = use_w ? wsel[s] : 1.0f;                                                    \
             local const uint *xqj = xq + j * (k / 4);                                             \
             local const float *xdj = xd + j * (k / 32), *xsj = xs + j * (k / 16);                 \
-            acc0 += ws * mvq_dot_##T(&w0, pc, xqj, xdj, xsj);                                     \
-            acc1 += ws * mvq_dot_##T(&w1, pc, xqj, xdj, xsj);                                     \
+            acc0 += ws * mvq_dot_##T##_l(&w0, pc, xqj, xdj, xsj);                                     \
+            acc1 += ws * mvq_dot_##T##_l(&w1, pc, xqj, xdj, xsj);                                     \
         }                                                                                         \
         for (int m = 16; m > 0; m >>= 1) {                                                        \
             acc0 += shfl_xor_f(acc0, m);                                                          \

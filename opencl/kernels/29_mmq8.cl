@@ -34,14 +34,7 @@ kernel void q8x_quant(global const float *X, uint ldx, global const float *U, ui
     uint nq = k / 4;
     int live = gid < (size_t)tpad * nq;
     uint tk = live ? (uint)(gid / nq) : 0, i4 = live ? (uint)(gid % nq) : 0;
-    float4 v = (float4)(0.0f);
-    if (live && tk < ntok) {
-        v = vload4(0, X + (size_t)tk * ldx + 4 * i4);
-        if (geglu) {
-            float4 u = vload4(0, U + u_off + (size_t)tk * ldu + 4 * i4);
-            v = (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
-        }
-    }
+    float4 v = live && tk < ntok ? ld_x4(X, ldx, U + u_off, ldu, geglu, tk, i4) : (float4)(0.0f);
     float d;
     int s;
     uint w = q8_quant4(v, &d, &s);

@@ -196,6 +196,7 @@ inline float2 wg_sum2(float2 v, local float2 *red)
 #define NF_X2 2     /* t += norm(x2) * wx2 */
 #define NF_NORM_T 4 /* t = norm(t) * wt */
 #define NF_RES 8    /* r = (res + t) * scale, written back to res */
+#define NF_Q8 16    /* y_0 also to int8 in mvqg's layout (xq, xds; NVIDIA) */
 
 /* t at float4 i: x itself, or norm(x)·wx [+ norm(x2)·wx2] given the inverse RMS values */
 inline float4 nf_t(uint i, uint flags, global const float4 *x, global const float4 *wx, global const float4 *x2,
@@ -219,10 +220,10 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
                       global const float4 *wx2, global const float4 *wt, global float4 *res, float scale,
                       global const float4 *w0, global float4 *y0, global const float4 *w1, global float4 *y1,
                       global const float4 *w2, global float4 *y2, uint nout, uint flags, uint n, float eps,
-                      local float2 *red)
+                      global uint *xq, global float *xds, local float2 *red)
 {
     uint lid = get_local_id(0), L = get_local_size(0), n4 = n / 4;
-    size_t off = get_group_id(0) * (size_t)n4;
+    size_t row = get_group_id(0), off = row * (size_t)n4;
     x += off;
     x2 += off;
     res += off;
@@ -266,17 +267,36 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
     if (nout == 0) return;
     sr = wg_sum2(sr, red);
     float ir = rsqrt(sr.x / fn + eps);
-    for (uint i = lid; i < n4; i += L) {
-        float4 r;
-        if (flags & NF_RES) {
-            r = res[i];
-        } else {
-            r = nf_t(i, flags, x, wx, x2, wx2, ix, ix2);
-            if (flags & NF_NORM_T) r *= it * wt[i];
+    /* warp-uniform trip count (L and n4 / 8 blocks are whole warps' worth): NF_Q8's shuffles */
+    for (uint i0 = lid - lid % 32; i0 < n4; i0 += L) {
+        uint i = i0 + lid % 32;
+        float4 v0 = (float4)(0.0f);
+        if (i < n4) {
+            float4 r;
+            if (flags & NF_RES) {
+                r = res[i];
+            } else {
+                r = nf_t(i, flags, x, wx, x2, wx2, ix, ix2);
+                if (flags & NF_NORM_T) r *= it * wt[i];
+            }
+            r *= ir;
+            v0 = r * w0[i];
+            y0[i] = v0;
+            if (nout > 1) y1[i] = r * w1[i];
+            if (nout > 2) y2[i] = r * w2[i];
         }
-        r *= ir;
-        y0[i] = r * w0[i];
-        if (nout > 1) y1[i] = r * w1[i];
-        if (nout > 2) y2[i] = r * w2[i];
+#ifdef CLG_NVIDIA
+        if (flags & NF_Q8) { /* 8 items per 32-value block, as mvq_xq */
+            float d;
+            int sm;
+            uint w = q8_quant4(v0, &d, &sm);
+            size_t bi = row * (n4 / 8) + i / 8, nblk = get_num_groups(0) * (size_t)(n4 / 8);
+            if (i < n4) {
+                xq[off + i] = w;
+                if (i % 4 == 0) xds[nblk + bi * 2 + (i % 8) / 4] = d * (float)sm;
+                if (i % 8 == 0) xds[bi] = d;
+            }
+        }
+#endif
     }
 }

@@ -1,0 +1,170 @@
+/* 41_attn_dec.cl — split-KV attention for decode-shaped batches on NVIDIA (warp shuffles).
+ *
+ * attn_partial spends its time in round trips, not bytes: the query and the key offsets staged
+ * through local memory, a group barrier per 16 keys, then each item walking the chunk's value
+ * rows four at a time; the H200 profile showed 34 us per launch at 64-80 keys of context (31B:
+ * 60 launches per token, 14% of the step). Here each warp owns whole keys: lane i holds dims
+ * DPL*i .. DPL*i + DPL - 1 of the query (scaled) in registers, loads the same dims of ATTN_DEC_KU
+ * keys and values at once (16-byte loads, a 512-byte row per warp), reduces the scores with
+ * shuffles and keeps an online softmax; the 8 warps of a group take every 8th run of keys, then
+ * merge through local memory. A one-chunk span writes its output directly; otherwise the chunk
+ * partials and the last-group merge follow attn_partial's layout and counters. For a decode step
+ * whose output projection runs on mvqg, the finished rows are also written as its int8 X. */
+
+#ifdef CLG_NVIDIA
+
+#define ATTN_DEC_KU 4 /* keys per warp per round (their K and V loads in flight together) */
+#define ATTN_DEC_W 8  /* warps per group */
+
+/* f16 pair in a word to floats */
+inline float2 h2f2(uint w) { return (float2)(h2f(w), h2f(w >> 16)); }
+
+/* xq_ntok > 0: the finished output row of (token t, head h), hd values, also to int8 in mvqg's
+ * layout for the output projection (its X: nh * hd values per token, xq_ntok tokens), 8 items per
+ * 32-value block; the group's own writes of the row are made visible by the barrier */
+inline void attn_dec_q8(global float *orow, uint t, uint h, uint nh, uint hd, global uint *xq, global float *xds,
+                        uint xq_ntok)
+{
+    if (xq_ntok == 0) return;
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    uint lid = get_local_id(0);
+    if (lid >= hd / 4) return; /* whole warps: hd / 4 is a multiple of 32 */
+    float d;
+    int s;
+    uint w = q8_quant4(vload4(lid, orow), &d, &s);
+    size_t k = (size_t)nh * hd, wi = t * (k / 4) + h * (hd / 4) + lid, bi = wi / 8;
+    xq[wi] = w;
+    if (lid % 4 == 0) xds[xq_ntok * (k / 32) + bi * 2 + (lid % 8) / 4] = d * (float)s;
+    if (lid % 8 == 0) xds[bi] = d;
+}
+
+inline void attn_dec_body(const int DPL, global const float *Q, uint t0, uint nh, uint nkv, uint hd,
+                          global const half *Kc, global const half *Vc, global const int *tok_pos,
+                          global const int *tok_seq, global const int *block_table, uint max_blocks,
+                          uint block_size, int window, float scale, float softcap, uint nchunk, uint chunk,
+                          global float *part_acc, global float *part_ml, global uint *cnt, global float *out,
+                          global uint *xq, global float *xds, uint xq_ntok, local float *wml, local float *wacc,
+                          local float *sc, local float *red, local int *is_last)
+{
+    uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
+    int pos = tok_pos[t];
+    int lo = window > 0 ? max(0, pos - window + 1) : 0;
+    int c0 = lo + (int)(c * chunk), c1 = min(pos + 1, c0 + (int)chunk);
+    size_t th = (size_t)tl * nh + h, pidx = th * nchunk + c;
+    uint kh = h / (nh / nkv);
+    global const float *qr = Q + ((size_t)t * nh + h) * hd + lane * DPL;
+    float q[16], acc[16];
+    for (int i = 0; i < DPL; i += 4) {
+        float4 v = vload4(0, qr + i) * scale;
+        q[i] = v.x; q[i + 1] = v.y; q[i + 2] = v.z; q[i + 3] = v.w;
+    }
+    for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
+    global const int *bt = block_table + (size_t)tok_seq[t] * max_blocks;
+    float m = -INFINITY, l = 0.0f;
+    for (int j0 = c0 + warp * ATTN_DEC_KU; j0 < c1; j0 += ATTN_DEC_W * ATTN_DEC_KU) { /* uniform per warp */
+        uint4 kw[ATTN_DEC_KU][2], vw[ATTN_DEC_KU][2];
+        for (int i = 0; i < ATTN_DEC_KU; i++) {
+            int p = min(j0 + i, c1 - 1); /* keys past the chunk reload its last one; masked below */
+            size_t off = (((size_t)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd + lane * DPL;
+            for (int v = 0; v < DPL / 8; v++) {
+                kw[i][v] = *(global const uint4 *)(Kc + off + 8 * v);
+                vw[i][v] = *(global const uint4 *)(Vc + off + 8 * v);
+            }
+        }
+        float s[ATTN_DEC_KU];
+        for (int i = 0; i < ATTN_DEC_KU; i++) {
+            float d = 0.0f;
+            for (int v = 0; v < DPL / 8; v++) {
+                uint4 w = kw[i][v];
+                float2 a = h2f2(w.x), b = h2f2(w.y), e = h2f2(w.z), f = h2f2(w.w);
+                const float *qq = q + 8 * v;
+                d += qq[0] * a.x + qq[1] * a.y + qq[2] * b.x + qq[3] * b.y + qq[4] * e.x + qq[5] * e.y +
+                     qq[6] * f.x + qq[7] * f.y;
+            }
+            s[i] = d;
+        }
+        for (int sh = 16; sh > 0; sh >>= 1)
+            for (int i = 0; i < ATTN_DEC_KU; i++) s[i] += shfl_xor_f(s[i], sh);
+        float mn = m;
+        for (int i = 0; i < ATTN_DEC_KU; i++) {
+            if (softcap > 0.0f) s[i] = softcap * tanh(s[i] / softcap);
+            s[i] = j0 + i < c1 ? s[i] : -INFINITY;
+            mn = fmax(mn, s[i]);
+        }
+        float corr = exp(m - mn); /* m = -inf (first round) gives 0: acc and l are 0 then */
+        l *= corr;
+        for (int i = 0; i < DPL; i++) acc[i] *= corr;
+        for (int i = 0; i < ATTN_DEC_KU; i++) {
+            float pw = exp(s[i] - mn); /* masked keys: exp(-inf) = 0 */
+            l += pw;
+            for (int v = 0; v < DPL / 8; v++) {
+                uint4 w = vw[i][v];
+                float2 a = h2f2(w.x), b = h2f2(w.y), e = h2f2(w.z), f = h2f2(w.w);
+                float *aa = acc + 8 * v;
+                aa[0] += pw * a.x; aa[1] += pw * a.y; aa[2] += pw * b.x; aa[3] += pw * b.y;
+                aa[4] += pw * e.x; aa[5] += pw * e.y; aa[6] += pw * f.x; aa[7] += pw * f.y;
+            }
+        }
+        m = mn;
+    }
+    /* the warps' (m, l, acc) into one: a warp without keys has m = -inf and weighs 0 */
+    if (lane == 0) { wml[2 * warp] = m; wml[2 * warp + 1] = l; }
+    for (int i = 0; i < DPL; i++) wacc[warp * hd + lane * DPL + i] = acc[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float M = -INFINITY, Lsum = 0.0f, ew[ATTN_DEC_W];
+    for (int w = 0; w < ATTN_DEC_W; w++) M = fmax(M, wml[2 * w]);
+    for (int w = 0; w < ATTN_DEC_W; w++) {
+        ew[w] = wml[2 * w] > -INFINITY ? exp(wml[2 * w] - M) : 0.0f;
+        Lsum += ew[w] * wml[2 * w + 1];
+    }
+    global float *orow = out + ((size_t)t * nh + h) * hd;
+    global float *acc_out = nchunk == 1 ? orow : part_acc + pidx * hd;
+    float inv = nchunk == 1 ? 1.0f / Lsum : 1.0f;
+    for (uint d = lid; d < hd; d += 32 * ATTN_DEC_W) {
+        float a = 0.0f;
+        for (int w = 0; w < ATTN_DEC_W; w++) a += ew[w] * wacc[w * hd + d];
+        acc_out[d] = a * inv;
+    }
+    if (nchunk == 1) {
+        attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok);
+        return;
+    }
+    if (lid == 0) { part_ml[2 * pidx] = M; part_ml[2 * pidx + 1] = Lsum; }
+    /* count this chunk in once the group's writes are visible device-wide; the last one merges */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) {
+        fence_device();
+        *is_last = atomic_inc(cnt + th) == nchunk - 1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!*is_last) return;
+    fence_device();
+    attn_merge(part_acc, part_ml, th * nchunk, hd, nchunk, orow, sc, red);
+    if (lid == 0) cnt[th] = 0;
+    attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok);
+}
+
+/* attn_dec_DPL: head dim 32 * DPL (256 or 512), groups of 8 warps, same arguments as attn_partial
+ * without its local buffers */
+#define DEFINE_ATTN_DEC(DPL)                                                                      \
+kernel __attribute__((reqd_work_group_size(32 * ATTN_DEC_W, 1, 1)))                              \
+void attn_dec_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global const half *Kc, \
+                    global const half *Vc, global const int *tok_pos, global const int *tok_seq,  \
+                    global const int *block_table, uint max_blocks, uint block_size, int window,  \
+                    float scale, float softcap, uint nchunk, uint chunk, global float *part_acc,  \
+                    global float *part_ml, global uint *cnt, global float *out, global uint *xq,  \
+                    global float *xds, uint xq_ntok)                                              \
+{                                                                                                 \
+    local float wml[2 * ATTN_DEC_W], wacc[ATTN_DEC_W * 32 * DPL], sc[ATTN_MAX_CHUNK],            \
+        red[32 * ATTN_DEC_W];                                                                     \
+    local int is_last;                                                                            \
+    attn_dec_body(DPL, Q, t0, nh, nkv, hd, Kc, Vc, tok_pos, tok_seq, block_table, max_blocks,     \
+                  block_size, window, scale, softcap, nchunk, chunk, part_acc, part_ml, cnt, out, \
+                  xq, xds, xq_ntok, wml, wacc, sc, red, &is_last);                                                  \
+}
+
+DEFINE_ATTN_DEC(8)
+DEFINE_ATTN_DEC(16)
+
+#endif /* CLG_NVIDIA */
