@@ -176,7 +176,14 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     uint32_t n_ctx = opts->n_ctx > 0 ? (uint32_t)opts->n_ctx : (hp->n_ctx_train < 8192 ? hp->n_ctx_train : 8192);
     if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
     uint32_t n_seq = opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 8;
-    e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens : 512;
+    /* tokens per forward chunk: 2048 on a GPU with 16 GiB to spare after the weights (prefill
+     * products fill the GPU with 128 x 128 tiles, MoE experts see whole tiles of tokens; H200:
+     * 26B-A4B prefill 5,287 -> see docs/PERF.md), else 512; CLGEMMA_MAX_BATCH for measurements */
+    const char *mb = getenv("CLGEMMA_MAX_BATCH");
+    uint64_t spare = e->rt.global_mem > e->m.weight_bytes ? e->rt.global_mem - e->m.weight_bytes : 0;
+    e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens
+                   : mb && atoi(mb) > 0          ? (uint32_t)atoi(mb)
+                   : e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512;
     uint32_t max_out = n_seq > 16 ? n_seq : 16;
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */

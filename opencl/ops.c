@@ -1,6 +1,7 @@
 /* ops.c — see ops.h */
 #include "ops.h"
 #include "errf.h"
+#include "ops_int.h"
 
 #include <clblast_c.h>
 #include <stdarg.h>
@@ -27,7 +28,7 @@ static const char *const kernel_names[K_COUNT] = {
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
 
 /* kernel-name suffix per supported GGUF type */
-static const char *type_suffix(uint32_t t)
+const char *ops_type_suffix(uint32_t t)
 {
     switch (t) {
     case GGML_TYPE_F32: return "f32";
@@ -45,7 +46,7 @@ static const char *type_suffix(uint32_t t)
     }
 }
 
-int ops_type_supported(uint32_t type) { return type_suffix(type) != NULL; }
+int ops_type_supported(uint32_t type) { return ops_type_suffix(type) != NULL; }
 
 int ops_env_on(const char *name)
 {
@@ -63,7 +64,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         if (!o->k[i]) return -1;
     }
     for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
-        const char *s = type_suffix(t);
+        const char *s = ops_type_suffix(t);
         if (!s) continue;
         char name[64];
         snprintf(name, sizeof name, "mv4_%s", s);
@@ -82,6 +83,8 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!ops_env_on("CLGEMMA_NO_MMT")) {
                 snprintf(name, sizeof name, "mmt_%s", s);
                 if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
+                snprintf(name, sizeof name, "mmte_%s", s);
+                if (!ops_env_on("CLGEMMA_NO_MMTE") && !(o->mmte[t] = rt_kernel(rt, name, err, errlen))) return -1;
             }
             snprintf(name, sizeof name, "mmqe_s_%s", s);
             if (!(o->mmqe_s[t] = rt_kernel(rt, name, err, errlen))) return -1;
@@ -96,57 +99,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     o->has_mma = rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MMA");
     o->act_int8 = 1;
     if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
-    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MVQ")) {
-        /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
-        const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
-        o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
-        o->mvq_rpg = rpg && atoi(rpg) > 0 ? (uint32_t)atoi(rpg) : 0;
-        /* rows per warp pass of mvqg (CLGEMMA_MVQG_R: 1, 2 or 4): H200 31B decode 70.2 tok/s at 1,
-         * 100.8 at 2, 106.7 at 4 (118 registers) */
-        const char *gw = getenv("CLGEMMA_MVQG_R");
-        o->mvqg_r = gw && (atoi(gw) == 1 || atoi(gw) == 2 || atoi(gw) == 8) ? (uint32_t)atoi(gw) : 4;
-        static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
-        for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
-            char name[64];
-            snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", type_suffix(mvq_types[i]));
-            if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mvqg%s_%s",
-                     o->mvqg_r == 2 ? "" : o->mvqg_r == 1 ? "1" : o->mvqg_r == 8 ? "8" : "4", type_suffix(mvq_types[i]));
-            if (!ops_env_on("CLGEMMA_NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
-                return -1;
-        }
-        if (!(o->mvq_xq = rt_kernel(rt, "mvq_xq", err, errlen))) return -1;
-        /* X staged per group costs a round trip per 32 blocks before any weight load, in every
-         * group at once; products this large quantize X once beforehand (CLGEMMA_MVQG_MIN_ELEMS,
-         * CLGEMMA_MVQG_RPG for measurements) */
-        const char *me = getenv("CLGEMMA_MVQG_MIN_ELEMS"), *gr = getenv("CLGEMMA_MVQG_RPG");
-        const char *mk = getenv("CLGEMMA_MVQG_MIN_K");
-        o->mvqg_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)32 << 20;
-        o->mvqg_min_k = mk && atoi(mk) >= 0 ? (uint32_t)atoi(mk) : 4096;
-        /* rows per group, a whole number of warps: 2 warps measured best on the H200 (31B decode,
-         * 2 rows per warp: 95.3 tok/s at 8 warps, 98.8 at 4, 99.8 at 2, 99.1 at 1, 78.5 at 16) */
-        o->mvqg_rpg = gr && atoi(gr) >= (int)o->mvqg_r ? (uint32_t)atoi(gr) / o->mvqg_r * o->mvqg_r : 2 * o->mvqg_r;
-    }
-    if (o->has_mma && !ops_env_on("CLGEMMA_NO_MMQ8")) {
-        static const uint32_t mmq8_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
-        for (size_t i = 0; i < sizeof mmq8_types / sizeof *mmq8_types; i++)
-            for (int nt = 0; nt < 2; nt++) {
-                uint32_t t = mmq8_types[i];
-                char name[64];
-                snprintf(name, sizeof name, "mmq8_%s_%d", type_suffix(t), nt + 1);
-                if (!(o->mmq8[nt][t] = rt_kernel(rt, name, err, errlen))) return -1;
-                clGetKernelWorkGroupInfo(o->mmq8[nt][t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
-                                         &o->mmq8_wg[nt][t], NULL);
-            }
-        if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
-        const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
-        o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
-        /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
-         * of small matrices is bound by host enqueue (H200, Gemma 3 B=16: 6,545 with mmqs, 6,213
-         * with mmq8 and its 64 q8x_quant launches per step); CLGEMMA_MMQ8_MIN_ELEMS overrides */
-        const char *me = getenv("CLGEMMA_MMQ8_MIN_ELEMS");
-        o->mmq8_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)4 << 20;
-    }
+    if (ops_int8_init(o, rt, err, errlen)) return -1;
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_ATTN_DEC") &&
@@ -216,6 +169,7 @@ void ops_destroy(ops *o)
         if (o->mvq[t]) clReleaseKernel(o->mvq[t]);
         if (o->mvqg[t]) clReleaseKernel(o->mvqg[t]);
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
+        if (o->mmte[t]) clReleaseKernel(o->mmte[t]);
         for (int nt = 0; nt < 2; nt++)
             if (o->mmq8[nt][t]) clReleaseKernel(o->mmq8[nt][t]);
     }
@@ -235,10 +189,6 @@ void ops_destroy(ops *o)
     if (o->scratch) clReleaseMemObject(o->scratch);
     memset(o, 0, sizeof *o);
 }
-
-/* Argument list helpers: A(x) passes a value by address and size; LOCAL(n) reserves local bytes. */
-#define A(x) KARG(x)
-#define LOCAL(n) KLOCAL(n)
 
 static void prof_event(ops *o, int kind, cl_event ev, double bytes, double flop)
 {
@@ -297,7 +247,7 @@ void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_se
 /* warps per group for the mmq kernels (they split k): doubled while fewer than ~2k warps would be
  * in flight, each keeps two passes over k, and the group fits the kernel's register-limited size
  * and local memory (part_per_warp bytes of partial tiles each) */
-static size_t mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max)
+size_t ops_mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max)
 {
     size_t ks = 1;
     while (ks < ks_max && tiles * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
@@ -310,7 +260,7 @@ static size_t mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_w
  * warps of a group split k, as many as it takes to have ~2k warps in flight */
 /* a device buffer of at least need bytes (regrown, never shrunk; the old one is released once
  * the kernels already enqueued on it are done) */
-static int grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t errlen)
+int ops_grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t errlen)
 {
     if (need <= *have) return 0;
     if (*b) clReleaseMemObject(*b);
@@ -326,6 +276,15 @@ int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_
     return (size_t)(rows + 127) / 128 * ((ntok + 127) / 128) >= o->mmt_min_groups;
 }
 
+/* X (n rows of k) to f16 rows in o->xh for the tiles */
+static int mmt_xh(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, char *err, size_t errlen)
+{
+    if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)n * k * 2, err, errlen)) return -1;
+    size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, n };
+    return ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, err, errlen, 4, A(X), A(ldx), A(o->xh),
+                      A(k));
+}
+
 static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok, char *err,
                size_t errlen)
 {
@@ -333,11 +292,7 @@ static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32
         /* X once to f16 rows: the tiles stage half the bytes and convert nothing. (Weights made
          * f16 rows first as well measured slower: 1,137 vs 1,556 tok/s, docs/PERF.md.) */
         uint32_t k = w->cols;
-        if (grow_buf(o, &o->xh, &o->xh_bytes, (size_t)ntok * k * 2, err, errlen)) return -1;
-        size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, ntok };
-        if (ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * k, 0, err, errlen, 4, A(X), A(ldx), A(o->xh),
-                       A(k)))
-            return -1;
+        if (mmt_xh(o, X, ldx, ntok, k, err, errlen)) return -1;
         size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 };
         return ops_launch(o, K_MMT, o->mmt[w->type], 2, gws, lws,
                           (double)w->row_bytes * w->rows + 2.0 * ntok * k * (double)gws[1] + 4.0 * ntok * w->rows,
@@ -348,7 +303,7 @@ static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32
     uint32_t mt = small ? 1 : 4, nt = small ? 2 : 4;
     size_t rtiles = (w->rows + 8 * nt - 1) / (8 * nt), ttiles = (ntok + 16 * mt - 1) / (16 * mt);
     size_t part_per_warp = 32 * mt * nt * 4 * sizeof(float);
-    size_t ks = mmq_split_k(o, rtiles * ttiles, w->cols / 32, o->mmq_wg[!small][w->type], part_per_warp, 16);
+    size_t ks = ops_mmq_split_k(o, rtiles * ttiles, w->cols / 32, o->mmq_wg[!small][w->type], part_per_warp, 16);
     size_t lws[2] = { 32 * ks, 1 }, gws[2] = { rtiles * lws[0], ttiles };
     size_t part = ks > 1 ? ks * part_per_warp : sizeof(float);
     double wreads = (double)gws[1], wbytes = (double)w->row_bytes * w->rows;
@@ -367,7 +322,7 @@ int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
     size_t rtiles = (rows_e + 8 * nt - 1) / (8 * nt), qmax = nsel / tt + n_exp;
     size_t part_per_warp = 32 * (small ? 1 : 4) * nt * 4 * sizeof(float);
     /* the tiles that exist are only known on the device: about nsel / tt */
-    size_t ks = mmq_split_k(o, rtiles * (nsel / tt + 1), w->cols / 32, o->mmq_wg[!small][w->type], part_per_warp, 8);
+    size_t ks = ops_mmq_split_k(o, rtiles * (nsel / tt + 1), w->cols / 32, o->mmq_wg[!small][w->type], part_per_warp, 8);
     size_t lws[2] = { 32 * ks, 1 }, gws[2] = { rtiles * lws[0], qmax };
     size_t part = ks > 1 ? ks * part_per_warp : sizeof(float);
     return ops_launch(o, kind, small ? o->mmqe_s[w->type] : o->mmqe_l[w->type], 2, gws, lws,
@@ -376,48 +331,24 @@ int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
                       A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ord), A(n_exp), A(xdiv), LOCAL(part));
 }
 
-/* local bytes of mvq's quantized X: int8 values, a scale per 32 and a sum per 16 */
-/* scales and scaled half sums of mvqg's int8 X */
-static size_t mvqg_xqs_bytes(uint32_t ntok, uint32_t k) { return (size_t)ntok * (k / 32) * 3 * sizeof(float); }
-
-int ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok)
+int op_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t nx,
+               uint32_t xdiv, cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, int kind, char *err, size_t errlen)
 {
-    return o->mvq_xq && o->act_int8 && ntok >= 1 && ntok <= 4 && k % 32 == 0 && k >= o->mvqg_min_k;
-}
-
-int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
-{
-    return grow_buf(o, &o->xq, &o->xq_bytes, (size_t)ntok * k, err, errlen) ||
-                   grow_buf(o, &o->xqs, &o->xqs_bytes, mvqg_xqs_bytes(ntok, k), err, errlen)
-               ? -1 : 0;
-}
-
-void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k)
-{
-    o->xq_of = x;
-    o->xq_ntok = ntok;
-    o->xq_k = k;
-}
-
-static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + k / 32 * 4 + k / 16 * 4); }
-
-int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
-{
-    if (!o->act_int8 || ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
-    uint32_t blk = type == GGML_TYPE_Q4_K ? 256 : 32;
-    return o->mvq[type] && k % blk == 0 && (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
+    if (w->type >= GGML_TYPE_COUNT || !o->mmte[w->type] || w->cols % 32)
+        return errf(err, errlen, "mmt_moe: unsupported");
+    uint32_t k = w->cols;
+    if (mmt_xh(o, X, ldx, nx, k, err, errlen)) return -1;
+    /* the tiles that exist are only known on the device: at most nsel / 128 + one per expert */
+    size_t lws[2] = { 256, 1 }, gws[2] = { ((size_t)nsel / OPS_MMTE_PAIRS + n_exp) * 256, (rows_e + 127) / 128 };
+    double wbytes = (double)w->row_bytes * rows_e * (nsel < n_exp ? nsel : n_exp);
+    return ops_launch(o, kind, o->mmte[w->type], 2, gws, lws, wbytes * (1.0 + (double)nsel / OPS_MMTE_PAIRS / n_exp) +
+                      2.0 * nsel * k * gws[1] + 4.0 * nsel * rows_e, 2.0 * nsel * rows_e * k, err, errlen, 10,
+                      A(w->buf), A(w->row_bytes), A(rows_e), A(k), A(o->xh), A(xdiv), A(Y), A(ldy), A(ord), A(n_exp));
 }
 
 /* the kernel arguments of up to three matrices sharing X (mv_multi, mvq_T): unused slots repeat
  * matrix 0's buffers with 0 rows */
-typedef struct multi_args {
-    cl_mem W[3], Y[3];
-    uint32_t ty[3], rb[3], nr[3], ld[3];
-    size_t rows;
-    double bytes;
-} multi_args;
-
-static int gather_multi(const mm_out *outs, int n, multi_args *a, char *err, size_t errlen)
+int ops_gather_multi(const mm_out *outs, int n, multi_args *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
     uint32_t k = outs[0].w->cols;
@@ -434,102 +365,15 @@ static int gather_multi(const mm_out *outs, int n, multi_args *a, char *err, siz
     return 0;
 }
 
-/* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernel */
-/* geglu input of a product: X' = gelu(X) * U[u_off + t * ldu + i] (mvq folds it into its X quantization) */
-typedef struct geglu_in { cl_mem U; uint32_t u_off, ldu; } geglu_in;
-
-static int mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
-               char *err, size_t errlen)
-{
-    multi_args a;
-    uint32_t k = outs[0].w->cols;
-    if (gather_multi(outs, n, &a, err, errlen)) return -1;
-    uint32_t type = outs[0].w->type;
-    if (o->mvqg[type] && ((k >= o->mvqg_min_k && (size_t)a.rows * k >= o->mvqg_min_elems) ||
-                          mvq_local(k, ntok) + 1024 > o->local_mem)) {
-        uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0, rpg = o->mvqg_rpg;
-        cl_mem U = gg ? gg->U : X;
-        /* left by its producer (norm_fuse, attn_dec) */
-        int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
-        if (!given && ops_xq_reserve(o, ntok, k, err, errlen)) return -1;
-        size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
-        if (!given && ops_launch(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws,
-                                 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k, 0, err, errlen, 10, A(X), A(ldx),
-                                 A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k), A(o->xq), A(o->xqs)))
-            return -1;
-        size_t lws = 32 * (size_t)(rpg / o->mvqg_r), gws = (a.rows + rpg - 1) / rpg * lws;
-        return ops_launch(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
-                          2.0 * ntok * a.rows * k, err, errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
-                          A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
-                          A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->xq), A(o->xqs));
-    }
-    /* rows per group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
-     * group quantizes X once) */
-    size_t pass = 8 * (size_t)o->mvq_r, rpg = (a.rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
-    if (rpg < pass) rpg = pass;
-    if (rpg > 128) rpg = 128;
-    if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
-    uint32_t rpg32 = (uint32_t)rpg, geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
-    cl_mem U = gg ? gg->U : X;
-    size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
-    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws,
-                      a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, err, errlen,
-                      27, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
-                      A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
-                      A(k), A(X), A(ldx), A(ntok), A(rpg32), A(U), A(u_off), A(ldu), A(geglu),
-                      LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
-}
-
-int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
-{
-    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->mmq8[1][type]) return 0;
-    if ((size_t)rows * k < o->mmq8_min_elems) return 0;
-    return k % (type == GGML_TYPE_Q4_K ? 256 : 64) == 0;
-}
-
-/* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->xq /
- * o->xqs, tokens padded to 8 or 16), then one launch per matrix of OPS_MMQ8_ROWS rows per group */
-static int mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
-                char *err, size_t errlen)
-{
-    uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
-    uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
-    cl_mem U = gg ? gg->U : X;
-    if (grow_buf(o, &o->xq, &o->xq_bytes, (size_t)tp * k, err, errlen) ||
-        grow_buf(o, &o->xqs, &o->xqs_bytes, (size_t)tp * (k / 32) * 2 * sizeof(float), err, errlen))
-        return -1;
-    size_t qlws = 256, qgws = ((size_t)tp * k / 4 + qlws - 1) / qlws * qlws;
-    if (ops_launch(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, err,
-                   errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k), A(o->xq),
-                   A(o->xqs)))
-        return -1;
-    for (int i = 0; i < n; i++) {
-        const weight *w = outs[i].w;
-        size_t tiles = (w->rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
-        size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
-        /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at
-         * 16 tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
-        size_t ks = o->mmq8_warps ? o->mmq8_warps
-                                  : mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
-        size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
-        if (ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
-                       (double)w->row_bytes * w->rows + (double)tiles * tp * k * 1.25 + 4.0 * ntok * w->rows,
-                       2.0 * ntok * w->rows * k, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
-                       A(o->xq), A(o->xqs), A(outs[i].y), A(outs[i].ldy), A(ntok), LOCAL(part)))
-            return -1;
-    }
-    return 0;
-}
-
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
               char *err, size_t errlen)
 {
     uint32_t t = w->type;
     double wbytes = (double)w->row_bytes * w->rows;
     mm_out m = { w, Y, ldy };
-    if (ops_mmq8_fits(o, t, w->rows, w->cols, ntok)) return mmq8(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
+    if (ops_mmq8_fits(o, t, w->rows, w->cols, ntok)) return ops_mmq8(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
     if (o->has_mma && ntok > 4) return mmq(o, w, X, ldx, Y, ldy, ntok, err, errlen);
-    if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) return mvq(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
+    if (ntok <= 4 && ops_mvq_fits(o, t, w->cols, ntok)) return ops_mvq(o, &m, 1, X, ldx, NULL, ntok, err, errlen);
     if (ntok <= OPS_MV_MAXT) {
         /* items per row: about two 8-value units each, a power of two within the group (at most
          * a warp on NVIDIA, where the reduction is warp shuffles) */
@@ -660,7 +504,7 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
     for (int i = 0; i < n; i++) rows += outs[i].w->rows;
     for (int i = 0; i < n; i++) all8 &= ops_mmq8_fits(o, outs[i].w->type, rows, outs[i].w->cols, ntok) &&
                                        outs[i].w->cols == outs[0].w->cols;
-    if (all8) return mmq8(o, outs, n, X, ldx, NULL, ntok, err, errlen); /* X quantized once for all */
+    if (all8) return ops_mmq8(o, outs, n, X, ldx, NULL, ntok, err, errlen); /* X quantized once for all */
     if (ntok > 4 || n > 3 || n < 1) {
         for (int i = 0; i < n; i++)
             if (op_matmul(o, outs[i].w, X, ldx, outs[i].y, outs[i].ldy, ntok, err, errlen)) return -1;
@@ -669,9 +513,9 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
     uint32_t k = outs[0].w->cols;
     int same = 1;
     for (int i = 1; i < n; i++) same &= outs[i].w->type == outs[0].w->type && outs[i].w->cols == k;
-    if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return mvq(o, outs, n, X, ldx, NULL, ntok, err, errlen);
+    if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return ops_mvq(o, outs, n, X, ldx, NULL, ntok, err, errlen);
     multi_args a;
-    if (gather_multi(outs, n, &a, err, errlen)) return -1;
+    if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
     size_t gws, lws;
     uint32_t tpr;
     ops_mv_geometry(o, k, a.rows, OPS_MV_R, &gws, &lws, &tpr);
@@ -687,9 +531,9 @@ int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, u
 {
     geglu_in gg = { U, u_off, ldu };
     mm_out m = { w, Y, ldy };
-    if (ops_mmq8_fits(o, w->type, w->rows, w->cols, ntok)) return mmq8(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
+    if (ops_mmq8_fits(o, w->type, w->rows, w->cols, ntok)) return ops_mmq8(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
     if (!ops_mvq_fits(o, w->type, w->cols, ntok)) return 1;
-    return mvq(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
+    return ops_mvq(o, &m, 1, G, ldg, &gg, ntok, err, errlen);
 }
 
 int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,

@@ -61,12 +61,12 @@ typedef struct ops {
     size_t mvqg_min_elems;   /* mvqg for products of at least this many weights (and whenever the
                               * staged X would not fit in local memory) */
     uint32_t mvqg_rpg;       /* rows per mvqg group */
-    uint32_t mvqg_r;         /* rows per warp pass of mvqg (4; 1 or 2 with CLGEMMA_MVQG_R) */
     uint32_t mvqg_min_k;     /* mvqg only for rows of at least this many values (staging a short X is cheap) */
     cl_mem xq_of;            /* the X whose int8 form (mvqg layout) xq / xqs hold, as its producer
                               * (norm_fuse) left it; cleared by any other launch but mvqg's */
     uint32_t xq_ntok, xq_k;
     cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA; NULL with CLGEMMA_NO_MMT) */
+    cl_kernel mmte[GGML_TYPE_COUNT]; /* the same over expert tiles of 128 pairs (NULL with CLGEMMA_NO_MMTE) */
     cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
                               * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
@@ -138,6 +138,11 @@ int ops_env_on(const char *name);
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):
  * Y[p] = W_e . X[p / xdiv] for every pair p of expert e; W holds n_exp experts of rows_e rows. */
+/* Expert products on 128 x 128 tiles (mmte_T, NVIDIA): like op_mmq_moe for a sort with tiles of
+ * OPS_MMTE_PAIRS pairs; X (nx rows of w->cols) is converted to f16 rows first */
+#define OPS_MMTE_PAIRS 128
+int op_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t nx,
+               uint32_t xdiv, cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, int kind, char *err, size_t errlen);
 int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
                cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind, char *err, size_t errlen);
 int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen);

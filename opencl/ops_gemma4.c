@@ -91,8 +91,14 @@ static int moe_mv_geometry(const ops *o, uint32_t k, uint32_t rows_e, size_t vro
 
 size_t g4_moe_ord_ints(uint32_t n_exp, uint32_t nsel) { return n_exp + 2 + nsel + 2 * ((size_t)nsel / 16 + n_exp + 1); }
 
-/* pairs per expert tile: 64 when experts see several tiles' worth of tokens (prefill), else 16 */
-static uint32_t moe_tile(uint32_t n_exp, uint32_t nsel) { return nsel > 4 * n_exp ? 64 : 16; }
+/* pairs per expert tile: 128 for the 128 x 128 tiles (mmte, built for every type the tiles take)
+ * when experts average half a tile or more (prefill), 64 when they see several mmqe tiles' worth,
+ * else 16. The up and down products of a layer share one sort. */
+static uint32_t moe_tile(const ops *o, uint32_t n_exp, uint32_t nsel)
+{
+    if (nsel >= 64 * n_exp && o->mmte[GGML_TYPE_F32]) return OPS_MMTE_PAIRS;
+    return nsel > 4 * n_exp ? 64 : 16;
+}
 
 static int moe_grouped(const ops *o, const weight *w, uint32_t ntok) { return o->has_mma && ntok > 4 && w->cols % 32 == 0; }
 
@@ -128,11 +134,14 @@ int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem 
               uint32_t n_used, cl_mem gu, cl_mem ord, uint32_t ntok, char *err, size_t errlen)
 {
     if (moe_grouped(o, w, ntok)) {
-        uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(n_exp, nsel);
+        uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(o, n_exp, nsel);
         size_t lws = o->rt->is_cpu ? 16 : 256, gws = lws;
         if (ops_launch(o, K_G4_MOE_SORT, g->moe_sort, 1, &gws, &lws, 8.0 * nsel, 0, err, errlen, 7, A(sel), A(nsel),
                        A(n_exp), A(tt), A(ord), KLOCAL(n_exp * sizeof(int)), KLOCAL(n_exp * sizeof(int))))
             return -1;
+        if (tt == OPS_MMTE_PAIRS)
+            return op_mmt_moe(o, w, rows_e, n_exp, X, ldx, ntok, n_used, gu, rows_e, ord, nsel, K_G4_MOE_UP, err,
+                              errlen);
         return op_mmq_moe(o, w, rows_e, n_exp, X, ldx, n_used, gu, rows_e, ord, nsel, tt, K_G4_MOE_UP, err, errlen);
     }
     uint32_t nsel = ntok * n_used, tpr, rpg = ntok <= 4 ? mvqe_rpg(o, g, w, rows_e, 1, nsel) : 0;
@@ -165,8 +174,11 @@ int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_me
                     errlen);
     if (g4_geglu_split(o, g, gu, w->cols, act, ntok * n_used, err, errlen)) return -1;
     if (moe_grouped(o, w, ntok)) {
-        uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(n_exp, nsel);
-        if (op_mmq_moe(o, w, rows_e, n_exp, act, w->cols, 1, yd, rows_e, ord, nsel, tt, K_G4_MOE_DOWN, err, errlen))
+        uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(o, n_exp, nsel);
+        if (tt == OPS_MMTE_PAIRS ? op_mmt_moe(o, w, rows_e, n_exp, act, w->cols, nsel, 1, yd, rows_e, ord, nsel,
+                                              K_G4_MOE_DOWN, err, errlen)
+                                 : op_mmq_moe(o, w, rows_e, n_exp, act, w->cols, 1, yd, rows_e, ord, nsel, tt,
+                                              K_G4_MOE_DOWN, err, errlen))
             return -1;
         return G4_LAUNCH(K_G4_MOE_COMBINE, g->moe_combine, rows_e, ntok, 4.0 * (nsel + ntok) * rows_e,
                          2.0 * nsel * rows_e, 6, A(yd), A(wsel), A(n_used), A(rows_e), A(Y), A(ntok));

@@ -68,22 +68,10 @@ kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k)
  * W rows lid / 4 + 64 i dequantized; a staged row is 32 halves = 4 uint4 = 8 uint2. The loop body
  * has no branches (the last step loads its own data again and stores it where no one reads), so
  * the compiler can interleave the next step's loads and dequantization with this step's mma. */
-#define DEFINE_MMT(T)                                                                             \
-kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
-void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global const uint4 *Xh,  \
-             global float *Y, uint ldy, uint ntok)                                                \
-{                                                                                                 \
-    local uint4 xs[2 * MMT_T * 4], ws[2 * MMT_R * 4];                                             \
-    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
-    /* token tiles of one row tile are neighbours in the grid: they share its weights in L2 */    \
-    uint tok0 = get_group_id(0) * MMT_T, r0 = get_group_id(1) * MMT_R;                            \
-    global const uint4 *xp[2];                                                                    \
-    global const uchar *wp[2];                                                                    \
-    for (int i = 0; i < 2; i++) {                                                                 \
-        uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;                       \
-        xp[i] = Xh + (size_t)(tk < ntok ? tk : ntok - 1) * (k / 8) + (lid & 3);                   \
-        wp[i] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
-    }                                                                                             \
+/* The group's tile: each item stages X rows xp[0..1] (its 16-byte piece of two token rows) and
+ * W rows wp[0..1] (a quarter of two weight rows); leaves acc for warp (wt, wr): tokens wt*64..,
+ * rows wr*32.. of the tile */
+#define MMT_MAIN(T)                                                                               \
     local uint2 *wd = (local uint2 *)ws + (lid >> 2) * 8 + (lid & 3);                             \
     int wt = warp & 1, wr = warp >> 1;                                                            \
     local const uint4 *xa = xs + (wt * 64 + g) * 4 + t, *wb = ws + (wr * 32 + g) * 4 + t;         \
@@ -92,10 +80,10 @@ void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global 
         for (int j = 0; j < 4; j++) acc[i][j] = (float4)(0.0f);                                   \
     int nsb = (int)(k / 32);                                                                      \
     uint4 xv[2];                                                                                  \
-    uint2 wl[2], wh[2];                                                                          \
+    uint2 wl[2], wh[2];                                                                           \
     for (int i = 0; i < 2; i++) {                                                                 \
         xv[i] = xp[i][0];                                                                         \
-        mmt_w_##T(wp[i], 0, lid & 3, &wl[i], &wh[i]);                                              \
+        mmt_w_##T(wp[i], 0, lid & 3, &wl[i], &wh[i]);                                             \
         xs[lid + 256 * i] = xv[i];                                                                \
         wd[512 * i] = wl[i];                                                                      \
         wd[512 * i + 4] = wh[i];                                                                  \
@@ -115,18 +103,73 @@ void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global 
             wd[ob * MMT_R * 8 + 512 * i + 4] = wh[i];                                             \
         }                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    }
+
+/* acc of token row (i, h) of warp (wt, wr) into y (a Y row): rows r0 + wr*32 + 8j + 2t, +1 */
+#define MMT_STORE_ROW(y)                                                                          \
+    for (int j = 0; j < 4; j++) {                                                                 \
+        uint r = r0 + wr * 32 + 8 * j + 2 * t;                                                    \
+        float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;             \
+        if (r < n_rows) (y)[r] = v0;                                                              \
+        if (r + 1 < n_rows) (y)[r + 1] = v1;                                                      \
+    }
+
+#define DEFINE_MMT(T)                                                                             \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global const uint4 *Xh,  \
+             global float *Y, uint ldy, uint ntok)                                                \
+{                                                                                                 \
+    local uint4 xs[2 * MMT_T * 4], ws[2 * MMT_R * 4];                                             \
+    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
+    /* token tiles of one row tile are neighbours in the grid: they share its weights in L2 */    \
+    uint tok0 = get_group_id(0) * MMT_T, r0 = get_group_id(1) * MMT_R;                            \
+    global const uint4 *xp[2];                                                                    \
+    global const uchar *wp[2];                                                                    \
+    for (int i = 0; i < 2; i++) {                                                                 \
+        uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;                       \
+        xp[i] = Xh + (size_t)(tk < ntok ? tk : ntok - 1) * (k / 8) + (lid & 3);                   \
+        wp[i] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
     }                                                                                             \
+    MMT_MAIN(T)                                                                                   \
     for (int i = 0; i < 4; i++)                                                                   \
         for (int h = 0; h < 2; h++) {                                                             \
             uint tk = tok0 + wt * 64 + 16 * i + 8 * h + g;                                        \
             if (tk >= ntok) continue;                                                             \
             global float *y = Y + (size_t)tk * ldy;                                               \
-            for (int j = 0; j < 4; j++) {                                                         \
-                uint r = r0 + wr * 32 + 8 * j + 2 * t;                                            \
-                float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
-                if (r < n_rows) y[r] = v0;                                                        \
-                if (r + 1 < n_rows) y[r + 1] = v1;                                                \
-            }                                                                                     \
+            MMT_STORE_ROW(y)                                                                      \
+        }                                                                                         \
+}
+
+/* Expert products on the tiles (prefill MoE): group (q, row tile) takes expert tiles[q].x's rows
+ * (n_rows per expert) for the up to MMT_T pairs pairs[tiles[q].y ..] of one expert (g4_moe_sort
+ * with tt = MMT_T; a pair's X row is Xh row pair / xdiv, its output Y row pair). Pairs past the
+ * expert's end repeat its first one and are not stored. */
+#define DEFINE_MMTE(T)                                                                            \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void mmte_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global const uint4 *Xh, \
+              uint xdiv, global float *Y, uint ldy, global const int *ord, uint n_exp)             \
+{                                                                                                 \
+    local uint4 xs[2 * MMT_T * 4], ws[2 * MMT_R * 4];                                             \
+    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
+    uint q = get_group_id(0), r0 = get_group_id(1) * MMT_R;                                       \
+    global const int *offs = ord, *pairs = ord + n_exp + 2, *tiles = pairs + offs[n_exp];         \
+    if (q >= (uint)ord[n_exp + 1]) return; /* the whole group: before any barrier */              \
+    int e = tiles[2 * q], start = tiles[2 * q + 1], end = offs[e + 1];                            \
+    global const uint4 *xp[2];                                                                    \
+    global const uchar *wp[2];                                                                    \
+    for (int i = 0; i < 2; i++) {                                                                 \
+        int at = start + (lid >> 2) + 64 * i;                                                     \
+        uint pr = (uint)pairs[at < end ? at : start], r = r0 + (lid >> 2) + 64 * i;               \
+        xp[i] = Xh + (size_t)(pr / xdiv) * (k / 8) + (lid & 3);                                   \
+        wp[i] = W + ((size_t)e * n_rows + (r < n_rows ? r : n_rows - 1)) * row_bytes;             \
+    }                                                                                             \
+    MMT_MAIN(T)                                                                                   \
+    for (int i = 0; i < 4; i++)                                                                   \
+        for (int h = 0; h < 2; h++) {                                                             \
+            int at = start + wt * 64 + 16 * i + 8 * h + g;                                        \
+            if (at >= end) continue;                                                              \
+            global float *y = Y + (size_t)pairs[at] * ldy;                                        \
+            MMT_STORE_ROW(y)                                                                      \
         }                                                                                         \
 }
 
@@ -152,5 +195,17 @@ DEFINE_MMT(q5_1)
 DEFINE_MMT(q4_k)
 DEFINE_MMT(q5_k)
 DEFINE_MMT(q6_k)
+
+DEFINE_MMTE(f32)
+DEFINE_MMTE(f16)
+DEFINE_MMTE(bf16)
+DEFINE_MMTE(q8_0)
+DEFINE_MMTE(q4_0)
+DEFINE_MMTE(q4_1)
+DEFINE_MMTE(q5_0)
+DEFINE_MMTE(q5_1)
+DEFINE_MMTE(q4_k)
+DEFINE_MMTE(q5_k)
+DEFINE_MMTE(q6_k)
 
 #endif /* CLG_NVIDIA */

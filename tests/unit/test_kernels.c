@@ -703,6 +703,9 @@ static void test_moe_products(void)
         moe_case(g, 4, 32, 2, 1);
         moe_case(g, 5, 48, 3, 3);
         moe_case(g, 4, 32, 2, 6);
+        /* prefill-sized: 64+ pairs per expert take the 128 x 128 expert tiles on NVIDIA (mmte), two
+         * tiles for each of 2 experts, a clamped row tile */
+        moe_case(g, 2, 32, 2, 150 + irand(20));
     }
 }
 

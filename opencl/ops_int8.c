@@ -1,0 +1,177 @@
+/* ops_int8.c — decode products on int8 activations (NVIDIA): mvq_T (X staged per group), mvqg_T
+ * (X quantized once: by mvq_xq, or handed over by its producer through ops.xq_of), mmq8_T (5-16
+ * tokens on int8 tensor cores), and the hand-off of int8 X between producers and products. */
+#include "ops_int.h"
+#include "errf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
+{
+    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MVQ")) {
+        /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
+        const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
+        o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
+        o->mvq_rpg = rpg && atoi(rpg) > 0 ? (uint32_t)atoi(rpg) : 0;
+        static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
+        for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", ops_type_suffix(mvq_types[i]));
+            if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
+            snprintf(name, sizeof name, "mvqg_%s", ops_type_suffix(mvq_types[i]));
+            if (!ops_env_on("CLGEMMA_NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
+                return -1;
+        }
+        if (!(o->mvq_xq = rt_kernel(rt, "mvq_xq", err, errlen))) return -1;
+        /* X staged per group costs a round trip per 32 blocks before any weight load, in every
+         * group at once; products this large quantize X once beforehand (CLGEMMA_MVQG_MIN_ELEMS,
+         * CLGEMMA_MVQG_RPG for measurements) */
+        const char *me = getenv("CLGEMMA_MVQG_MIN_ELEMS"), *gr = getenv("CLGEMMA_MVQG_RPG");
+        const char *mk = getenv("CLGEMMA_MVQG_MIN_K");
+        o->mvqg_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)32 << 20;
+        o->mvqg_min_k = mk && atoi(mk) >= 0 ? (uint32_t)atoi(mk) : 4096;
+        /* rows per group, a whole number of warps (4 rows each): 2 warps measured best on the H200
+         * (31B decode, 2 rows per warp: 95.3 tok/s at 8 warps, 98.8 at 4, 99.8 at 2, 99.1 at 1, 78.5
+         * at 16) */
+        o->mvqg_rpg = gr && atoi(gr) >= 4 ? (uint32_t)atoi(gr) / 4 * 4 : 8;
+    }
+    if (o->has_mma && !ops_env_on("CLGEMMA_NO_MMQ8")) {
+        static const uint32_t mmq8_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
+        for (size_t i = 0; i < sizeof mmq8_types / sizeof *mmq8_types; i++)
+            for (int nt = 0; nt < 2; nt++) {
+                uint32_t t = mmq8_types[i];
+                char name[64];
+                snprintf(name, sizeof name, "mmq8_%s_%d", ops_type_suffix(t), nt + 1);
+                if (!(o->mmq8[nt][t] = rt_kernel(rt, name, err, errlen))) return -1;
+                clGetKernelWorkGroupInfo(o->mmq8[nt][t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
+                                         &o->mmq8_wg[nt][t], NULL);
+            }
+        if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
+        const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
+        o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
+        /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
+         * of small matrices is bound by host enqueue (H200, Gemma 3 B=16: 6,545 with mmqs, 6,213
+         * with mmq8 and its 64 q8x_quant launches per step); CLGEMMA_MMQ8_MIN_ELEMS overrides */
+        const char *me = getenv("CLGEMMA_MMQ8_MIN_ELEMS");
+        o->mmq8_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)4 << 20;
+    }
+    return 0;
+}
+
+/* scales and scaled half sums of mvqg's int8 X */
+static size_t mvqg_xqs_bytes(uint32_t ntok, uint32_t k) { return (size_t)ntok * (k / 32) * 3 * sizeof(float); }
+
+int ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok)
+{
+    return o->mvq_xq && o->act_int8 && ntok >= 1 && ntok <= 4 && k % 32 == 0 && k >= o->mvqg_min_k;
+}
+
+int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
+{
+    return ops_grow_buf(o, &o->xq, &o->xq_bytes, (size_t)ntok * k, err, errlen) ||
+                   ops_grow_buf(o, &o->xqs, &o->xqs_bytes, mvqg_xqs_bytes(ntok, k), err, errlen)
+               ? -1 : 0;
+}
+
+void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k)
+{
+    o->xq_of = x;
+    o->xq_ntok = ntok;
+    o->xq_k = k;
+}
+
+static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + k / 32 * 4 + k / 16 * 4); }
+
+int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
+{
+    if (!o->act_int8 || ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
+    uint32_t blk = type == GGML_TYPE_Q4_K ? 256 : 32;
+    return o->mvq[type] && k % blk == 0 && (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
+}
+
+/* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernel */
+
+int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
+                char *err, size_t errlen)
+{
+    multi_args a;
+    uint32_t k = outs[0].w->cols;
+    if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
+    uint32_t type = outs[0].w->type;
+    if (o->mvqg[type] && ((k >= o->mvqg_min_k && (size_t)a.rows * k >= o->mvqg_min_elems) ||
+                          mvq_local(k, ntok) + 1024 > o->local_mem)) {
+        uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0, rpg = o->mvqg_rpg;
+        cl_mem U = gg ? gg->U : X;
+        /* left by its producer (norm_fuse, attn_dec) */
+        int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
+        if (!given && ops_xq_reserve(o, ntok, k, err, errlen)) return -1;
+        size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
+        if (!given && ops_launch(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws,
+                                 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k, 0, err, errlen, 10, A(X), A(ldx),
+                                 A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k), A(o->xq), A(o->xqs)))
+            return -1;
+        size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
+        return ops_launch(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
+                          2.0 * ntok * a.rows * k, err, errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                          A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
+                          A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->xq), A(o->xqs));
+    }
+    /* rows per group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
+     * group quantizes X once) */
+    size_t pass = 8 * (size_t)o->mvq_r, rpg = (a.rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    if (rpg < pass) rpg = pass;
+    if (rpg > 128) rpg = 128;
+    if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
+    uint32_t rpg32 = (uint32_t)rpg, geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
+    cl_mem U = gg ? gg->U : X;
+    size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
+    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws,
+                      a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, err, errlen,
+                      27, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+                      A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
+                      A(k), A(X), A(ldx), A(ntok), A(rpg32), A(U), A(u_off), A(ldu), A(geglu),
+                      LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
+}
+
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
+{
+    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->mmq8[1][type]) return 0;
+    if ((size_t)rows * k < o->mmq8_min_elems) return 0;
+    return k % (type == GGML_TYPE_Q4_K ? 256 : 64) == 0;
+}
+
+/* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->xq /
+ * o->xqs, tokens padded to 8 or 16), then one launch per matrix of OPS_MMQ8_ROWS rows per group */
+int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
+                char *err, size_t errlen)
+{
+    uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
+    uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
+    cl_mem U = gg ? gg->U : X;
+    if (ops_grow_buf(o, &o->xq, &o->xq_bytes, (size_t)tp * k, err, errlen) ||
+        ops_grow_buf(o, &o->xqs, &o->xqs_bytes, (size_t)tp * (k / 32) * 2 * sizeof(float), err, errlen))
+        return -1;
+    size_t qlws = 256, qgws = ((size_t)tp * k / 4 + qlws - 1) / qlws * qlws;
+    if (ops_launch(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, err,
+                   errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k), A(o->xq),
+                   A(o->xqs)))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const weight *w = outs[i].w;
+        size_t tiles = (w->rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
+        size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
+        /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at
+         * 16 tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
+        size_t ks = o->mmq8_warps ? o->mmq8_warps
+                                  : ops_mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
+        size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
+        if (ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
+                       (double)w->row_bytes * w->rows + (double)tiles * tp * k * 1.25 + 4.0 * ntok * w->rows,
+                       2.0 * ntok * w->rows * k, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
+                       A(o->xq), A(o->xqs), A(outs[i].y), A(outs[i].ldy), A(ntok), LOCAL(part)))
+            return -1;
+    }
+    return 0;
+}
+
