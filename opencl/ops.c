@@ -256,10 +256,6 @@ size_t ops_mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, 
     return ks;
 }
 
-/* tensor cores: mmqs (16 tokens x 16 rows per warp) up to 16 tokens, else mmql (64 x 32); the
- * warps of a group split k, as many as it takes to have ~2k warps in flight */
-/* a device buffer of at least need bytes (regrown, never shrunk; the old one is released once
- * the kernels already enqueued on it are done) */
 int ops_grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t errlen)
 {
     if (need <= *have) return 0;
@@ -285,6 +281,9 @@ static int mmt_xh(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, char *
                       A(k));
 }
 
+/* tensor cores: the 128 x 128 tiles where the grid fills the GPU, else mmqs (16 tokens x 16 rows
+ * per warp) up to 16 tokens and mmql (64 x 32) above; the warps of a group split k, as many as it
+ * takes to have ~2k warps in flight */
 static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok, char *err,
                size_t errlen)
 {
@@ -346,8 +345,6 @@ int op_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
                       A(w->buf), A(w->row_bytes), A(rows_e), A(k), A(o->xh), A(xdiv), A(Y), A(ldy), A(ord), A(n_exp));
 }
 
-/* the kernel arguments of up to three matrices sharing X (mv_multi, mvq_T): unused slots repeat
- * matrix 0's buffers with 0 rows */
 int ops_gather_multi(const mm_out *outs, int n, multi_args *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);

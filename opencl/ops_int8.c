@@ -81,6 +81,7 @@ void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k)
     o->xq_k = k;
 }
 
+/* local bytes of mvq's staged X: int8 values, a scale per 32 and a sum per 16 */
 static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + k / 32 * 4 + k / 16 * 4); }
 
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
@@ -90,27 +91,29 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
     return o->mvq[type] && k % blk == 0 && (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
 }
 
-/* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernel */
-
+/* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernels: mvqg for
+ * large products (X quantized once, or taken as its producer left it), else mvq */
 int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
-                char *err, size_t errlen)
+            char *err, size_t errlen)
 {
     multi_args a;
-    uint32_t k = outs[0].w->cols;
+    uint32_t k = outs[0].w->cols, type = outs[0].w->type;
     if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
-    uint32_t type = outs[0].w->type;
+    uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
+    cl_mem U = gg ? gg->U : X;
     if (o->mvqg[type] && ((k >= o->mvqg_min_k && (size_t)a.rows * k >= o->mvqg_min_elems) ||
                           mvq_local(k, ntok) + 1024 > o->local_mem)) {
-        uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0, rpg = o->mvqg_rpg;
-        cl_mem U = gg ? gg->U : X;
-        /* left by its producer (norm_fuse, attn_dec) */
+        /* X as its producer (norm_fuse, attn_dec) left it, else quantized here */
         int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
-        if (!given && ops_xq_reserve(o, ntok, k, err, errlen)) return -1;
-        size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
-        if (!given && ops_launch(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws,
-                                 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k, 0, err, errlen, 10, A(X), A(ldx),
-                                 A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k), A(o->xq), A(o->xqs)))
-            return -1;
+        if (!given) {
+            size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
+            if (ops_xq_reserve(o, ntok, k, err, errlen) ||
+                ops_launch(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k,
+                           0, err, errlen, 10, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k),
+                           A(o->xq), A(o->xqs)))
+                return -1;
+        }
+        uint32_t rpg = o->mvqg_rpg;
         size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
         return ops_launch(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
                           2.0 * ntok * a.rows * k, err, errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
@@ -123,10 +126,9 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
     if (rpg < pass) rpg = pass;
     if (rpg > 128) rpg = 128;
     if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
-    uint32_t rpg32 = (uint32_t)rpg, geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
-    cl_mem U = gg ? gg->U : X;
+    uint32_t rpg32 = (uint32_t)rpg;
     size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
-    return ops_launch(o, K_MVQ, o->mvq[outs[0].w->type], 1, &gws, &lws,
+    return ops_launch(o, K_MVQ, o->mvq[type], 1, &gws, &lws,
                       a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, err, errlen,
                       27, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
                       A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),

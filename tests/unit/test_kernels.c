@@ -404,6 +404,16 @@ static void check_bounded(const char *what, const float *got, const double *ref,
           what, over, worst, n ? got[worst] : 0.0, n ? ref[worst] : 0.0, worst_r);
 }
 
+/* int8-X outputs within their rounding bounds, others within tol of float64 (relative L2) */
+static void check_q8_or_close(const char *what, const float *got, const double *ref, const double *bound, size_t n,
+                              int q8, double tol)
+{
+    if (q8)
+        check_bounded(what, got, ref, bound, n);
+    else
+        check_close(what, got, ref, n, tol);
+}
+
 /* reads Y (ntok rows of ldy, PAD after) and checks it against float64 products of the golden
  * dequantized matrix (int8-X products, tol >= TOL_Q8X: within the rounding bound); the gaps
  * between rows and the tail must be untouched */
@@ -421,10 +431,7 @@ static void check_product(const char *what, const golden *g, const float *x, uin
             gotc[m] = y[(size_t)t * ldy + r];
         }
     }
-    if (tol >= TOL_Q8X)
-        check_bounded(what, gotc, ref, bound, n);
-    else
-        check_close(what, gotc, ref, n, tol);
+    check_q8_or_close(what, gotc, ref, bound, n, tol >= TOL_Q8X, tol);
     for (size_t i = 0; i < ny; i++) {
         size_t t = i / ldy, r = i % ldy;
         if ((t >= ntok || r >= g->rows) && !is_poison(y[i])) bad++;
@@ -672,19 +679,13 @@ static void moe_case(const golden *g, uint32_t n_exp, uint32_t rows_e, uint32_t 
              rows_e, k, ntok, n_used, q8 ? "int8 expert products" : "float / tensor cores");
     OPOK(g4_moe_up(&O, &G4, &w, rows_e, X, ldx, SEL, n_used, UP, ORD, ntok, err, sizeof err));
     dread(UP, got, (nup + PAD) * 4);
-    if (q8)
-        check_bounded(what, got, ref_up, bnd_up, nup);
-    else
-        check_close(what, got, ref_up, nup, TOL_MMA);
+    check_q8_or_close(what, got, ref_up, bnd_up, nup, q8, TOL_MMA);
     check_untouched(what, got, nup, nup + PAD);
     snprintf(what, sizeof what, "moe down %s %u experts x %u rows x %u, %u tokens x %u (%s)", type_name(g->type),
              n_exp, rows_e, k, ntok, n_used, q8 ? "int8 expert products, geglu folded" : "float / tensor cores");
     OPOK(g4_moe_down(&O, &G4, &w, rows_e, GUI, ACT, SEL, WS, n_used, DN, ORD, YD, ntok, err, sizeof err));
     dread(DN, got, (ndn + PAD) * 4);
-    if (q8)
-        check_bounded(what, got, ref_dn, bnd_dn, ndn);
-    else
-        check_close(what, got, ref_dn, ndn, TOL_MMA);
+    check_q8_or_close(what, got, ref_dn, bnd_dn, ndn, q8, TOL_MMA);
     check_untouched(what, got, ndn, ndn + PAD);
     free(src); free(raw); free(sel); free(wsel); free(x); free(gu_in); free(ref_up); free(ref_dn); free(act);
     free(got); free(bnd_up); free(bnd_dn); free(xs);
