@@ -23,6 +23,9 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
     [K_MVQG] = "mvqg (int8 dot GEMV, X given)", [K_MVQ_XQ] = "mvq_xq (X to int8)",
+    [K_MMTA] = "mmta (tiles, cp.async)", [K_DEQH] = "deqh (weights to f16)",
+    [K_ATTN_FA] = "attn_fa (tensor cores, cp.async)",
+    [K_MMQ8S] = "mmq8s (int8 tensor cores, cp.async)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -85,6 +88,10 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
                 if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
                 snprintf(name, sizeof name, "mmte_%s", s);
                 if (!ops_env_on("CLGEMMA_NO_MMTE") && !(o->mmte[t] = rt_kernel(rt, name, err, errlen))) return -1;
+                snprintf(name, sizeof name, "deqh_%s", s);
+                if (t != GGML_TYPE_F16 && !ops_env_on("CLGEMMA_NO_MMTA") &&
+                    !(o->deqh[t] = rt_kernel(rt, name, err, errlen)))
+                    return -1;
             }
             snprintf(name, sizeof name, "mmqe_s_%s", s);
             if (!(o->mmqe_s[t] = rt_kernel(rt, name, err, errlen))) return -1;
@@ -99,9 +106,16 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     o->has_mma = rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MMA");
     o->act_int8 = 1;
     if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
+    if (o->deqh[GGML_TYPE_F32] && !(o->mmta = rt_kernel(rt, "mmta_f16", err, errlen))) return -1;
     if (ops_int8_init(o, rt, err, errlen)) return -1;
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
+    if (o->flash && o->mmt_cvt && !ops_env_on("CLGEMMA_NO_ATTN_FA"))
+        for (int i = 0; i < 3; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
+            if (!(o->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
+        }
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_ATTN_DEC") &&
         (!(o->attn_dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen))))
@@ -170,17 +184,23 @@ void ops_destroy(ops *o)
         if (o->mvqg[t]) clReleaseKernel(o->mvqg[t]);
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
         if (o->mmte[t]) clReleaseKernel(o->mmte[t]);
+        if (o->deqh[t]) clReleaseKernel(o->deqh[t]);
         for (int nt = 0; nt < 2; nt++)
             if (o->mmq8[nt][t]) clReleaseKernel(o->mmq8[nt][t]);
     }
     if (o->q8x) clReleaseKernel(o->q8x);
+    if (o->mmq8s) clReleaseKernel(o->mmq8s);
     if (o->mvq_xq) clReleaseKernel(o->mvq_xq);
     for (int i = 0; i < 2; i++)
         if (o->attn_dec[i]) clReleaseKernel(o->attn_dec[i]);
+    for (int i = 0; i < 3; i++)
+        if (o->fa[i]) clReleaseKernel(o->fa[i]);
     if (o->xq) clReleaseMemObject(o->xq);
     if (o->xqs) clReleaseMemObject(o->xqs);
     if (o->mmt_cvt) clReleaseKernel(o->mmt_cvt);
     if (o->xh) clReleaseMemObject(o->xh);
+    if (o->mmta) clReleaseKernel(o->mmta);
+    if (o->wh) clReleaseMemObject(o->wh);
     if (o->flash) clReleaseKernel(o->flash);
     if (o->argmax_part) clReleaseKernel(o->argmax_part);
     if (o->argmax_final) clReleaseKernel(o->argmax_final);
@@ -277,8 +297,9 @@ static int mmt_xh(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, char *
 {
     if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)n * k * 2, err, errlen)) return -1;
     size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, n };
-    return ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, err, errlen, 4, A(X), A(ldx), A(o->xh),
-                      A(k));
+    uint32_t row0 = 0;
+    return ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, err, errlen, 5, A(X), A(ldx), A(o->xh),
+                      A(k), A(row0));
 }
 
 /* tensor cores: the 128 x 128 tiles where the grid fills the GPU, else mmqs (16 tokens x 16 rows
@@ -288,15 +309,30 @@ static int mmq(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32
                size_t errlen)
 {
     if (ops_mmt_fits(o, w->type, w->rows, w->cols, ntok)) {
-        /* X once to f16 rows: the tiles stage half the bytes and convert nothing. (Weights made
-         * f16 rows first as well measured slower: 1,137 vs 1,556 tok/s, docs/PERF.md.) */
+        /* X once to f16 rows: the tiles stage half the bytes and convert nothing */
         uint32_t k = w->cols;
         if (mmt_xh(o, X, ldx, ntok, k, err, errlen)) return -1;
         size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 };
+        double flop = 2.0 * ntok * w->rows * k;
+        size_t hbytes = (size_t)w->rows * k * 2;
+        if (o->mmta && hbytes <= OPS_WH_MAX && (w->type == GGML_TYPE_F16 || o->deqh[w->type])) {
+            /* weights made f16 rows too, then both operands staged by cp.async (docs/PERF.md 11) */
+            cl_mem wsrc = w->buf;
+            if (w->type != GGML_TYPE_F16) {
+                if (ops_grow_buf(o, &o->wh, &o->wh_bytes, hbytes, err, errlen)) return -1;
+                size_t dl[2] = { 64, 1 }, dg[2] = { (k / 8 + 63) / 64 * 64, w->rows };
+                if (ops_launch(o, K_DEQH, o->deqh[w->type], 2, dg, dl, (double)w->row_bytes * w->rows + hbytes, 0,
+                               err, errlen, 4, A(w->buf), A(w->row_bytes), A(k), A(o->wh)))
+                    return -1;
+                wsrc = o->wh;
+            }
+            return ops_launch(o, K_MMTA, o->mmta, 2, gws, lws, hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows,
+                              flop, err, errlen, 7, A(wsrc), A(w->rows), A(k), A(o->xh), A(Y), A(ldy), A(ntok));
+        }
         return ops_launch(o, K_MMT, o->mmt[w->type], 2, gws, lws,
-                          (double)w->row_bytes * w->rows + 2.0 * ntok * k * (double)gws[1] + 4.0 * ntok * w->rows,
-                          2.0 * ntok * w->rows * k, err, errlen, 8, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
-                          A(o->xh), A(Y), A(ldy), A(ntok));
+                          (double)w->row_bytes * w->rows + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows, flop,
+                          err, errlen, 8, A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->xh), A(Y), A(ldy),
+                          A(ntok));
     }
     int small = ntok <= 16;
     uint32_t mt = small ? 1 : 4, nt = small ? 2 : 4;

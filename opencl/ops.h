@@ -14,6 +14,7 @@
 #define OPS_FLASH_ROWS 64   /* query rows per flash work-group (FLASH_ROWS in 45_flash.cl) */
 #define OPS_FLASH_DV 128    /* output dims per flash work-group (FLASH_DV) */
 #define OPS_FLASH_VT 20     /* words per row of the staged V^T (FLASH_VT) */
+#define OPS_WH_MAX ((size_t)1 << 30) /* f16 rows of one weight for mmta at most (larger: mmt) */
 #define OPS_FLASH_MIN_RUN 8 /* shorter runs of one sequence take the split-KV kernels */
 
 /* a weight matrix of rows x cols in its GGUF type, on the device */
@@ -38,6 +39,9 @@ enum op_kernel {
     K_MMQ8, K_Q8X,    /* NVIDIA only: ops.mmq8, ops.q8x */
     K_ATTN_DEC,       /* NVIDIA only: ops.attn_dec */
     K_MVQG, K_MVQ_XQ, /* NVIDIA only: ops.mvqg, ops.mvq_xq */
+    K_MMTA, K_DEQH,   /* NVIDIA only: ops.mmta, ops.deqh */
+    K_ATTN_FA,        /* NVIDIA only: ops.fa */
+    K_MMQ8S,          /* NVIDIA only: ops.mmq8s */
     K_COUNT
 };
 
@@ -70,18 +74,25 @@ typedef struct ops {
     cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
                               * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
+    cl_kernel mmq8s;         /* q4_k at 5-8 tokens with weights staged by cp.async (NULL with CLGEMMA_NO_MMQ8S) */
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
     size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
     cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
     size_t xq_bytes, xqs_bytes;
     cl_kernel mmt_cvt;       /* X to f16 rows for mmt */
+    cl_kernel mmta;          /* the tiles on f16 rows staged by cp.async (NULL with CLGEMMA_NO_MMTA) */
+    cl_kernel deqh[GGML_TYPE_COUNT]; /* weight rows to f16 rows for mmta (none for f16) */
+    cl_mem wh;               /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
+    size_t wh_bytes;
     cl_mem xh;               /* those rows (grown on demand) */
     size_t xh_bytes;
     uint32_t mmt_min_groups; /* mmt only when its grid has this many groups (else mmql fills the GPU better) */
     uint32_t mvq_r;          /* rows per warp pass of those kernels (2, or 4 with CLGEMMA_MVQ_R=4) */
     uint32_t mvq_rpg;        /* rows per group forced by CLGEMMA_MVQ_RPG (0: chosen per launch) */
     cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
+    cl_kernel fa[3];         /* the same staged by cp.async for head dims 128 / 256 / 512 (NULL with
+                              * CLGEMMA_NO_ATTN_FA); Q as f16 rows from mmt_cvt_x */
     uint32_t attn_min_chunk; /* keys per split-KV chunk at least (OPS_ATTN_MIN_CHUNK unless measuring) */
     cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA;
                               * NULL with CLGEMMA_NO_ATTN_DEC) */

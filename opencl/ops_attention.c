@@ -3,9 +3,8 @@
  * which cuts a forward batch into runs and gives each the kernel that suits it. */
 #include "ops.h"
 #include "errf.h"
+#include "ops_int.h"
 
-#define A(x) KARG(x)
-#define LOCAL(n) KLOCAL(n)
 
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
@@ -67,6 +66,23 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
     if (!ops_flash_ok(o, nh, nkv, hd)) return errf(err, errlen, "attention: flash kernel unavailable for this shape");
     if (k->block_size != 32) return errf(err, errlen, "attention: flash kernel needs KV blocks of 32 keys");
     uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
+    int fi = hd == 128 ? 0 : hd == 256 ? 1 : hd == 512 ? 2 : -1;
+    if (fi >= 0 && o->fa[fi]) {
+        /* Q rows of the run as f16 (at their own row offsets in o->xh), then attn_fa: one group
+         * per 64 query rows, KV head and 256 output dims (docs/PERF.md 11) */
+        uint32_t qk = nh * hd, dvs = hd > 256 ? 2 : 1;
+        if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)(t0 + ntok) * qk * 2, err, errlen)) return -1;
+        size_t cl[2] = { 64, 1 }, cg[2] = { (qk / 8 + 63) / 64 * 64, ntok };
+        if (ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * qk, 0, err, errlen, 5, A(Q), A(qk), A(o->xh),
+                       A(qk), A(t0)))
+            return -1;
+        size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, dvs };
+        double keys = (double)span + tq, rows = (double)ntok * nh;
+        return ops_launch(o, K_ATTN_FA, o->fa[fi], 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
+                          2.0 * rows * keys * (hd * dvs + hd), err, errlen, 15, A(o->xh), A(t0), A(ntok), A(nh),
+                          A(nkv), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table),
+                          A(k->max_blocks), A(window), A(scale), A(softcap), A(out));
+    }
     size_t lws[3] = { 128, 1, 1 };
     size_t gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, (hd + OPS_FLASH_DV - 1) / OPS_FLASH_DV };
     /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile

@@ -48,6 +48,7 @@ int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
                                          &o->mmq8_wg[nt][t], NULL);
             }
         if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
+        if (!ops_env_on("CLGEMMA_NO_MMQ8S") && !(o->mmq8s = rt_kernel(rt, "mmq8s_q4_k_1", err, errlen))) return -1;
         const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
         o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
         /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
@@ -161,6 +162,16 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         return -1;
     for (int i = 0; i < n; i++) {
         const weight *w = outs[i].w;
+        if (w->type == GGML_TYPE_Q4_K && !nt && o->mmq8s && w->row_bytes % 16 == 0) {
+            /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (29_mmq8.cl) */
+            size_t lws = 128, gws = (size_t)(w->rows + 15) / 16 * lws;
+            if (ops_launch(o, K_MMQ8S, o->mmq8s, 1, &gws, &lws,
+                           (double)w->row_bytes * w->rows + 4.0 * ntok * w->rows, 2.0 * ntok * w->rows * k, err,
+                           errlen, 9, A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->xq), A(o->xqs),
+                           A(outs[i].y), A(outs[i].ldy), A(ntok)))
+                return -1;
+            continue;
+        }
         size_t tiles = (w->rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
         /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at

@@ -87,6 +87,16 @@ inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, u
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
     return (float4)(d0, d1, d2, d3);
 }
+
+/* 16 bytes global -> local without registers; a local pointer converts to its shared-window
+ * address, which is what cp.async's destination takes */
+inline void cp_async16(local uint4 *dst, global const uint4 *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)dst), "l"((ulong)src) : "memory");
+}
+inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* wait until at most one committed group of this item is still in flight */
+inline void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 #endif
 
 /* sum over aligned segments of n items (n a power of two); each item gets its segment's sum.

@@ -53,10 +53,10 @@ inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *
     *hi = p[4];
 }
 
-/* X as f16 rows of k halves (what the tiles stage): 8 values per item */
-kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k)
+/* X as f16 rows of k halves (what the tiles stage; attn_fa's Q): 8 values per item, rows from row0 */
+kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint row0)
 {
-    uint u = get_global_id(0), tk = get_global_id(1);
+    uint u = get_global_id(0), tk = get_global_id(1) + row0;
     if (u >= k / 8) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
     float4 a = x[0], b = x[1];
@@ -173,6 +173,85 @@ void mmte_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global
         }                                                                                         \
 }
 
+/* --- f16 rows on both sides, staged by cp.async (mmta) ---------------------------------------
+ * mmt stages through registers, so a group has one 16 KB step in flight (Little's law caps it
+ * near 2 TB/s of staging; the tiles measured 215 TFLOP/s with the weight staging left out). Here
+ * the weights are made f16 rows first (deqh_T, once per product) and both operands go global ->
+ * local by cp.async, which holds no registers: three 16 KB stages (48 KB, all a group may have),
+ * two in flight while the third is multiplied. Same warps, fragments and k order as mmt. */
+
+#ifndef MMTA_STAGES
+#define MMTA_STAGES 3
+#endif
+#ifndef MMTA_EXP
+#define MMTA_EXP 0 /* measuring only: 1 = no refills (products on stale stages), 2 = no products */
+#endif
+
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *Xh, global float *Y, uint ldy,
+              uint ntok)
+{
+    local uint4 xs[MMTA_STAGES * MMT_T * 4], ws[MMTA_STAGES * MMT_R * 4];
+    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;
+    uint tok0 = get_group_id(0) * MMT_T, r0 = get_group_id(1) * MMT_R;
+    global const uint4 *xp[2], *wp[2];
+    for (int i = 0; i < 2; i++) {
+        uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;
+        xp[i] = Xh + (size_t)(tk < ntok ? tk : ntok - 1) * (k / 8) + (lid & 3);
+        wp[i] = Wh + (size_t)(r < n_rows ? r : n_rows - 1) * (k / 8) + (lid & 3);
+    }
+    int wt = warp & 1, wr = warp >> 1;
+    local const uint4 *xa = xs + (wt * 64 + g) * 4 + t, *wb = ws + (wr * 32 + g) * 4 + t;
+    float4 acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = (float4)(0.0f);
+    int nsb = (int)(k / 32);
+    for (int s = 0; s < MMTA_STAGES - 1; s++) {
+        if (s < nsb)
+            for (int i = 0; i < 2; i++) {
+                cp_async16(xs + s * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * s);
+                cp_async16(ws + s * MMT_R * 4 + lid + 256 * i, wp[i] + 4 * s);
+            }
+        cp_async_commit();
+    }
+    int cur = 0, nb = MMTA_STAGES - 1;
+    for (int sb = 0; sb < nsb; sb++) {
+        /* step sb has landed for every item, and every warp is done with the buffer refilled next */
+        cp_async_wait1();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        int nx = sb + MMTA_STAGES - 1;
+        if (nx < nsb && MMTA_EXP != 1)
+            for (int i = 0; i < 2; i++) {
+                cp_async16(xs + nb * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * nx);
+                cp_async16(ws + nb * MMT_R * 4 + lid + 256 * i, wp[i] + 4 * nx);
+            }
+        cp_async_commit();
+        if (MMTA_EXP != 2) mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);
+        cur = cur == MMTA_STAGES - 1 ? 0 : cur + 1;
+        nb = nb == MMTA_STAGES - 1 ? 0 : nb + 1;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < 2; h++) {
+            uint tk = tok0 + wt * 64 + 16 * i + 8 * h + g;
+            if (tk >= ntok) continue;
+            global float *y = Y + (size_t)tk * ldy;
+            MMT_STORE_ROW(y)
+        }
+}
+
+/* weight rows to f16 rows of k halves (mmta's operand): item (piece u of 8 values, row r) */
+#define DEFINE_DEQH(T)                                                                            \
+kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2 *Wh)             \
+{                                                                                                 \
+    uint u = get_global_id(0), r = get_global_id(1);                                              \
+    if (u >= k / 8) return;                                                                       \
+    uint2 lo, hi;                                                                                 \
+    mmt_w_##T(W + (size_t)r * row_bytes, (int)(u >> 2), (int)(u & 3), &lo, &hi);                  \
+    global uint2 *o = Wh + (size_t)r * (k / 4) + (u >> 2) * 8 + (u & 3);                          \
+    o[0] = lo;                                                                                    \
+    o[4] = hi;                                                                                    \
+}
+
 DEFINE_MMT_W(f32)
 DEFINE_MMT_W(bf16)
 DEFINE_MMT_W(q8_0)
@@ -195,6 +274,17 @@ DEFINE_MMT(q5_1)
 DEFINE_MMT(q4_k)
 DEFINE_MMT(q5_k)
 DEFINE_MMT(q6_k)
+
+DEFINE_DEQH(f32)
+DEFINE_DEQH(bf16)
+DEFINE_DEQH(q8_0)
+DEFINE_DEQH(q4_0)
+DEFINE_DEQH(q4_1)
+DEFINE_DEQH(q5_0)
+DEFINE_DEQH(q5_1)
+DEFINE_DEQH(q4_k)
+DEFINE_DEQH(q5_k)
+DEFINE_DEQH(q6_k)
 
 DEFINE_MMTE(f32)
 DEFINE_MMTE(f16)

@@ -196,4 +196,113 @@ DEFINE_MMQ8(q8_0, 2, mma8_s8)
 DEFINE_MMQ8(q5_0, 1, mma8_u8)
 DEFINE_MMQ8(q5_0, 2, mma8_u8)
 
+/* --- q4_k weights staged by cp.async (mmq8s) ------------------------------------------------
+ * mmq8 reads each unit's nibbles as scattered 8-byte loads from 32 rows and waits on them every
+ * pass (31B at 16 tokens: ~0.8 TB/s of weights). Here a group of 4 warps takes 16 * MT rows and
+ * all of k: stages of MQS_SB(NT) super-blocks of those rows (10 KB) go global -> local by
+ * cp.async, three in flight. Warp w multiplies super-block w / (4 / MQS_SB) of a stage for token
+ * tile w % (4 / MQS_SB) on all MT row tiles (X fragments serve MT products), and the warps' partial
+ * tiles are added through local memory at the end. Staged super-blocks are 160 bytes apart
+ * (144 + 16): 8-byte nibble reads of 4 rows x 4 lanes fall on distinct banks. Needs row_bytes %
+ * 16 == 0 (k a multiple of 256).
+ * Built for 8 tokens only (16 rows, 4 super-blocks a stage, one per warp): H200 31B at 8 tokens
+ * 388 -> 441-451 tok/s. At 16 tokens mmq8 stays: this kernel took 564 (16 rows) and, as (2, 2)
+ * (32 rows, 2 super-blocks a stage, one warp per token tile), 400 against mmq8's 672 — too few
+ * groups for the 5,376-row products, and X read from L1 per product (docs/PERF.md 11). */
+
+#define MQS_STAGES 4
+#define MQS_PITCH 10 /* uint4 per staged super-block row (144 bytes + 16) */
+#define MQS_SB(NT) (4 / (NT)) /* super-blocks per stage */
+
+inline void cp_async_wait2(void) { asm volatile("cp.async.wait_group 2;" ::: "memory"); }
+
+/* stage si (super-blocks SBS * si ..) of rows r0 .. r0 + RR - 1 into buffer si % MQS_STAGES, laid
+ * out [sb][row][160 B]; chunks in row-major order (one row's super-blocks are contiguous) */
+#define MQS_LOAD(si, SBS, RR)                                                                     \
+    {                                                                                             \
+        int sb0 = (si) * (SBS);                                                                   \
+        local uint4 *dst = st + ((si) % MQS_STAGES) * ((SBS) * (RR) * MQS_PITCH);                 \
+        for (int i = lid; i < (RR) * (SBS) * 9; i += 128) {                                       \
+            int row = i / ((SBS) * 9), rem = i - row * ((SBS) * 9), s = rem / 9, c = rem - s * 9; \
+            uint r = r0 + row < n_rows ? r0 + row : n_rows - 1;                                   \
+            if (sb0 + s < nsb)                                                                    \
+                cp_async16(dst + (s * (RR) + row) * MQS_PITCH + c,                                \
+                           (global const uint4 *)(W + (size_t)r * row_bytes + (size_t)(sb0 + s) * 144) + c); \
+        }                                                                                         \
+    }
+
+#define DEFINE_MMQ8S(NT, MT)                                                                      \
+kernel __attribute__((reqd_work_group_size(128, 1, 1)))                                          \
+void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k, global const uint *Xq, \
+                     global const float4 *Xs, global float *Y, uint ldy, uint ntok)               \
+{                                                                                                 \
+    const int SBS = MQS_SB(NT), RR = 16 * MT, TW = 4 / SBS; /* token-tile warps per super-block */ \
+    local uint4 st[MQS_STAGES * MQS_SB(NT) * 16 * MT * MQS_PITCH];                                \
+    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
+    int ws = warp / TW, j = warp % TW; /* this warp's super-block in a stage, its token tile */   \
+    uint r0 = get_group_id(0) * RR, tpad = 8 * NT;                                                \
+    int nsb = (int)(k / 256), nst = (nsb + SBS - 1) / SBS;                                        \
+    global const uint *xr = Xq + (size_t)(8 * j + g) * (k / 4) + 2 * t;                          \
+    float4 acc[MT];                                                                               \
+    for (int i = 0; i < MT; i++) acc[i] = (float4)(0.0f);                                         \
+    for (int si = 0; si < MQS_STAGES - 1; si++) {                                                 \
+        if (si < nst) MQS_LOAD(si, SBS, RR)                                                       \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    for (int si = 0; si < nst; si++) {                                                            \
+        cp_async_wait2(); /* stage si has landed for this item */                                 \
+        barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item; the buffer refilled next is free */ \
+        if (si + MQS_STAGES - 1 < nst) MQS_LOAD(si + MQS_STAGES - 1, SBS, RR)                     \
+        cp_async_commit();                                                                        \
+        int S = si * SBS + ws;                                                                    \
+        if (S >= nsb) continue;                                                                   \
+        local const uchar *bs = (local const uchar *)(st + (((si % MQS_STAGES) * SBS + ws) * RR + g) * MQS_PITCH); \
+        const uint M = 0x0F0F0F0Fu;                                                               \
+        for (int p = 0; p < 4; p++) {                                                             \
+            int u = 4 * S + p;                                                                    \
+            uint2 xb[2];                                                                          \
+            float4 x[2];                                                                          \
+            for (int s = 0; s < 2; s++) {                                                         \
+                xb[s] = vload2(0, xr + 16 * u + 8 * s);                                           \
+                x[s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                          \
+            }                                                                                     \
+            for (int i = 0; i < MT; i++) {                                                        \
+                local const uchar *b0 = bs + 16 * i * MQS_PITCH * 16, *b1 = b0 + 8 * MQS_PITCH * 16; \
+                uint4 h0 = *(local const uint4 *)b0, h1 = *(local const uint4 *)b1;               \
+                uint2 w0 = *(local const uint2 *)(b0 + 16 + 32 * p + 8 * t);                      \
+                uint2 w1 = *(local const uint2 *)(b1 + 16 + 32 * p + 8 * t);                      \
+                for (int s = 0; s < 2; s++) {                                                     \
+                    int sh = 4 * s;                                                               \
+                    float d0, m0, d1, m1;                                                         \
+                    q4k_scale_min(h0, 2 * p + s, &d0, &m0);                                       \
+                    q4k_scale_min(h1, 2 * p + s, &d1, &m1);                                       \
+                    int4 c = mma8_u8((w0.x >> sh) & M, (w1.x >> sh) & M, (w0.y >> sh) & M, (w1.y >> sh) & M, \
+                                     xb[s].x, xb[s].y);                                           \
+                    acc[i].x += (float)c.x * (d0 * x[s].x) - m0 * x[s].y;                         \
+                    acc[i].y += (float)c.y * (d0 * x[s].z) - m0 * x[s].w;                         \
+                    acc[i].z += (float)c.z * (d1 * x[s].x) - m1 * x[s].y;                         \
+                    acc[i].w += (float)c.w * (d1 * x[s].z) - m1 * x[s].w;                         \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages: reuse them */            \
+    local float4 *part = (local float4 *)st;                                                      \
+    for (int i = 0; i < MT; i++) part[(warp * MT + i) * 32 + lane] = acc[i];                      \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
+    if (ws != 0) return;                                                                          \
+    for (int w = 1; w < SBS; w++)                                                                 \
+        for (int i = 0; i < MT; i++) acc[i] += part[((w * TW + j) * MT + i) * 32 + lane];         \
+    for (int i = 0; i < MT; i++)                                                                  \
+        for (int h = 0; h < 2; h++) {                                                             \
+            uint r = r0 + 16 * i + 8 * h + g, tk = 8 * j + 2 * t;                                \
+            if (r >= n_rows) continue;                                                            \
+            float v0 = h ? acc[i].z : acc[i].x, v1 = h ? acc[i].w : acc[i].y;                     \
+            if (tk < ntok) Y[(size_t)tk * ldy + r] = v0;                                          \
+            if (tk + 1 < ntok) Y[(size_t)(tk + 1) * ldy + r] = v1;                                \
+        }                                                                                         \
+}
+
+DEFINE_MMQ8S(1, 1)
+
 #endif /* CLG_NVIDIA */

@@ -453,8 +453,10 @@ static void matmul_case(const golden *g, uint32_t ntok)
     int q8m = ops_mmq8_fits(&O, g->type, g->rows, g->cols, ntok), mma = O.has_mma && ntok > 4 && !q8m;
     int q8x = q8m || ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
-             ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ? "mmt, tiled tensor cores" :
-             q8m ? "mmq8, int8 tensor cores" : mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
+             ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
+                 (O.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
+             q8m ? (g->type == GGML_TYPE_Q4_K && O.mmq8s && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async"
+                                                              : "mmq8, int8 tensor cores") : mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
              ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
     err[0] = 0;
     int rc = op_matmul(&O, &w, X, ldx, Y, ldy, ntok, err, sizeof err);
@@ -472,6 +474,14 @@ static void test_mv_all_types(void)
     size_t nn = sizeof ntoks / sizeof *ntoks - (OPS_MV_MAXT <= 8);
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < nn; j++) matmul_case(&G[i], ntoks[j]);
+    /* q4_k at 5-8 tokens again on mmq8 itself (the cp.async-staged mmq8s takes it by default) */
+    cl_kernel s8 = O.mmq8s;
+    const golden *q4 = golden_of(GGML_TYPE_Q4_K);
+    if (s8 && q4) {
+        O.mmq8s = NULL;
+        for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
+        O.mmq8s = s8;
+    }
 }
 
 static void test_matmul_gemm_path(void)
@@ -491,17 +501,21 @@ static void test_matmul_gemm_path(void)
     }
 }
 
-/* prefill-sized products (tiled tensor-core kernel mmt on NVIDIA, deq + GEMM elsewhere): a tall
- * matrix made of the golden rows in a shuffled order (three row tiles, the last partial, so every
- * warp's row quarter is covered) and token counts with partial token tiles; the grid-size
- * threshold is lifted so these small grids take mmt */
+/* prefill-sized products (tiled tensor-core kernels mmta and mmt on NVIDIA, deq + GEMM
+ * elsewhere): a tall matrix made of the golden rows in a shuffled order (three row tiles, the last
+ * partial, so every warp's row quarter is covered) and token counts with partial token tiles; the
+ * grid-size threshold is lifted so these small grids take the tiles. On NVIDIA every case runs
+ * twice: weights made f16 rows and staged by cp.async (mmta), and dequantized in the tiles (mmt,
+ * what weights above OPS_WH_MAX take). */
 static void test_matmul_tiles(void)
 {
     reseed(__func__);
     uint32_t keep = O.mmt_min_groups;
+    cl_kernel mmta = O.mmta;
     O.mmt_min_groups = 0;
-    for (uint32_t i = 0; i < NG; i++) {
-        const golden *g0 = &G[i];
+    for (uint32_t i = 0; i < NG * (mmta ? 2 : 1); i++) {
+        O.mmta = i < NG ? mmta : NULL;
+        const golden *g0 = &G[i % NG];
         golden g = *g0;
         g.rows = 261 + irand(8);
         g.raw = malloc((size_t)g.rows * g.row_bytes);
@@ -520,6 +534,7 @@ static void test_matmul_tiles(void)
         }
         free(g.raw); free(g.exp);
     }
+    O.mmta = mmta;
     O.mmt_min_groups = keep;
 }
 
@@ -1554,7 +1569,12 @@ static void test_attention_batch(void)
         { 8, 8, { 0, 0.0884f, 0.0f, 128, 0 } },   /* no grouping: 64 tokens per tile */
     };
     const uint32_t nseq = 4;
-    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+    /* on NVIDIA every case twice: attn_fa (head dims 128 / 256 / 512) and attn_flash */
+    cl_kernel fa[3] = { O.fa[0], O.fa[1], O.fa[2] };
+    size_t ncfg = sizeof cfgs / sizeof *cfgs, passes = fa[0] ? 2 : 1;
+    for (size_t cp = 0; cp < ncfg * passes; cp++) {
+        size_t c = cp % ncfg;
+        for (int i = 0; i < 3; i++) O.fa[i] = cp < ncfg ? fa[i] : NULL;
         const attn_cfg *cf = &cfgs[c].a;
         uint32_t nh = cfgs[c].nh, nkv = cfgs[c].nkv, hd = cf->hd;
         /* earlier context and new tokens per sequence: long runs, a short run, a single token */
@@ -1600,7 +1620,8 @@ static void test_attention_batch(void)
         int flash = ops_flash_ok(&O, nh, nkv, hd);
         char what[200];
         snprintf(what, sizeof what, "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
-                 flash ? "flash + split" : "split", T, nh, nkv, hd, cf->window, cf->softcap, fresh[1], fresh[0],
+                 !flash ? "split" : (hd == 128 || hd == 256 || hd == 512) && O.fa[0] ? "fa + split" : "flash + split",
+                 T, nh, nkv, hd, cf->window, cf->softcap, fresh[1], fresh[0],
                  fresh[3], fresh[2]);
         poison(OUT, nq * 4);
         OPOK(op_attention_batch(&O, &ab, &al, err, sizeof err));
@@ -1610,6 +1631,7 @@ static void test_attention_batch(void)
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
+    for (int i = 0; i < 3; i++) O.fa[i] = fa[i];
 }
 
 /* ------------------------------------------------------------------ elementwise and row ops */

@@ -1,0 +1,175 @@
+/* 46_fa.cl — prefill attention on NVIDIA tensor cores, second form (attn_fa_HD): the layout of
+ * attn_flash (45_flash.cl: 64 query rows of one KV head per group of 4 warps, token-major
+ * (token, head) rows, blocks of 32 keys, online softmax in registers) with what its profile
+ * showed missing (H200 31B prefill 2048: 226 ms, a quarter of the step):
+ *   - one group covers DV = min(HD, 256) output dims, so the scores are computed once per 256
+ *     dims of V instead of once per 128;
+ *   - K and V blocks go global -> local by cp.async (K first, V while the scores are computed),
+ *     rows swizzled in 16-byte pieces (piece c of key row r at c ^ (r & 7)) so that the score
+ *     fragments (8 key rows x one word) and ldmatrix's V^T fragments are free of bank conflicts;
+ *   - Q comes as f16 rows (mmt_cvt_x): 4 word loads per 16 dims, nothing converted per block.
+ * Keys of an edge block outside the tile's span are zeroed in the staged V (unwritten cache
+ * slots may hold NaN, and 0 x NaN is NaN); their scores are masked to -inf. */
+
+#ifdef CLG_NVIDIA
+
+#define FA_ROWS 64 /* query rows per group: 4 warps x 16 */
+#define FA_KEYS 32 /* keys per block: one KV-cache block */
+
+/* four 8x8 f16 matrices from local memory, transposed: lane 8m + r gives row r of matrix m */
+inline void ldsm_x4_t(local const uint4 *row, uint *r0, uint *r1, uint *r2, uint *r3)
+{
+    uint a, b, c, d;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                 : "r"((uint)(size_t)row)
+                 : "memory");
+    *r0 = a; *r1 = b; *r2 = c; *r3 = d;
+}
+
+#define DEFINE_FA(HD, DV)                                                                         \
+kernel __attribute__((reqd_work_group_size(128, 1, 1)))                                          \
+void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, global const half *Kc,  \
+                  global const half *Vc, global const int *tok_pos, global const int *tok_seq,    \
+                  global const int *block_table, uint max_blocks, int window, float scale,        \
+                  float softcap, global float *out)                                               \
+{                                                                                                 \
+    local uint4 ks[FA_KEYS * HD / 8], vs[FA_KEYS * DV / 8];                                       \
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, g = lane / 4, t = lane % 4;      \
+    uint G = nh / nkv, tq = FA_ROWS / G;                                                          \
+    uint kh = get_group_id(1), dv0 = get_group_id(2) * DV;                                        \
+    uint ta = get_group_id(0) * tq, tb = min(ntok, ta + tq);                                      \
+    uint r0 = warp * 16 + g, r1 = r0 + 8;                                                         \
+    uint tk0 = ta + r0 / G, tk1 = ta + r1 / G, h0 = kh * G + r0 % G, h1 = kh * G + r1 % G;        \
+    int ok0 = tk0 < tb, ok1 = tk1 < tb;                                                           \
+    int p0 = ok0 ? tok_pos[t0 + tk0] : -1, p1 = ok1 ? tok_pos[t0 + tk1] : -1;                     \
+    int lo0 = window > 0 ? max(0, p0 - window + 1) : 0, lo1 = window > 0 ? max(0, p1 - window + 1) : 0; \
+    global const uint *q0 = Qh + ((size_t)(t0 + (ok0 ? tk0 : ta)) * nh + h0) * (HD / 2) + t;      \
+    global const uint *q1 = Qh + ((size_t)(t0 + (ok1 ? tk1 : ta)) * nh + h1) * (HD / 2) + t;      \
+    int pa = tok_pos[t0 + ta], pb = tok_pos[t0 + tb - 1];                                         \
+    int kmin = window > 0 ? max(0, pa - window + 1) : 0, kmax = pb;                               \
+    global const int *bt = block_table + (size_t)tok_seq[t0 + ta] * max_blocks;                   \
+                                                                                                  \
+    float4 o[DV / 8];                                                                             \
+    for (int n = 0; n < DV / 8; n++) o[n] = (float4)(0.0f);                                       \
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                   \
+    const float sl2 = scale * M_LOG2E_F, cap = softcap > 0.0f ? softcap : 1.0f;                   \
+    local const uint *kw = (local const uint *)ks;                                                \
+                                                                                                  \
+    int kb0 = kmin / FA_KEYS * FA_KEYS;                                                           \
+    FA_LOAD_K(kb0, HD)                                                                                \
+    cp_async_commit();                                                                            \
+    FA_LOAD_V(kb0, HD, DV)                                                                                \
+    cp_async_commit();                                                                            \
+    for (int kb = kb0; kb <= kmax; kb += FA_KEYS) {                                               \
+        cp_async_wait1(); /* K of this block (V may still be on its way) */                       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        float4 s[4];                                                                              \
+        for (int j = 0; j < 4; j++) s[j] = (float4)(0.0f);                                        \
+        for (int d = 0; d < HD; d += 16) {                                                        \
+            uint a0 = q0[d / 2], a1 = q1[d / 2], a2 = q0[d / 2 + 4], a3 = q1[d / 2 + 4];          \
+            int c = d / 8;                                                                        \
+            for (int j = 0; j < 4; j++) {                                                         \
+                local const uint *kr = kw + (8 * j + g) * (HD / 2) + t;                           \
+                s[j] = mma_16816(s[j], a0, a1, a2, a3, kr[(c ^ g) * 4], kr[((c + 1) ^ g) * 4]);   \
+            }                                                                                     \
+        }                                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this K */                        \
+        if (kb + FA_KEYS <= kmax) { FA_LOAD_K(kb + FA_KEYS, HD) }                                     \
+        cp_async_commit();                                                                        \
+        FA_SOFTMAX(DV)                                                                            \
+        cp_async_wait1(); /* V of this block */                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        if (kb < kmin || kb + FA_KEYS - 1 > kmax) {                                               \
+            for (int i = lid; i < FA_KEYS * DV / 8; i += 128) {                                   \
+                int key = kb + i / (DV / 8);                                                      \
+                if (key < kmin || key > kmax) vs[i] = (uint4)(0);                                 \
+            }                                                                                     \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                         \
+        }                                                                                         \
+        for (int kk = 0; kk < 2; kk++) {                                                          \
+            uint a0 = pack_h2(s[2 * kk].x, s[2 * kk].y), a1 = pack_h2(s[2 * kk].z, s[2 * kk].w);  \
+            uint a2 = pack_h2(s[2 * kk + 1].x, s[2 * kk + 1].y);                                  \
+            uint a3 = pack_h2(s[2 * kk + 1].z, s[2 * kk + 1].w);                                  \
+            int vr = 16 * kk + (lane >> 3 & 1) * 8 + (lane & 7); /* this lane's ldmatrix row */    \
+            for (int n2 = 0; n2 < DV / 16; n2++) {                                                \
+                uint b00, b01, b10, b11;                                                          \
+                int c = 2 * n2 + (lane >> 4);                                                     \
+                ldsm_x4_t(vs + vr * (DV / 8) + (c ^ (vr & 7)), &b00, &b01, &b10, &b11);           \
+                o[2 * n2] = mma_16816(o[2 * n2], a0, a1, a2, a3, b00, b01);                       \
+                o[2 * n2 + 1] = mma_16816(o[2 * n2 + 1], a0, a1, a2, a3, b10, b11);               \
+            }                                                                                     \
+        }                                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this V */                        \
+        if (kb + FA_KEYS <= kmax) { FA_LOAD_V(kb + FA_KEYS, HD, DV) }                                     \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    l0 += shfl_xor_f(l0, 1);                                                                      \
+    l0 += shfl_xor_f(l0, 2);                                                                      \
+    l1 += shfl_xor_f(l1, 1);                                                                      \
+    l1 += shfl_xor_f(l1, 2);                                                                      \
+    global float *y0 = out + ((size_t)(t0 + tk0) * nh + h0) * HD + dv0 + 2 * t;                   \
+    global float *y1 = out + ((size_t)(t0 + tk1) * nh + h1) * HD + dv0 + 2 * t;                   \
+    for (int n = 0; n < DV / 8; n++) {                                                            \
+        if (ok0) vstore2((float2)(o[n].x, o[n].y) / l0, 0, y0 + 8 * n);                           \
+        if (ok1) vstore2((float2)(o[n].z, o[n].w) / l1, 0, y1 + 8 * n);                           \
+    }                                                                                             \
+}
+
+/* K block of keys from kb: 32 rows x HD/8 pieces; V: the group's DV dims of the same rows */
+#define FA_LOAD_K(kb, HD)                                                                           \
+    {                                                                                             \
+        global const uint4 *src = (global const uint4 *)(Kc + ((size_t)bt[(kb) / FA_KEYS] * nkv + kh) * FA_KEYS * HD); \
+        for (int i = lid; i < FA_KEYS * HD / 8; i += 128) {                                       \
+            int row = i / (HD / 8), c = i % (HD / 8);                                             \
+            cp_async16(ks + row * (HD / 8) + (c ^ (row & 7)), src + i);                           \
+        }                                                                                         \
+    }
+#define FA_LOAD_V(kb, HD, DV)                                                                           \
+    {                                                                                             \
+        global const uint4 *src = (global const uint4 *)(Vc + ((size_t)bt[(kb) / FA_KEYS] * nkv + kh) * FA_KEYS * HD + dv0); \
+        for (int i = lid; i < FA_KEYS * DV / 8; i += 128) {                                       \
+            int row = i / (DV / 8), c = i % (DV / 8);                                             \
+            cp_async16(vs + row * (DV / 8) + (c ^ (row & 7)), src + row * (HD / 8) + c);          \
+        }                                                                                         \
+    }
+
+/* scale, cap and mask the scores (log2 domain), new row maxima, P = exp2(S - max) in s, running
+ * sums l and the rescale of o (as attn_flash) */
+#define FA_SOFTMAX(DV)                                                                            \
+    {                                                                                             \
+        float mx0 = m0, mx1 = m1;                                                                 \
+        for (int j = 0; j < 4; j++) {                                                             \
+            int key = kb + 8 * j + 2 * t;                                                         \
+            float v[4] = { s[j].x, s[j].y, s[j].z, s[j].w };                                      \
+            for (int e = 0; e < 4; e++) {                                                         \
+                float x = softcap > 0.0f ? cap * tanh(v[e] * scale / cap) * M_LOG2E_F : v[e] * sl2; \
+                int kp = key + (e & 1), lo = e < 2 ? lo0 : lo1, hi = e < 2 ? p0 : p1;             \
+                v[e] = kp >= lo && kp <= hi ? x : -INFINITY;                                      \
+            }                                                                                     \
+            s[j] = (float4)(v[0], v[1], v[2], v[3]);                                              \
+            mx0 = fmax(mx0, fmax(v[0], v[1]));                                                    \
+            mx1 = fmax(mx1, fmax(v[2], v[3]));                                                    \
+        }                                                                                         \
+        mx0 = fmax(mx0, shfl_xor_f(mx0, 1));                                                      \
+        mx0 = fmax(mx0, shfl_xor_f(mx0, 2));                                                      \
+        mx1 = fmax(mx1, shfl_xor_f(mx1, 1));                                                      \
+        mx1 = fmax(mx1, shfl_xor_f(mx1, 2));                                                      \
+        float b0 = mx0 == -INFINITY ? 0.0f : mx0, b1 = mx1 == -INFINITY ? 0.0f : mx1;             \
+        float c0 = native_exp2(m0 - b0), c1 = native_exp2(m1 - b1);                               \
+        m0 = mx0;                                                                                 \
+        m1 = mx1;                                                                                 \
+        for (int j = 0; j < 4; j++) {                                                             \
+            s[j] = (float4)(native_exp2(s[j].x - b0), native_exp2(s[j].y - b0), native_exp2(s[j].z - b1), \
+                            native_exp2(s[j].w - b1));                                            \
+            l0 = l0 * (j ? 1.0f : c0) + s[j].x + s[j].y;                                          \
+            l1 = l1 * (j ? 1.0f : c1) + s[j].z + s[j].w;                                          \
+        }                                                                                         \
+        for (int n = 0; n < DV / 8; n++) o[n] *= (float4)(c0, c0, c1, c1);                        \
+    }
+
+DEFINE_FA(128, 128)
+DEFINE_FA(256, 256)
+DEFINE_FA(512, 256)
+
+#endif /* CLG_NVIDIA */
