@@ -241,7 +241,7 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
     va_end(ap);
     size_t g[3];
     for (int i = 0; i < dims; i++) g[i] = lws ? (gws[i] + lws[i] - 1) / lws[i] * lws[i] : gws[i];
-    if (kind != K_MVQG) o->xq_of = NULL; /* xq may be rewritten, or X itself */
+    if (kind != K_MVQG && kind != K_MMQ8 && kind != K_MMQ8S) o->xq_of = NULL; /* xq may be rewritten, or X itself */
     cl_event ev = NULL;
     cl_int e = clEnqueueNDRangeKernel(o->rt->q, k, (cl_uint)dims, NULL, g, lws, 0, NULL,
                                       o->rt->profiling ? &ev : NULL);
@@ -480,17 +480,21 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     size_t lws = norm_lws(o, rows, n), gws = (size_t)rows * lws;
     /* a decode-sized y_0 that mvqg will take (its products are sized by the same k) leaves its
      * int8 form in xq / xqs too: no quantization launch before those products */
-    int q8 = nout > 0 && ops_mvqg_takes_x(o, n, rows) && lws % 32 == 0;
-    if (q8 && ops_xq_reserve(o, rows, n, err, errlen)) return -1;
-    cl_mem xq = q8 ? o->xq : x, xqs = q8 ? o->xqs : x;
-    flags |= q8 ? 16 : 0;
+    int q8 = nout > 0 && lws % 32 == 0 && ops_mvqg_takes_x(o, n, rows);
+    /* the same for 5-16 rows in mmq8's layout (its q8x_quant launch saved) */
+    int q8x = !q8 && nout > 0 && lws % 32 == 0 && ops_q8x_takes_x(o, n, rows);
+    uint32_t tpad = rows <= 8 ? 8 : 16;
+    if ((q8 && ops_xq_reserve(o, rows, n, err, errlen)) || (q8x && ops_q8x_reserve(o, rows, n, err, errlen)))
+        return -1;
+    cl_mem xq = q8 || q8x ? o->xq : x, xqs = q8 || q8x ? o->xqs : x;
+    flags |= q8 ? 16 : q8x ? 32 : 0;
     double streams = 1 + (c->wx ? 1 : 0) + (c->x2 ? 2 : 0) + (c->wt ? 1 : 0) + (c->res ? 2 : 0) + 2.0 * nout;
     if (ops_launch(o, K_NORM_FUSE, o->k[K_NORM_FUSE], 1, &gws, &lws, 4.0 * streams * rows * n,
-                   (4.0 + 3.0 * nout) * rows * n, err, errlen, 20, A(x), A(wx), A(x2), A(wx2), A(wt), A(res),
+                   (4.0 + 3.0 * nout) * rows * n, err, errlen, 21, A(x), A(wx), A(x2), A(wx2), A(wt), A(res),
                    A(scale), A(w[0]), A(y[0]), A(w[1]), A(y[1]), A(w[2]), A(y[2]), A(nout), A(flags), A(n),
-                   A(eps), A(xq), A(xqs), LOCAL(lws * sizeof(cl_float2))))
+                   A(eps), A(xq), A(xqs), A(tpad), LOCAL(lws * sizeof(cl_float2))))
         return -1;
-    if (q8) ops_xq_given(o, y[0], rows, n);
+    if (q8 || q8x) ops_xq_given(o, y[0], rows, n);
     return 0;
 }
 

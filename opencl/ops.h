@@ -66,8 +66,9 @@ typedef struct ops {
                               * staged X would not fit in local memory) */
     uint32_t mvqg_rpg;       /* rows per mvqg group */
     uint32_t mvqg_min_k;     /* mvqg only for rows of at least this many values (staging a short X is cheap) */
-    cl_mem xq_of;            /* the X whose int8 form (mvqg layout) xq / xqs hold, as its producer
-                              * (norm_fuse) left it; cleared by any other launch but mvqg's */
+    cl_mem xq_of;            /* the X whose int8 form xq / xqs hold, as its producer (norm_fuse,
+                              * attn_dec) left it: mvqg's layout for 1-4 tokens, mmq8's for 5-16;
+                              * cleared by any launch but those products' */
     uint32_t xq_ntok, xq_k;
     cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA; NULL with CLGEMMA_NO_MMT) */
     cl_kernel mmte[GGML_TYPE_COUNT]; /* the same over expert tiles of 128 pairs (NULL with CLGEMMA_NO_MMTE) */
@@ -78,6 +79,7 @@ typedef struct ops {
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
     size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
+    uint32_t q8x_min_k;      /* norm_fuse leaves mmq8's int8 X for rows of at least this many values */
     cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
     size_t xq_bytes, xqs_bytes;
     cl_kernel mmt_cvt;       /* X to f16 rows for mmt */
@@ -209,6 +211,9 @@ int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int no
 int  ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok);
 int  ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen);
 void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k);
+/* the same for 5-16 tokens in mmq8's layout (q8x_quant's): 1 if a producer should write it */
+int  ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok);
+int  ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen);
 
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt

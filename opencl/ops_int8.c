@@ -56,6 +56,8 @@ int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
          * with mmq8 and its 64 q8x_quant launches per step); CLGEMMA_MMQ8_MIN_ELEMS overrides */
         const char *me = getenv("CLGEMMA_MMQ8_MIN_ELEMS");
         o->mmq8_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)4 << 20;
+        /* producers write mmq8's int8 X for rows this long: shorter ones' products stay on mmqs */
+        o->q8x_min_k = 2048;
     }
     return 0;
 }
@@ -72,6 +74,19 @@ int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
 {
     return ops_grow_buf(o, &o->xq, &o->xq_bytes, (size_t)ntok * k, err, errlen) ||
                    ops_grow_buf(o, &o->xqs, &o->xqs_bytes, mvqg_xqs_bytes(ntok, k), err, errlen)
+               ? -1 : 0;
+}
+
+int ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok)
+{
+    return o->q8x && o->act_int8 && ntok >= 5 && ntok <= 16 && k % 64 == 0 && k >= o->q8x_min_k;
+}
+
+int ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
+{
+    size_t tp = ntok <= 8 ? 8 : 16;
+    return ops_grow_buf(o, &o->xq, &o->xq_bytes, tp * k, err, errlen) ||
+                   ops_grow_buf(o, &o->xqs, &o->xqs_bytes, tp * (k / 32) * 2 * sizeof(float), err, errlen)
                ? -1 : 0;
 }
 
@@ -152,13 +167,14 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
     uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
     uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
     cl_mem U = gg ? gg->U : X;
-    if (ops_grow_buf(o, &o->xq, &o->xq_bytes, (size_t)tp * k, err, errlen) ||
-        ops_grow_buf(o, &o->xqs, &o->xqs_bytes, (size_t)tp * (k / 32) * 2 * sizeof(float), err, errlen))
-        return -1;
+    /* X as its producer (norm_fuse) left it, else quantized here; padded tokens' values only
+     * reach their own (unstored) output columns */
+    int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
     size_t qlws = 256, qgws = ((size_t)tp * k / 4 + qlws - 1) / qlws * qlws;
-    if (ops_launch(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, err,
-                   errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k), A(o->xq),
-                   A(o->xqs)))
+    if (!given && (ops_q8x_reserve(o, ntok, k, err, errlen) ||
+                   ops_launch(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0,
+                              err, errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k),
+                              A(o->xq), A(o->xqs))))
         return -1;
     for (int i = 0; i < n; i++) {
         const weight *w = outs[i].w;

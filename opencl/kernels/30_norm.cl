@@ -197,6 +197,7 @@ inline float2 wg_sum2(float2 v, local float2 *red)
 #define NF_NORM_T 4 /* t = norm(t) * wt */
 #define NF_RES 8    /* r = (res + t) * scale, written back to res */
 #define NF_Q8 16    /* y_0 also to int8 in mvqg's layout (xq, xds; NVIDIA) */
+#define NF_Q8X 32   /* y_0 also to int8 in mmq8's layout (q8x_quant's: xds as float2 [n/32][tpad]) */
 
 /* t at float4 i: x itself, or norm(x)·wx [+ norm(x2)·wx2] given the inverse RMS values */
 inline float4 nf_t(uint i, uint flags, global const float4 *x, global const float4 *wx, global const float4 *x2,
@@ -220,7 +221,7 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
                       global const float4 *wx2, global const float4 *wt, global float4 *res, float scale,
                       global const float4 *w0, global float4 *y0, global const float4 *w1, global float4 *y1,
                       global const float4 *w2, global float4 *y2, uint nout, uint flags, uint n, float eps,
-                      global uint *xq, global float *xds, local float2 *red)
+                      global uint *xq, global float *xds, uint tpad, local float2 *red)
 {
     uint lid = get_local_id(0), L = get_local_size(0), n4 = n / 4;
     size_t row = get_group_id(0), off = row * (size_t)n4;
@@ -286,15 +287,20 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
             if (nout > 2) y2[i] = r * w2[i];
         }
 #ifdef CLG_NVIDIA
-        if (flags & NF_Q8) { /* 8 items per 32-value block, as mvq_xq */
+        if (flags & (NF_Q8 | NF_Q8X)) { /* 8 items per 32-value block, as mvq_xq / q8x_quant */
             float d;
             int sm;
-            uint w = q8_quant4(v0, &d, &sm);
+            uint w = q8_quant4(v0, &d, &sm); /* sm: this item's 16-value half of the block */
+            int s32 = sm + shfl_xor_i(sm, 4);
             size_t bi = row * (n4 / 8) + i / 8, nblk = get_num_groups(0) * (size_t)(n4 / 8);
             if (i < n4) {
                 xq[off + i] = w;
-                if (i % 4 == 0) xds[nblk + bi * 2 + (i % 8) / 4] = d * (float)sm;
-                if (i % 8 == 0) xds[bi] = d;
+                if (flags & NF_Q8X) {
+                    if (i % 8 == 0) vstore2((float2)(d, d * (float)s32), (i / 8) * (size_t)tpad + row, xds);
+                } else {
+                    if (i % 4 == 0) xds[nblk + bi * 2 + (i % 8) / 4] = d * (float)sm;
+                    if (i % 8 == 0) xds[bi] = d;
+                }
             }
         }
 #endif

@@ -792,12 +792,16 @@ static void test_products_mvqg(void)
     test_mv_all_types();
     test_matmul_multi();
     test_matmul_geglu();
-    /* a norm chain leaves its output's int8 form for the next product (no mvq_xq launch): the
-     * product must match float64 on the norm's float output within the int8 bound */
-    for (uint32_t i = 0; i < NG; i++) {
-        const golden *g = &G[i];
-        if (!O.mvqg[g->type] || g->cols % 32) continue;
-        uint32_t ntok = 1 + irand(4), n = g->cols, ldy = g->rows + 3;
+    /* a norm chain leaves its output's int8 form for the next product (no mvq_xq / q8x_quant
+     * launch): in mvqg's layout for 1-4 rows, in mmq8's for 5-16. The product must match float64
+     * on the norm's float output within the int8 bound. */
+    uint32_t keep_q8x = O.q8x_min_k;
+    O.q8x_min_k = 0;
+    for (uint32_t i = 0; i < 2 * NG; i++) {
+        const golden *g = &G[i % NG];
+        int to_mmq8 = i >= NG;
+        uint32_t ntok = to_mmq8 ? 5 + irand(12) : 1 + irand(4), n = g->cols, ldy = g->rows + 3;
+        if (to_mmq8 ? !ops_mmq8_fits(&O, g->type, g->rows, n, ntok) : !O.mvqg[g->type] || g->cols % 32) continue;
         float *x = malloc((size_t)ntok * n * 4), *wn = malloc((size_t)n * 4), *y0 = malloc((size_t)ntok * n * 4);
         for (size_t j = 0; j < (size_t)ntok * n; j++) x[j] = 3.0f * nrand();
         for (uint32_t j = 0; j < n; j++) wn[j] = 1.0f + 0.5f * nrand();
@@ -808,18 +812,19 @@ static void test_products_mvqg(void)
         poison(Y, ny * 4);
         norm_chain c = { .x = X, .out = { { WN, Y0 } }, .nout = 1 };
         char what[120];
-        snprintf(what, sizeof what, "norm_fuse int8 X -> mvqg %s %u x %u, ntok %u", type_name(g->type), g->rows, n,
-                 ntok);
+        snprintf(what, sizeof what, "norm_fuse int8 X -> %s %s %u x %u, ntok %u", to_mmq8 ? "mmq8" : "mvqg",
+                 type_name(g->type), g->rows, n, ntok);
         OPOK(op_norm_chain(&O, &c, ntok, n, 1e-6f, err, sizeof err));
         CHECK(O.xq_of == Y0, "%s: the norm left no int8 X", what);
         dread(Y0, y0, (size_t)ntok * n * 4);
-        check_xq_of(what, y0, ntok, n);
+        if (!to_mmq8) check_xq_of(what, y0, ntok, n);
         OPOK(op_matmul(&O, &w, Y0, n, Y, ldy, ntok, err, sizeof err));
         check_product(what, g, y0, n, ntok, Y, ldy, TOL_Q8X);
         free(x); free(wn); free(y0);
         cl_mem all[] = { X, WN, Y0, Y, w.buf };
         for (size_t j = 0; j < sizeof all / sizeof *all; j++) clReleaseMemObject(all[j]);
     }
+    O.q8x_min_k = keep_q8x;
     O.mvqg_min_elems = keep;
     O.mvqg_min_k = keep_k;
 }
