@@ -92,6 +92,8 @@ typedef struct ops {
     uint32_t mmt_min_groups; /* mmt only when its grid has this many groups (else mmql fills the GPU better) */
     uint32_t mvq_r;          /* rows per warp pass of those kernels (2, or 4 with CLGEMMA_MVQ_R=4) */
     uint32_t mvq_rpg;        /* rows per group forced by CLGEMMA_MVQ_RPG (0: chosen per launch) */
+    cl_kernel qkv_rope_w;    /* qkv_rope with a warp per head row (NVIDIA; NULL with CLGEMMA_NO_QKV_ROPE_W) */
+    size_t qkv_rope_w_min_rows; /* ... for launches of at least this many head rows */
     cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
     cl_kernel fa[3];         /* the same staged by cp.async for head dims 128 / 256 / 512 (NULL with
                               * CLGEMMA_NO_ATTN_FA); Q as f16 rows from mmt_cvt_x */
