@@ -268,6 +268,13 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
     return op_attention_batch(o, &ab, &al, err, errlen);
 }
 
+static void swap_mem(cl_mem *a, cl_mem *b)
+{
+    cl_mem t = *a;
+    *a = *b;
+    *b = t;
+}
+
 int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
 {
     if (m->g4) return gemma4_forward(m, o, b, kv, a, err, errlen);
@@ -276,6 +283,7 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
     if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen) ||
         op_rmsnorm(o, b->x, m->layers[0].attn_norm, b->xn, T, d, hp->eps, err, errlen))
         return -1;
+    int qkv_done = 0; /* this layer's Q/K/V came with the previous layer's last norm chain */
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const layer_weights *L = &m->layers[l];
         cl_mem freq = L->is_swa ? m->freq_local : m->freq_global;
@@ -283,13 +291,22 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
         mm_out qkv[3] = { { &L->q, b->q, qd }, { &L->k, b->k, kd }, { &L->v, b->v, kd } };
         mm_out gu[2] = { { &L->gate, b->g, hp->n_ff }, { &L->up, b->u, hp->n_ff } };
         /* xn holds attn_norm(x) here: from the embedding or from the previous layer's fused add+norm */
-        if (op_matmul_multi(o, qkv, 3, b->xn, d, T, err, errlen) ||
+        if ((!qkv_done && op_matmul_multi(o, qkv, 3, b->xn, d, T, err, errlen)) ||
             op_qkv_rope(o, b->q, b->k, b->v, T, hp->n_head, hp->n_kv, hp->head_dim, L->q_norm, L->k_norm, 1, 0,
                         hp->eps, freq, hp->head_dim, b->pos, b->seq, &kk, &vv, err, errlen) ||
             attention(m, o, b, kv, l, a, err, errlen) ||
-            op_matmul(o, &L->o, b->att, qd, b->o, d, T, err, errlen) ||
-            op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps, err, errlen) ||
-            op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen))
+            op_matmul(o, &L->o, b->att, qd, b->o, d, T, err, errlen))
+            return -1;
+        qkv_done = 0;
+        /* x += norm(o)·post_attn, then gate/up of norm(x)·ffn_norm: one launch where the decode
+         * product can run the chain itself (the new x lands in xn's buffer; the two swap) */
+        norm_mm c1 = { b->o, L->post_attn_norm, b->x, b->xn, L->ffn_norm, 1.0f };
+        int fused = op_norm_matmul(o, &c1, gu, 2, d, T, hp->eps, err, errlen);
+        if (fused < 0) return -1;
+        if (fused == 0) swap_mem(&b->x, &b->xn);
+        else if (op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps, err,
+                                     errlen) ||
+                 op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen))
             return -1;
         /* down(gelu(gate) * up): one launch where the int8 product folds the activation in */
         int rc = op_matmul_geglu(o, &L->down, b->g, hp->n_ff, b->u, 0, hp->n_ff, b->o, d, T, err, errlen);
@@ -297,9 +314,18 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
                                    op_matmul(o, &L->down, b->g, hp->n_ff, b->o, d, T, err, errlen))))
             return -1;
         if (l + 1 < hp->n_layer) {
-            if (op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, m->layers[l + 1].attn_norm, b->xn, T, d, hp->eps,
-                                    err, errlen))
+            const layer_weights *N = &m->layers[l + 1];
+            mm_out nq[3] = { { &N->q, b->q, qd }, { &N->k, b->k, kd }, { &N->v, b->v, kd } };
+            norm_mm c2 = { b->o, L->post_ffw_norm, b->x, b->xn, N->attn_norm, 1.0f };
+            fused = op_norm_matmul(o, &c2, nq, 3, d, T, hp->eps, err, errlen);
+            if (fused < 0) return -1;
+            if (fused == 0) {
+                swap_mem(&b->x, &b->xn);
+                qkv_done = 1;
+            } else if (op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, N->attn_norm, b->xn, T, d, hp->eps, err,
+                                           errlen)) {
                 return -1;
+            }
         } else if (op_rmsnorm_add(o, b->o, L->post_ffw_norm, b->x, T, d, hp->eps, err, errlen)) {
             return -1;
         }

@@ -523,6 +523,25 @@ static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t 
 }
 
 /* gate and up of the dense MLP: one launch when the product kernels can share X */
+static void swap_mem(cl_mem *a, cl_mem *b)
+{
+    cl_mem t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* the Q/K/V products of a layer (Q only where the layer reads another's KV; Q and K where V is K) */
+static int qkv_outs(const g4_layer *L, const fwd_bufs *b, mm_out out[3])
+{
+    const layer_weights *W = &L->w;
+    uint32_t qd = L->nh * L->hd, kd = L->nkv * L->hd;
+    out[0] = (mm_out){ &W->q, b->q, qd };
+    if (!L->has_kv) return 1;
+    out[1] = (mm_out){ &W->k, b->k, kd };
+    out[2] = (mm_out){ &W->v, b->v, kd };
+    return W->v.buf ? 3 : 2;
+}
+
 static int gate_up(ops *o, const ops_g4 *G, const layer_weights *W, const fwd_bufs *b, uint32_t H, uint32_t F,
                    uint32_t T, char *err, size_t errlen)
 {
@@ -557,21 +576,25 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
      * in one launch; the layer's last post-norm, residual add, output scale and the next layer's
      * pre-norm in another. b->xn holds the attention pre-norm of layer l when the loop reaches it. */
     if (op_rmsnorm(o, b->x, g->L[0].w.attn_norm, b->xn, T, H, eps, err, errlen)) return -1;
+    int qkv_done = 0; /* this layer's Q/K/V came with the previous layer's last norm chain */
     for (uint32_t l = 0; l < NL; l++) {
         const g4_layer *L = &g->L[l];
         const layer_weights *W = &L->w;
-        uint32_t qd = L->nh * L->hd, kd = L->nkv * L->hd;
+        uint32_t qd = L->nh * L->hd;
         cl_mem freq = W->is_swa ? m->freq_local : m->freq_global;
+        mm_out qkv[3];
+        int nqkv = qkv_outs(L, b, qkv);
+        if (!qkv_done && (nqkv == 1 ? op_matmul(o, &W->q, b->xn, H, b->q, qd, T, err, errlen)
+                                    : op_matmul_multi(o, qkv, nqkv, b->xn, H, T, err, errlen)))
+            return -1;
+        qkv_done = 0;
         if (L->has_kv) {
             kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
-            mm_out qkv[3] = { { &W->q, b->q, qd }, { &W->k, b->k, kd }, { &W->v, b->v, kd } };
             /* K = V layers: V is the raw K projection (normalised without weight, no RoPE) */
-            if (op_matmul_multi(o, qkv, W->v.buf ? 3 : 2, b->xn, H, T, err, errlen) ||
-                op_qkv_rope(o, b->q, b->k, W->v.buf ? b->v : b->k, T, L->nh, L->nkv, L->hd, W->q_norm, W->k_norm, 1,
+            if (op_qkv_rope(o, b->q, b->k, W->v.buf ? b->v : b->k, T, L->nh, L->nkv, L->hd, W->q_norm, W->k_norm, 1,
                             2, eps, freq, L->rot, b->pos, b->seq, &kk, &vv, err, errlen))
                 return -1;
-        } else if (op_matmul(o, &W->q, b->xn, H, b->q, qd, T, err, errlen) ||
-                   op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL, err,
+        } else if (op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL, err,
                                 errlen)) {
             return -1;
         }
@@ -583,10 +606,18 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
             pa.out[2] = (norm_out){ L->pre_ffw_norm_2, b->ext[X_H2] };
             pa.nout = 3;
         }
-        if (attention(m, o, b, kv, L, a, err, errlen) ||
-            op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen) ||
-            op_norm_chain(o, &pa, T, H, eps, err, errlen) ||
-            gate_up(o, G, W, b, H, L->n_ff, T, err, errlen))
+        if (attention(m, o, b, kv, L, a, err, errlen) || op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen))
+            return -1;
+        /* dense MLP: the chain inside the gate/up decode product where it can (the new x lands in
+         * xn's buffer; the two swap) */
+        int fused = 1;
+        if (!g->n_expert && W->gate.cols % 32 == 0 && W->up.cols % 32 == 0) {
+            mm_out gu[2] = { { &W->gate, b->g, L->n_ff }, { &W->up, b->u, L->n_ff } };
+            norm_mm c1 = { b->o, W->post_attn_norm, b->x, b->xn, W->ffn_norm, 1.0f };
+            if ((fused = op_norm_matmul(o, &c1, gu, 2, H, T, eps, err, errlen)) < 0) return -1;
+            if (fused == 0) swap_mem(&b->x, &b->xn);
+        }
+        if (fused == 1 && (op_norm_chain(o, &pa, T, H, eps, err, errlen) || gate_up(o, G, W, b, H, L->n_ff, T, err, errlen)))
             return -1;
         int rc = op_matmul_geglu(o, &W->down, b->g, L->n_ff, b->u, 0, L->n_ff, b->o, H, T, err, errlen);
         if (rc < 0 || (rc == 1 && (op_geglu(o, b->g, b->u, b->g, T * L->n_ff, err, errlen) ||
@@ -614,13 +645,27 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
                 return -1;
             tail = &pl;
         }
-        /* the layer's output scale and the next layer's attention pre-norm ride on the last add */
+        /* the layer's output scale and the next layer's attention pre-norm ride on the last add; a
+         * plain chain runs inside the next layer's Q/K/V decode product where it can */
         tail->scale = L->out_scale;
-        if (l + 1 < NL) {
-            tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, b->xn };
-            tail->nout = 1;
+        fused = 1;
+        if (l + 1 < NL && !tail->x2 && !tail->wt) {
+            mm_out nq[3];
+            int n = qkv_outs(&g->L[l + 1], b, nq);
+            norm_mm c2 = { tail->x, tail->wx, b->x, b->xn, g->L[l + 1].w.attn_norm, L->out_scale };
+            if ((fused = op_norm_matmul(o, &c2, nq, n, H, T, eps, err, errlen)) < 0) return -1;
+            if (fused == 0) {
+                swap_mem(&b->x, &b->xn);
+                qkv_done = 1;
+            }
         }
-        if (op_norm_chain(o, tail, T, H, eps, err, errlen)) return -1;
+        if (fused == 1) {
+            if (l + 1 < NL) {
+                tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, b->xn };
+                tail->nout = 1;
+            }
+            if (op_norm_chain(o, tail, T, H, eps, err, errlen)) return -1;
+        }
     }
     if (a->n_out == 0) return 0;
     if (op_gather_rows(o, b->x, b->out_rows, b->xo, a->n_out, H, err, errlen) ||

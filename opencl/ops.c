@@ -185,6 +185,7 @@ void ops_destroy(ops *o)
         if (o->mmqe_l[t]) clReleaseKernel(o->mmqe_l[t]);
         if (o->mvq[t]) clReleaseKernel(o->mvq[t]);
         if (o->mvqg[t]) clReleaseKernel(o->mvqg[t]);
+        if (o->mvqn[t]) clReleaseKernel(o->mvqn[t]);
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
         if (o->mmte[t]) clReleaseKernel(o->mmte[t]);
         if (o->deqh[t]) clReleaseKernel(o->deqh[t]);

@@ -62,6 +62,7 @@ typedef struct ops {
     cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0, q5_0) */
     cl_kernel mvqg[GGML_TYPE_COUNT]; /* the same with X quantized beforehand (mvq_xq into xq / xqs) */
     cl_kernel mvq_xq;
+    cl_kernel mvqn[GGML_TYPE_COUNT]; /* mvq with the norm chain before it fused in (NULL with CLGEMMA_NO_MVQN) */
     size_t mvqg_min_elems;   /* mvqg for products of at least this many weights (and whenever the
                               * staged X would not fit in local memory) */
     uint32_t mvqg_rpg;       /* rows per mvqg group */
@@ -194,6 +195,13 @@ int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, u
 typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
                     size_t errlen);
+/* The norm chain r = (res + norm(x)·wx)·scale into res_out (not res), y = norm(r)·w0, fused into
+ * the products of y (outs: 1-3 matrices of one type, k columns) in one launch (mvqn: NVIDIA, one
+ * token, where the products take mvq). Returns 1, launching nothing, where it does not apply: the
+ * caller then runs op_norm_chain and op_matmul_multi. */
+typedef struct norm_mm { cl_mem x, wx, res, res_out, w0; float scale; } norm_mm;
+int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok, float eps,
+                   char *err, size_t errlen);
 /* Q/K/V of a batch in one launch: Q normed + roped in place, K normed + roped into its cache,
  * V into its cache. Norm modes (qk_norm for Q and K, v_norm for V): 0 none, 1 RMS norm times the
  * head weight (qw, kw), 2 RMS norm without weight. */

@@ -19,6 +19,9 @@ int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
             char name[64];
             snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", ops_type_suffix(mvq_types[i]));
             if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
+            snprintf(name, sizeof name, "mvqn_%s", ops_type_suffix(mvq_types[i]));
+            if (!ops_env_on("CLGEMMA_NO_MVQN") && !(o->mvqn[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
+                return -1;
             snprintf(name, sizeof name, "mvqg_%s", ops_type_suffix(mvq_types[i]));
             if (!ops_env_on("CLGEMMA_NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
                 return -1;
@@ -107,6 +110,24 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
     return o->mvq[type] && k % blk == 0 && (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
 }
 
+/* 1 if ops_mvq runs these products on mvq (X staged per group), not mvqg */
+static int mvq_staged(const ops *o, uint32_t type, size_t rows, uint32_t k, uint32_t ntok)
+{
+    return !(o->mvqg[type] && ((k >= o->mvqg_min_k && rows * k >= o->mvqg_min_elems) ||
+                               mvq_local(k, ntok) + 1024 > o->local_mem));
+}
+
+/* rows per mvq group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
+ * group quantizes X once) */
+static uint32_t mvq_rpg(const ops *o, size_t rows)
+{
+    size_t pass = 8 * (size_t)o->mvq_r, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    if (rpg < pass) rpg = pass;
+    if (rpg > 128) rpg = 128;
+    if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
+    return (uint32_t)rpg;
+}
+
 /* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernels: mvqg for
  * large products (X quantized once, or taken as its producer left it), else mvq */
 int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
@@ -117,8 +138,7 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
     if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
     uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
     cl_mem U = gg ? gg->U : X;
-    if (o->mvqg[type] && ((k >= o->mvqg_min_k && (size_t)a.rows * k >= o->mvqg_min_elems) ||
-                          mvq_local(k, ntok) + 1024 > o->local_mem)) {
+    if (!mvq_staged(o, type, a.rows, k, ntok)) {
         /* X as its producer (norm_fuse, attn_dec) left it, else quantized here */
         int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
         if (!given) {
@@ -136,20 +156,40 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
                           A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
                           A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->xq), A(o->xqs));
     }
-    /* rows per group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
-     * group quantizes X once) */
-    size_t pass = 8 * (size_t)o->mvq_r, rpg = (a.rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
-    if (rpg < pass) rpg = pass;
-    if (rpg > 128) rpg = 128;
-    if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
-    uint32_t rpg32 = (uint32_t)rpg;
-    size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
+    uint32_t rpg32 = mvq_rpg(o, a.rows);
+    size_t lws = 256, gws = (a.rows + rpg32 - 1) / rpg32 * lws;
     return ops_launch(o, K_MVQ, o->mvq[type], 1, &gws, &lws,
                       a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, err, errlen,
                       27, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
                       A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
                       A(k), A(X), A(ldx), A(ntok), A(rpg32), A(U), A(u_off), A(ldu), A(geglu),
                       LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
+}
+
+int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok, float eps,
+                   char *err, size_t errlen)
+{
+    /* one token: the step is bound by its launches there (H200 E4B B=1 192.9 -> 214.5 tok/s); at 4
+     * tokens every group's four chains cost more than the launch saved (B=4 542 -> 527) */
+    if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == c->res_out || o->mvq_r != 2) return 1;
+    uint32_t type = outs[0].w->type;
+    size_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (outs[i].w->type != type || outs[i].w->cols != k) return 1;
+        rows += outs[i].w->rows;
+    }
+    if (type >= GGML_TYPE_COUNT || !o->mvqn[type] || !ops_mvq_fits(o, type, k, ntok) || !mvq_staged(o, type, rows, k, ntok))
+        return 1;
+    multi_args a;
+    if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
+    uint32_t rpg = mvq_rpg(o, a.rows);
+    size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
+    return ops_launch(o, K_MVQ, o->mvqn[type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (4.0 * k + a.rows),
+                      2.0 * ntok * a.rows * k, err, errlen, 29, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                      A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
+                      A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(c->x), A(c->wx), A(c->res),
+                      A(c->res_out), A(c->scale), A(c->w0), A(eps), LOCAL((size_t)ntok * k),
+                      LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4), LOCAL(32 * sizeof(cl_float2)));
 }
 
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)

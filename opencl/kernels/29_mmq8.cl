@@ -23,6 +23,9 @@
 #ifdef CLG_NVIDIA
 
 #define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_ROWS = 32 rows per group on the host) */
+#ifndef MMQ8_EXP
+#define MMQ8_EXP 0 /* measuring only: 1 = no scale arithmetic, 2 = X not loaded, 3 = weights not loaded */
+#endif
 
 /* X (ntok rows, ldx apart; geglu: gelu(X) * U, U's rows at U + u_off, ldu apart) to int8: Xq [tpad][k] bytes,
  * Xs [k/32][tpad] of (d, d * sum of the block's int8 values); tokens ntok..tpad-1 are zeros.
@@ -145,13 +148,14 @@ kernel void mmq8_##T##_##NT(global const uchar *W, uint row_bytes, uint n_rows, 
         uint2 q[MMQ8_MT][2][2];                                                                   \
         float dw[MMQ8_MT][2][2], mw[MMQ8_MT][2][2];                                               \
         for (int i = 0; i < MMQ8_MT; i++)                                                         \
-            for (int h = 0; h < 2; h++) mmq8_ld_##T(wr[i][h], u, t, q[i][h], dw[i][h], mw[i][h]);  \
+            for (int h = 0; h < 2; h++)                                                           \
+                mmq8_ld_##T(wr[i][h], MMQ8_EXP == 3 ? (u & 1) : u, t, q[i][h], dw[i][h], mw[i][h]);  \
         uint2 xb[NT][2];                                                                          \
         float4 xs[NT][2];                                                                         \
         for (int j = 0; j < NT; j++)                                                              \
             for (int s = 0; s < 2; s++) {                                                         \
-                xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                     \
-                xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                      \
+                xb[j][s] = MMQ8_EXP == 2 ? (uint2)(u, s) : vload2(0, xr[j] + 16 * u + 8 * s);      \
+                xs[j][s] = MMQ8_EXP == 2 ? (float4)(1.0f) : Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t]; \
             }                                                                                     \
         for (int s = 0; s < 2; s++)                                                               \
             for (int i = 0; i < MMQ8_MT; i++)                                                     \
@@ -160,6 +164,10 @@ kernel void mmq8_##T##_##NT(global const uchar *W, uint row_bytes, uint n_rows, 
                                  xb[j][s].x, xb[j][s].y);                                         \
                     float4 x = xs[j][s];                                                          \
                     float d0 = dw[i][0][s], d1 = dw[i][1][s], m0 = mw[i][0][s], m1 = mw[i][1][s]; \
+                    if (MMQ8_EXP == 1) {                                                          \
+                        acc[i][j] += as_float4(c);                                                \
+                        continue;                                                                 \
+                    }                                                                             \
                     acc[i][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                            \
                     acc[i][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                            \
                     acc[i][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                            \

@@ -230,6 +230,9 @@ kernel void qkv_rope_w(global float *Q, global const float *K, global const floa
 }
 #endif
 
+#ifndef NF_EXP
+#define NF_EXP 0 /* measuring only: 1 = norm_fuse returns at once, 2 = no cross-warp sums, 3 = no int8 X */
+#endif
 /* Sum of a float2 over the work-group. On NVIDIA: warp shuffles, one partial per warp through local
  * memory, one barrier pair (local size a multiple of 32); elsewhere a tree (power-of-two size). */
 inline float2 wg_sum2(float2 v, local float2 *red)
@@ -240,6 +243,9 @@ inline float2 wg_sum2(float2 v, local float2 *red)
         v.x += shfl_xor_f(v.x, m);
         v.y += shfl_xor_f(v.y, m);
     }
+#if NF_EXP == 2
+    return v * (float)(L >> 5);
+#endif
     if ((lid & 31) == 0) red[lid >> 5] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
     v = red[0];
@@ -290,6 +296,7 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
 {
     uint lid = get_local_id(0), L = get_local_size(0), n4 = n / 4;
     size_t row = get_group_id(0), off = row * (size_t)n4;
+    if (NF_EXP == 1) return;
     x += off;
     x2 += off;
     res += off;
@@ -352,7 +359,7 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
             if (nout > 2) y2[i] = r * w2[i];
         }
 #ifdef CLG_NVIDIA
-        if (flags & (NF_Q8 | NF_Q8X)) { /* 8 items per 32-value block, as mvq_xq / q8x_quant */
+        if ((flags & (NF_Q8 | NF_Q8X)) && NF_EXP != 3) { /* 8 items per 32-value block, as mvq_xq / q8x_quant */
             float d;
             int sm;
             uint w = q8_quant4(v0, &d, &sm); /* sm: this item's 16-value half of the block */

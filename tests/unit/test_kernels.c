@@ -829,6 +829,63 @@ static void test_products_mvqg(void)
     O.mvqg_min_k = keep_k;
 }
 
+/* op_norm_matmul: r = (res + norm(x)·wx)·scale into res_out, Y = W . (norm(r)·w0) in one launch
+ * (mvqn on NVIDIA; elsewhere it declines and the caller's two ops run): res_out against float64,
+ * Y against float64 on the float y within the int8 bound, res untouched */
+static void test_norm_matmul(void)
+{
+    reseed(__func__);
+    for (uint32_t i = 0; i < NG; i++) {
+        const golden *g = &G[i];
+        uint32_t k = g->cols, ntok = 1 + (i % 2) * irand(4), ldy = g->rows + 2; /* fused at one token */
+        size_t m = (size_t)ntok * k;
+        float *x = malloc(m * 4), *res = malloc(m * 4), *wx = malloc(k * 4), *w0 = malloc(k * 4), *got = malloc(m * 4),
+              *y = malloc(m * 4);
+        double *rref = malloc(m * 8);
+        float scale = (float)frand(0.5, 1.5), eps = 1e-6f;
+        for (size_t j = 0; j < m; j++) { x[j] = 2.0f * nrand(); res[j] = 5.0f * nrand(); }
+        for (uint32_t j = 0; j < k; j++) { wx[j] = 1.0f + 0.3f * nrand(); w0[j] = 1.0f + 0.3f * nrand(); }
+        for (uint32_t t = 0; t < ntok; t++) {
+            const float *xt = x + (size_t)t * k, *rt = res + (size_t)t * k;
+            double ss = 0, sr = 0;
+            for (uint32_t j = 0; j < k; j++) ss += (double)xt[j] * xt[j];
+            double ix = 1.0 / sqrt(ss / k + eps);
+            for (uint32_t j = 0; j < k; j++) {
+                double r = (rt[j] + xt[j] * ix * wx[j]) * scale;
+                rref[(size_t)t * k + j] = r;
+                sr += r * r;
+            }
+            double ir = 1.0 / sqrt(sr / k + eps);
+            for (uint32_t j = 0; j < k; j++) y[(size_t)t * k + j] = (float)(rref[(size_t)t * k + j] * ir * w0[j]);
+        }
+        weight w = upload_weight(g);
+        cl_mem X = dbuf(m * 4, x), R = dbuf(m * 4, res), RO = dbuf(m * 4, NULL), WX = dbuf(k * 4, wx),
+               W0 = dbuf(k * 4, w0), Y = dbuf(((size_t)ntok * ldy + PAD) * 4, NULL);
+        poison(Y, ((size_t)ntok * ldy + PAD) * 4);
+        mm_out out = { &w, Y, ldy };
+        norm_mm c = { X, WX, R, RO, W0, scale };
+        char what[120];
+        snprintf(what, sizeof what, "norm_matmul %s %u x %u, ntok %u", type_name(g->type), g->rows, k, ntok);
+        err[0] = 0;
+        int rc = op_norm_matmul(&O, &c, &out, 1, k, ntok, eps, err, sizeof err);
+        int want = ntok == 1 && O.mvqn[g->type] && ops_mvq_fits(&O, g->type, k, ntok) && k % 32 == 0 &&
+                   (size_t)g->rows * k < O.mvqg_min_elems;
+        CHECK(rc == (want ? 0 : 1), "%s: rc %d (%s), expected %s", what, rc, err, want ? "fused" : "declined");
+        if (rc == 0) {
+            dread(RO, got, m * 4);
+            check_close(what, got, rref, m, TOL_RED);
+            dread(R, got, m * 4);
+            size_t moved = 0;
+            for (size_t j = 0; j < m; j++) moved += got[j] != res[j];
+            CHECK(moved == 0, "%s: %zu values of res changed", what, moved);
+            check_product(what, g, y, k, ntok, Y, ldy, TOL_Q8X);
+        }
+        free(x); free(res); free(wx); free(w0); free(got); free(y); free(rref);
+        cl_mem all[] = { X, R, RO, WX, W0, Y, w.buf };
+        for (size_t j = 0; j < sizeof all / sizeof *all; j++) clReleaseMemObject(all[j]);
+    }
+}
+
 static void test_emb_all_types(void)
 {
     reseed(__func__);
@@ -1834,6 +1891,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_moe_products);
     RUN_TEST(test_matmul_geglu);
     RUN_TEST(test_products_mvqg);
+    RUN_TEST(test_norm_matmul);
     RUN_TEST(test_rmsnorm);
     RUN_TEST(test_rmsnorm_add);
     RUN_TEST(test_rmsnorm_add_norm);
