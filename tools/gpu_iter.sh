@@ -1,8 +1,9 @@
 #!/bin/bash
 # Quick iteration on the GPU machine (run there from the repo root, $OUT set by the device tool):
 # kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
-# then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the two test
-# binaries. The full tables come from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
+# then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the test binaries
+# (build/tests/test_kernels, test_kernels_rows, test_kernels_attn, test_gemma4). The full tables come
+# from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
 #   tools/gpu_iter.sh [tests] [prefill] [decode] [dprof] [ab] [exp] [groups] [ptx]   (sections to run; default all)
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc PATH=$PATH:/usr/local/cuda/bin
@@ -10,7 +11,9 @@ what=" ${*:-tests prefill decode ptx} "
 S=--synthetic
 on() { [[ "$what" == *" $1 "* ]]; }
 if on tests; then
-  timeout 150 build/tests/test_kernels > $OUT/tk.txt 2>&1; echo "test_kernels rc=$? $(grep -c PASS $OUT/tk.txt) passed"
+  for t in test_kernels test_kernels_rows test_kernels_attn; do
+    timeout 150 build/tests/$t >> $OUT/tk.txt 2>&1; echo "$t rc=$?"
+  done; echo "kernel tests: $(grep -c ^PASS $OUT/tk.txt) passed, $(grep -c ^FAIL $OUT/tk.txt) failed"
   grep -E "FAIL|error" $OUT/tk.txt | head -8
   timeout 120 build/tests/test_gemma4 -v > $OUT/tg4.txt 2>&1; echo "test_gemma4 rc=$? $(grep -c PASS $OUT/tg4.txt) passed"
   grep -E "FAIL|gemma4 moe" $OUT/tg4.txt | head -8
