@@ -216,6 +216,12 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
                               err, errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k),
                               A(o->xq), A(o->xqs))))
         return -1;
+    /* matrices of one type whose rows are whole groups go in one launch (Q/K/V, gate/up): fewer
+     * kernel boundaries, and small ones (512-row K/V) no longer run alone on a few compute units */
+    int together = n > 1;
+    for (int i = 0; i < n; i++)
+        together &= outs[i].w->type == outs[0].w->type && outs[i].w->rows % OPS_MMQ8_ROWS == 0 &&
+                    !(outs[i].w->type == GGML_TYPE_Q4_K && !nt && o->mmq8s);
     for (int i = 0; i < n; i++) {
         const weight *w = outs[i].w;
         if (w->type == GGML_TYPE_Q4_K && !nt && o->mmq8s && w->row_bytes % 16 == 0) {
@@ -228,7 +234,9 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
                 return -1;
             continue;
         }
-        size_t tiles = (w->rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
+        multi_args a;
+        if (ops_gather_multi(together ? outs : &outs[i], together ? n : 1, &a, err, errlen)) return -1;
+        size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
         /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at
          * 16 tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
@@ -236,10 +244,12 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
                                   : ops_mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
         size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
         if (ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
-                       (double)w->row_bytes * w->rows + (double)tiles * tp * k * 1.25 + 4.0 * ntok * w->rows,
-                       2.0 * ntok * w->rows * k, err, errlen, 10, A(w->buf), A(w->row_bytes), A(w->rows), A(k),
-                       A(o->xq), A(o->xqs), A(outs[i].y), A(outs[i].ldy), A(ntok), LOCAL(part)))
+                       a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k, err,
+                       errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+                       A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
+                       A(k), A(o->xq), A(o->xqs), A(ntok), LOCAL(part)))
             return -1;
+        if (together) break;
     }
     return 0;
 }

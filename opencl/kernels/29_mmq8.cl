@@ -121,15 +121,24 @@ inline void mmq8_ld_q5_0(global const uchar *row, int u, int t, uint2 *q, float 
     mw[0] = 16.0f * dw[0]; mw[1] = 16.0f * dw[1];
 }
 
-/* NT token tiles of 8 (tpad = 8 * NT); part: MMQ8_MT * NT * 4 floats per item when nw > 1 */
+/* NT token tiles of 8 (tpad = 8 * NT); part: MMQ8_MT * NT * 4 floats per item when nw > 1. Up to
+ * three matrices of X (Q/K/V, gate/up) in one launch: groups number their rows across them, and a
+ * group's 32 rows lie in one matrix (the host passes several only when each has a multiple of 32). */
 #define DEFINE_MMQ8(T, NT, MMA)                                                                   \
-kernel void mmq8_##T##_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,            \
-                            global const uint *Xq, global const float4 *Xs, global float *Y,      \
-                            uint ldy, uint ntok, local float *part)                               \
+kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,  \
+                            global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1, \
+                            global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
+                            uint k, global const uint *Xq, global const float4 *Xs, uint ntok,     \
+                            local float *part)                                                    \
 {                                                                                                 \
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
     uint r0 = get_group_id(0) * (16 * MMQ8_MT), tpad = 8 * NT;                                    \
+    global const uchar *W = W0;                                                                   \
+    global float *Y = Y0;                                                                         \
+    uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
+    if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }  \
+    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
     global const uchar *wr[MMQ8_MT][2];                                                           \
     for (int i = 0; i < MMQ8_MT; i++)                                                             \
         for (int h = 0; h < 2; h++) {                                                             \

@@ -95,6 +95,22 @@ static weight upload_weight(const golden *g)
     return w;
 }
 
+/* a matrix of rows rows made of g0's rows in a shuffled order (r -> (r * mul + add) % g0->rows);
+ * free its raw and exp */
+static golden golden_rows(const golden *g0, uint32_t rows, uint32_t mul, uint32_t add)
+{
+    golden g = *g0;
+    g.rows = rows;
+    g.raw = malloc((size_t)rows * g.row_bytes);
+    g.exp = malloc((size_t)rows * g.cols * 4);
+    for (uint32_t r = 0; r < rows; r++) {
+        uint32_t s = (r * mul + add) % g0->rows;
+        memcpy(g.raw + (size_t)r * g.row_bytes, g0->raw + (size_t)s * g.row_bytes, g.row_bytes);
+        memcpy(g.exp + (size_t)r * g.cols, g0->exp + (size_t)s * g.cols, (size_t)g.cols * 4);
+    }
+    return g;
+}
+
 /* ------------------------------------------------------------------ golden file itself */
 
 static void test_golden_complete(void)
@@ -324,16 +340,7 @@ static void test_matmul_tiles(void)
     O.mmt_min_groups = 0;
     for (uint32_t i = 0; i < NG * (mmta ? 2 : 1); i++) {
         O.mmta = i < NG ? mmta : NULL;
-        const golden *g0 = &G[i % NG];
-        golden g = *g0;
-        g.rows = 261 + irand(8);
-        g.raw = malloc((size_t)g.rows * g.row_bytes);
-        g.exp = malloc((size_t)g.rows * g.cols * 4);
-        for (uint32_t r = 0; r < g.rows; r++) {
-            uint32_t s = (r * 7 + 3) % g0->rows;
-            memcpy(g.raw + (size_t)r * g.row_bytes, g0->raw + (size_t)s * g.row_bytes, g.row_bytes);
-            memcpy(g.exp + (size_t)r * g.cols, g0->exp + (size_t)s * g.cols, (size_t)g.cols * 4);
-        }
+        golden g = golden_rows(&G[i % NG], 261 + irand(8), 7, 3);
         /* one partial token tile; one whole and one partial */
         uint32_t ntoks[2] = { 64 + irand(60), 200 + irand(50) };
         for (int j = 0; j < 2; j++) {
@@ -349,9 +356,11 @@ static void test_matmul_tiles(void)
 
 /* several matrices of the same X in one op (fused Q/K/V, gate/up): every type goes through
  * mv_multi's run-time type switch in some group of equal column counts */
-static void multi_case(const uint32_t *types, int n, uint32_t ntok)
+/* rows: each matrix's row count (golden rows repeated), or NULL for the golden matrices themselves */
+static void multi_case_rows(const uint32_t *types, int n, uint32_t ntok, const uint32_t *rows_of)
 {
     const golden *g[3];
+    golden tall[3];
     weight w[3];
     cl_mem Y[3];
     mm_out outs[3];
@@ -361,6 +370,10 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok)
     for (int i = 0; i < n; i++) {
         g[i] = golden_of(types[i]);
         if (!g[i]) { CHECK(0, "no golden %s", type_name(types[i])); return; }
+        if (rows_of) {
+            tall[i] = golden_rows(g[i], rows_of[i], 5 + 2 * (uint32_t)i, (uint32_t)i);
+            g[i] = &tall[i];
+        }
         len += snprintf(what + len, sizeof what - (size_t)len, " %s %ux%u", type_name(g[i]->type), g[i]->rows,
                         g[i]->cols);
     }
@@ -391,9 +404,12 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok)
         check_product(w2, g[i], x, ldx, ntok, Y[i], ldy[i], tol);
     }
     for (int i = 0; i < n; i++) { clReleaseMemObject(Y[i]); clReleaseMemObject(w[i].buf); }
+    for (int i = 0; i < n && rows_of; i++) { free(tall[i].raw); free(tall[i].exp); }
     clReleaseMemObject(X);
     free(x);
 }
+
+static void multi_case(const uint32_t *types, int n, uint32_t ntok) { multi_case_rows(types, n, ntok, NULL); }
 
 /* op_matmul_geglu: Y = W . (gelu(G) * U) with U at an offset and its own row stride (the PLE layout),
  * against float64 of the activation computed here; where the int8 product does not fit the op
@@ -551,6 +567,11 @@ static void test_matmul_multi(void)
     multi_case(q802, 2, 2);
     multi_case(q4k3, 3, 12); /* int8 tensor cores (mmq8) with X quantized once for all three */
     multi_case(q802, 2, 6);
+    /* rows in whole mmq8 groups: the matrices share one launch (Q/K/V, gate/up) */
+    static const uint32_t qkv_rows[] = { 96, 32, 64 }, gu_rows[] = { 64, 64 };
+    multi_case_rows(q4k3, 3, 13, qkv_rows);
+    multi_case_rows(q802, 2, 7, gu_rows);
+    multi_case_rows(q802, 2, 16, gu_rows);
     for (uint32_t ntok = 1; ntok <= 4; ntok++) multi_case(c512, 3, ntok);
     multi_case(c512, 3, 5 + irand(OPS_MV_MAXT - 4)); /* more tokens than the fused kernel takes */
     multi_case(c512b, 2, 2);
