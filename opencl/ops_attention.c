@@ -17,17 +17,20 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
     cl_kernel dec = hd == 256 ? o->attn_dec[0] : hd == 512 ? o->attn_dec[1] : NULL;
     if (dec) { /* one warp per run of keys (41_attn_dec.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
-        /* a whole decode batch whose output projection (k = nh * hd) takes mvqg: its int8 X too */
+        /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
+         * mmq8 (5-16): its int8 X too, in that product's layout */
         uint32_t qk = nh * hd, q8 = t0 == 0 && ops_mvqg_takes_x(o, qk, ntok);
-        if (q8 && ops_xq_reserve(o, ntok, qk, err, errlen)) return -1;
-        cl_mem xq = q8 ? o->xq : out, xqs = q8 ? o->xqs : out;
-        uint32_t xq_ntok = q8 ? ntok : 0;
-        if (ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, err, errlen, 24, A(Q), A(t0), A(nh),
+        uint32_t q8x = t0 == 0 && !q8 && ops_q8x_takes_x(o, qk, ntok), tpad = q8x ? (ntok <= 8 ? 8 : 16) : 0;
+        if ((q8 && ops_xq_reserve(o, ntok, qk, err, errlen)) || (q8x && ops_q8x_reserve(o, ntok, qk, err, errlen)))
+            return -1;
+        cl_mem xq = q8 || q8x ? o->xq : out, xqs = q8 || q8x ? o->xqs : out;
+        uint32_t xq_ntok = q8 || q8x ? ntok : 0;
+        if (ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, err, errlen, 25, A(Q), A(t0), A(nh),
                        A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table),
                        A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap), A(nchunk), A(chunk),
-                       A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok)))
+                       A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok), A(tpad)))
             return -1;
-        if (q8) ops_xq_given(o, out, ntok, qk);
+        if (q8 || q8x) ops_xq_given(o, out, ntok, qk);
         return 0;
     }
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };

@@ -19,11 +19,12 @@
 /* f16 pair in a word to floats */
 inline float2 h2f2(uint w) { return (float2)(h2f(w), h2f(w >> 16)); }
 
-/* xq_ntok > 0: the finished output row of (token t, head h), hd values, also to int8 in mvqg's
- * layout for the output projection (its X: nh * hd values per token, xq_ntok tokens), 8 items per
- * 32-value block; the group's own writes of the row are made visible by the barrier */
+/* xq_ntok > 0: the finished output row of (token t, head h), hd values, also to int8 for the output
+ * projection (its X: nh * hd values per token, xq_ntok tokens): in mvqg's layout, or with tpad
+ * (8 or 16) in mmq8's (q8x_quant's: (d, d * sum) pairs [k/32][tpad]). 8 items per 32-value block;
+ * the group's own writes of the row are made visible by the barrier */
 inline void attn_dec_q8(global float *orow, uint t, uint h, uint nh, uint hd, global uint *xq, global float *xds,
-                        uint xq_ntok)
+                        uint xq_ntok, uint tpad)
 {
     if (xq_ntok == 0) return;
     barrier(CLK_GLOBAL_MEM_FENCE);
@@ -32,8 +33,13 @@ inline void attn_dec_q8(global float *orow, uint t, uint h, uint nh, uint hd, gl
     float d;
     int s;
     uint w = q8_quant4(vload4(lid, orow), &d, &s);
+    int s32 = s + shfl_xor_i(s, 4); /* s: this item's 16-value half */
     size_t k = (size_t)nh * hd, wi = t * (k / 4) + h * (hd / 4) + lid, bi = wi / 8;
     xq[wi] = w;
+    if (tpad) {
+        if (lid % 8 == 0) vstore2((float2)(d, d * (float)s32), (h * (hd / 4) + lid) / 8 * (size_t)tpad + t, xds);
+        return;
+    }
     if (lid % 4 == 0) xds[xq_ntok * (k / 32) + bi * 2 + (lid % 8) / 4] = d * (float)s;
     if (lid % 8 == 0) xds[bi] = d;
 }
@@ -43,7 +49,8 @@ inline void attn_dec_body(const int DPL, global const float *Q, uint t0, uint nh
                           global const int *tok_seq, global const int *block_table, uint max_blocks,
                           uint block_size, int window, float scale, float softcap, uint nchunk, uint chunk,
                           global float *part_acc, global float *part_ml, global uint *cnt, global float *out,
-                          global uint *xq, global float *xds, uint xq_ntok, local float *wml, local float *wacc,
+                          global uint *xq, global float *xds, uint xq_ntok, uint tpad, local float *wml,
+                          local float *wacc,
                           local float *sc, local float *red, local int *is_last)
 {
     uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
@@ -127,7 +134,7 @@ inline void attn_dec_body(const int DPL, global const float *Q, uint t0, uint nh
         acc_out[d] = a * inv;
     }
     if (nchunk == 1) {
-        attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok);
+        attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok, tpad);
         return;
     }
     if (lid == 0) { part_ml[2 * pidx] = M; part_ml[2 * pidx + 1] = Lsum; }
@@ -142,7 +149,7 @@ inline void attn_dec_body(const int DPL, global const float *Q, uint t0, uint nh
     fence_device();
     attn_merge(part_acc, part_ml, th * nchunk, hd, nchunk, orow, sc, red);
     if (lid == 0) cnt[th] = 0;
-    attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok);
+    attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok, tpad);
 }
 
 /* attn_dec_DPL: head dim 32 * DPL (256 or 512), groups of 8 warps, same arguments as attn_partial
@@ -154,14 +161,14 @@ void attn_dec_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, 
                     global const int *block_table, uint max_blocks, uint block_size, int window,  \
                     float scale, float softcap, uint nchunk, uint chunk, global float *part_acc,  \
                     global float *part_ml, global uint *cnt, global float *out, global uint *xq,  \
-                    global float *xds, uint xq_ntok)                                              \
+                    global float *xds, uint xq_ntok, uint tpad)                                   \
 {                                                                                                 \
     local float wml[2 * ATTN_DEC_W], wacc[ATTN_DEC_W * 32 * DPL], sc[ATTN_MAX_CHUNK],            \
         red[32 * ATTN_DEC_W];                                                                     \
     local int is_last;                                                                            \
     attn_dec_body(DPL, Q, t0, nh, nkv, hd, Kc, Vc, tok_pos, tok_seq, block_table, max_blocks,     \
                   block_size, window, scale, softcap, nchunk, chunk, part_acc, part_ml, cnt, out, \
-                  xq, xds, xq_ntok, wml, wacc, sc, red, &is_last);                                                  \
+                  xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last);                          \
 }
 
 DEFINE_ATTN_DEC(8)

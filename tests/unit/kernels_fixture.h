@@ -223,6 +223,35 @@ static inline void check_xq_of(const char *what, const float *x, uint32_t ntok, 
     free(q); free(ds);
 }
 
+/* the same in mmq8's layout (q8x_quant's), as norm_fuse or attn_dec left it for 5-16 rows: words
+ * [ntok][k/4], then (d, d * sum of the block's 32 int8 values) pairs [k/32][tpad] */
+static inline void check_q8x_of(const char *what, const float *x, uint32_t ntok, uint32_t k)
+{
+    uint32_t tpad = ntok <= 8 ? 8 : 16;
+    size_t nbk = k / 32, bad = 0;
+    int8_t *q = malloc((size_t)ntok * k);
+    float *ds = malloc(nbk * tpad * 2 * 4);
+    dread(O.xq, q, (size_t)ntok * k);
+    dread(O.xqs, ds, nbk * tpad * 2 * 4);
+    for (uint32_t t = 0; t < ntok; t++)
+        for (size_t b = 0; b < nbk; b++) {
+            const float *xb = x + (size_t)t * k + 32 * b;
+            const int8_t *qb = q + (size_t)t * k + 32 * b;
+            double am = 0;
+            long sq = 0;
+            for (int j = 0; j < 32; j++) am = fmax(am, fabs(xb[j]));
+            double d = am / 127, got = ds[2 * (b * tpad + t)];
+            if (!(fabs(got - d) <= 1e-6 * d + 1e-30)) bad++;
+            for (int j = 0; j < 32; j++) {
+                sq += qb[j];
+                if (!(fabs(qb[j] * d - xb[j]) <= 0.5001 * d + 1e-30)) bad++;
+            }
+            if (!(fabs(ds[2 * (b * tpad + t) + 1] - d * sq) <= 1e-5 * (d * 32 * 127) + 1e-30)) bad++;
+        }
+    CHECK(bad == 0, "%s: %zu int8 X values or scales off (mmq8 layout)", what, bad);
+    free(q); free(ds);
+}
+
 /* ------------------------------------------------------------------ paged KV layout (kv.h) */
 
 typedef struct paged {

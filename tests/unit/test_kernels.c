@@ -621,7 +621,8 @@ static void test_products_mvqg(void)
         OPOK(op_norm_chain(&O, &c, ntok, n, 1e-6f, err, sizeof err));
         CHECK(O.xq_of == Y0, "%s: the norm left no int8 X", what);
         dread(Y0, y0, (size_t)ntok * n * 4);
-        if (!to_mmq8) check_xq_of(what, y0, ntok, n);
+        if (to_mmq8) check_q8x_of(what, y0, ntok, n);
+        else check_xq_of(what, y0, ntok, n);
         OPOK(op_matmul(&O, &w, Y0, n, Y, ldy, ntok, err, sizeof err));
         check_product(what, g, y0, n, ntok, Y, ldy, TOL_Q8X);
         free(x); free(wn); free(y0);

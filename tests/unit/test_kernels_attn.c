@@ -130,19 +130,22 @@ static void test_attention(void)
         snprintf(w2, sizeof w2, "%s, all tokens", what);
         check_close(w2, out, ref, nq, TOL_RED);
         check_untouched(w2, out, nq, tot);
-        if (O.attn_dec[0] && hd >= 256 && O.mvq_xq) {
-            /* a decode batch (up to 4 tokens from 0) also leaves its output as the int8 X of the
-             * output projection when that takes mvqg (any k here) */
-            uint32_t nt = T < 4 ? T : 4, keep_k = O.mvqg_min_k;
-            O.mvqg_min_k = 0;
+        /* a decode batch (from token 0) also leaves its output as the int8 X of the output
+         * projection: for 1-4 tokens in mvqg's layout, for 5-16 in mmq8's (any k here) */
+        for (int lay = 0; lay < 2 && O.attn_dec[0] && hd >= 256; lay++) {
+            if (lay ? !O.q8x || T < 5 : !O.mvq_xq) continue;
+            uint32_t nt = lay ? (T < 16 ? T : 16) : (T < 4 ? T : 4);
+            uint32_t *min_k = lay ? &O.q8x_min_k : &O.mvqg_min_k, keep_k = *min_k;
+            *min_k = 0;
             OPOK(op_attention(&O, Q, 0, nt, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
                               chunk, PA, PM, CNT, OUT, err, sizeof err));
-            O.mvqg_min_k = keep_k;
-            snprintf(w2, sizeof w2, "%s, int8 output of %u tokens", what, nt);
+            *min_k = keep_k;
+            snprintf(w2, sizeof w2, "%s, int8 output of %u tokens (%s layout)", what, nt, lay ? "mmq8" : "mvqg");
             CHECK(O.xq_of == OUT, "%s: no int8 output", w2);
             dread(OUT, out, tot * 4);
             check_close(w2, out, ref, (size_t)nt * nh * hd, TOL_RED);
-            check_xq_of(w2, out, nt, nh * hd);
+            if (lay) check_q8x_of(w2, out, nt, nh * hd);
+            else check_xq_of(w2, out, nt, nh * hd);
         }
         /* the merging groups reset their counters: the next launch finds them at zero */
         dread(CNT, cnt, (size_t)T * nh * 4);
