@@ -635,9 +635,18 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         norm_chain *tail = &ff;
         norm_chain pl = { .x = b->o, .wx = L->post_norm, .res = b->x };
         if (P) { /* per-layer input: x += post_norm(proj(gelu(inp_gate(x)) * ple[l])) */
-            if (op_norm_chain(o, &ff, T, H, eps, err, errlen) ||
-                g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen))
+            /* x += post_ffw(o) inside the inp_gate decode product where it can (on the new x itself) */
+            fused = 1;
+            if (!ff.x2 && !ff.wt) {
+                mm_out ig = { &L->inp_gate, b->ext[X_PLE_GATE], P };
+                norm_mm c0 = { ff.x, ff.wx, b->x, b->xn, NULL, 1.0f };
+                if ((fused = op_norm_matmul(o, &c0, &ig, 1, H, T, eps, err, errlen)) < 0) return -1;
+                if (fused == 0) swap_mem(&b->x, &b->xn);
+            }
+            if (fused == 1 && (op_norm_chain(o, &ff, T, H, eps, err, errlen) ||
+                               g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen)))
                 return -1;
+            pl.res = b->x;
             rc = op_matmul_geglu(o, &L->proj, b->ext[X_PLE_GATE], P, b->ext[X_PLE], l * P, NL * P, b->o, H, T, err,
                                  errlen);
             if (rc < 0 || (rc == 1 && (g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||

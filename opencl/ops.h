@@ -195,7 +195,8 @@ int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, u
 typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
                     size_t errlen);
-/* The norm chain r = (res + norm(x)·wx)·scale into res_out (not res), y = norm(r)·w0, fused into
+/* The norm chain r = (res + norm(x)·wx)·scale into res_out (not res), y = norm(r)·w0 (y = r where
+ * w0 is NULL), fused into
  * the products of y (outs: 1-3 matrices of one type, k columns) in one launch (mvqn: NVIDIA, one
  * token, where the products take mvq). Returns 1, launching nothing, where it does not apply: the
  * caller then runs op_norm_chain and op_matmul_multi. */

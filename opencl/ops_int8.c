@@ -182,13 +182,14 @@ int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t
         return 1;
     multi_args a;
     if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
-    uint32_t rpg = mvq_rpg(o, a.rows);
+    uint32_t rpg = mvq_rpg(o, a.rows), raw = c->w0 == NULL;
+    cl_mem w0 = raw ? c->x : c->w0; /* any buffer when unused */
     size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
     return ops_launch(o, K_MVQ, o->mvqn[type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (4.0 * k + a.rows),
-                      2.0 * ntok * a.rows * k, err, errlen, 29, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                      2.0 * ntok * a.rows * k, err, errlen, 30, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
                       A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
                       A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(c->x), A(c->wx), A(c->res),
-                      A(c->res_out), A(c->scale), A(c->w0), A(eps), LOCAL((size_t)ntok * k),
+                      A(c->res_out), A(c->scale), A(w0), A(raw), A(eps), LOCAL((size_t)ntok * k),
                       LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4), LOCAL(32 * sizeof(cl_float2)));
 }
 

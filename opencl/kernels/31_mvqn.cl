@@ -1,6 +1,6 @@
 /* 31_mvqn.cl — a decode product that runs the RMSNorm chain before it itself (NVIDIA): mvq_T
- * (27_mvq.cl) whose X staging computes r = (res + norm(x)·wx)·scale and y = norm(r)·w0 for its
- * up to 4 token rows instead of loading y, so the chain needs no launch of its own. Every group
+ * (27_mvq.cl) whose X staging computes r = (res + norm(x)·wx)·scale and y = norm(r)·w0 (or y = r
+ * with raw) for its up to 4 token rows instead of loading y, so the chain needs no launch of its own. Every group
  * recomputes the two sums (rows of a few thousand values, from L2); group 0 writes r to res_out,
  * which must not be res (the other groups are still reading it). For host-bound decode steps:
  * one launch fewer per fused chain. */
@@ -9,8 +9,8 @@
 
 /* the chain's output y as mvq_quant_x leaves X: int8 words xq [ntok][k/4], scales xd, half sums xs */
 inline void mvq_quant_chain(global const float *x, global const float *wx, global const float *res,
-                            global float *res_out, float scale, global const float *w0, float eps, uint ntok, uint k,
-                            local uint *xq, local float *xd, local float *xs, local float2 *red)
+                            global float *res_out, float scale, global const float *w0, uint raw, float eps,
+                            uint ntok, uint k, local uint *xq, local float *xd, local float *xs, local float2 *red)
 {
     int lid = get_local_id(0), L = get_local_size(0), warp = lid / 32, lane = lid % 32, sub = lane % 8;
     uint k4 = k / 4;
@@ -30,8 +30,11 @@ inline void mvq_quant_chain(global const float *x, global const float *wx, globa
             s2.x += dot(r, r);
             if (writer) ro[i] = r;
         }
-        s2 = wg_sum2(s2, red);
-        float ir = rsqrt(s2.x / (float)k + eps);
+        float ir = 1.0f;
+        if (!raw) { /* raw: y = r itself (the PLE input of Gemma 4 E-models) */
+            s2 = wg_sum2(s2, red);
+            ir = rsqrt(s2.x / (float)k + eps);
+        }
         /* 8 lanes per 32-value block, 4 blocks per warp pass (uniform per warp: shuffles) */
         for (int base = warp * 4; base < nbk; base += 4 * (L / 32)) {
             int b = base + lane / 8, live = b < nbk;
@@ -39,7 +42,7 @@ inline void mvq_quant_chain(global const float *x, global const float *wx, globa
             if (live) {
                 uint i = 8 * b + sub;
                 float4 r = (rr[i] + xr[i] * ix * wx4[i]) * scale;
-                v = r * ir * w04[i];
+                v = raw ? r : r * ir * w04[i];
             }
             float d;
             int sm;
@@ -58,10 +61,10 @@ inline void mvq_quant_chain(global const float *x, global const float *wx, globa
 #define DEFINE_MVQN(T)                                                                            \
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
 void mvqn_##T(MVQ_MATS, uint k, uint ntok, uint rpg, global const float *x, global const float *wx,  \
-              global const float *res, global float *res_out, float scale, global const float *w0, float eps, \
-              local uint *xq, local float *xd, local float *xs, local float2 *red)                 \
+              global const float *res, global float *res_out, float scale, global const float *w0, uint raw, \
+              float eps, local uint *xq, local float *xd, local float *xs, local float2 *red)      \
 {                                                                                                 \
-    mvq_quant_chain(x, wx, res, res_out, scale, w0, eps, ntok, k, xq, xd, xs, red);               \
+    mvq_quant_chain(x, wx, res, res_out, scale, w0, raw, eps, ntok, k, xq, xd, xs, red);          \
     MVQ_ROWS(T, 2, _l, 4)                                                                         \
 }
 

@@ -648,6 +648,7 @@ static void test_norm_matmul(void)
               *y = malloc(m * 4);
         double *rref = malloc(m * 8);
         float scale = (float)frand(0.5, 1.5), eps = 1e-6f;
+        int raw = i % 3 == 2; /* y = r itself (no w0): the PLE input of Gemma 4 E-models */
         for (size_t j = 0; j < m; j++) { x[j] = 2.0f * nrand(); res[j] = 5.0f * nrand(); }
         for (uint32_t j = 0; j < k; j++) { wx[j] = 1.0f + 0.3f * nrand(); w0[j] = 1.0f + 0.3f * nrand(); }
         for (uint32_t t = 0; t < ntok; t++) {
@@ -661,16 +662,18 @@ static void test_norm_matmul(void)
                 sr += r * r;
             }
             double ir = 1.0 / sqrt(sr / k + eps);
-            for (uint32_t j = 0; j < k; j++) y[(size_t)t * k + j] = (float)(rref[(size_t)t * k + j] * ir * w0[j]);
+            for (uint32_t j = 0; j < k; j++)
+                y[(size_t)t * k + j] = (float)(raw ? rref[(size_t)t * k + j] : rref[(size_t)t * k + j] * ir * w0[j]);
         }
         weight w = upload_weight(g);
         cl_mem X = dbuf(m * 4, x), R = dbuf(m * 4, res), RO = dbuf(m * 4, NULL), WX = dbuf(k * 4, wx),
                W0 = dbuf(k * 4, w0), Y = dbuf(((size_t)ntok * ldy + PAD) * 4, NULL);
         poison(Y, ((size_t)ntok * ldy + PAD) * 4);
         mm_out out = { &w, Y, ldy };
-        norm_mm c = { X, WX, R, RO, W0, scale };
+        norm_mm c = { X, WX, R, RO, raw ? NULL : W0, scale };
         char what[120];
-        snprintf(what, sizeof what, "norm_matmul %s %u x %u, ntok %u", type_name(g->type), g->rows, k, ntok);
+        snprintf(what, sizeof what, "norm_matmul%s %s %u x %u, ntok %u", raw ? " (raw)" : "", type_name(g->type),
+                 g->rows, k, ntok);
         err[0] = 0;
         int rc = op_norm_matmul(&O, &c, &out, 1, k, ntok, eps, err, sizeof err);
         int want = ntok == 1 && O.mvqn[g->type] && ops_mvq_fits(&O, g->type, k, ntok) && k % 32 == 0 &&
