@@ -268,13 +268,6 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
     return op_attention_batch(o, &ab, &al, err, errlen);
 }
 
-static void swap_mem(cl_mem *a, cl_mem *b)
-{
-    cl_mem t = *a;
-    *a = *b;
-    *b = t;
-}
-
 int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
 {
     if (m->g4) return gemma4_forward(m, o, b, kv, a, err, errlen);
@@ -300,13 +293,12 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
         qkv_done = 0;
         /* x += norm(o)·post_attn, then gate/up of norm(x)·ffn_norm: one launch where the decode
          * product can run the chain itself (the new x lands in xn's buffer; the two swap) */
-        norm_mm c1 = { b->o, L->post_attn_norm, b->x, b->xn, L->ffn_norm, 1.0f };
-        int fused = op_norm_matmul(o, &c1, gu, 2, d, T, hp->eps, err, errlen);
-        if (fused < 0) return -1;
-        if (fused == 0) swap_mem(&b->x, &b->xn);
-        else if (op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps, err,
-                                     errlen) ||
-                 op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen))
+        int fused = fwd_norm_matmul(o, b, b->o, L->post_attn_norm, 1.0f, L->ffn_norm, gu, 2, d, T, hp->eps, err,
+                                    errlen);
+        if (fused < 0 ||
+            (fused == 1 && (op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps,
+                                                err, errlen) ||
+                            op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen))))
             return -1;
         /* down(gelu(gate) * up): one launch where the int8 product folds the activation in */
         int rc = op_matmul_geglu(o, &L->down, b->g, hp->n_ff, b->u, 0, hp->n_ff, b->o, d, T, err, errlen);
@@ -316,16 +308,12 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
         if (l + 1 < hp->n_layer) {
             const layer_weights *N = &m->layers[l + 1];
             mm_out nq[3] = { { &N->q, b->q, qd }, { &N->k, b->k, kd }, { &N->v, b->v, kd } };
-            norm_mm c2 = { b->o, L->post_ffw_norm, b->x, b->xn, N->attn_norm, 1.0f };
-            fused = op_norm_matmul(o, &c2, nq, 3, d, T, hp->eps, err, errlen);
-            if (fused < 0) return -1;
-            if (fused == 0) {
-                swap_mem(&b->x, &b->xn);
-                qkv_done = 1;
-            } else if (op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, N->attn_norm, b->xn, T, d, hp->eps, err,
-                                           errlen)) {
+            fused = fwd_norm_matmul(o, b, b->o, L->post_ffw_norm, 1.0f, N->attn_norm, nq, 3, d, T, hp->eps, err,
+                                    errlen);
+            qkv_done = fused == 0;
+            if (fused < 0 || (fused == 1 && op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, N->attn_norm, b->xn,
+                                                                 T, d, hp->eps, err, errlen)))
                 return -1;
-            }
         } else if (op_rmsnorm_add(o, b->o, L->post_ffw_norm, b->x, T, d, hp->eps, err, errlen)) {
             return -1;
         }

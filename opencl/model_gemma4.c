@@ -523,13 +523,6 @@ static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t 
 }
 
 /* gate and up of the dense MLP: one launch when the product kernels can share X */
-static void swap_mem(cl_mem *a, cl_mem *b)
-{
-    cl_mem t = *a;
-    *a = *b;
-    *b = t;
-}
-
 /* the Q/K/V products of a layer (Q only where the layer reads another's KV; Q and K where V is K) */
 static int qkv_outs(const g4_layer *L, const fwd_bufs *b, mm_out out[3])
 {
@@ -613,9 +606,9 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         int fused = 1;
         if (!g->n_expert && W->gate.cols % 32 == 0 && W->up.cols % 32 == 0) {
             mm_out gu[2] = { { &W->gate, b->g, L->n_ff }, { &W->up, b->u, L->n_ff } };
-            norm_mm c1 = { b->o, W->post_attn_norm, b->x, b->xn, W->ffn_norm, 1.0f };
-            if ((fused = op_norm_matmul(o, &c1, gu, 2, H, T, eps, err, errlen)) < 0) return -1;
-            if (fused == 0) swap_mem(&b->x, &b->xn);
+            if ((fused = fwd_norm_matmul(o, b, b->o, W->post_attn_norm, 1.0f, W->ffn_norm, gu, 2, H, T, eps, err,
+                                         errlen)) < 0)
+                return -1;
         }
         if (fused == 1 && (op_norm_chain(o, &pa, T, H, eps, err, errlen) || gate_up(o, G, W, b, H, L->n_ff, T, err, errlen)))
             return -1;
@@ -639,9 +632,8 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
             fused = 1;
             if (!ff.x2 && !ff.wt) {
                 mm_out ig = { &L->inp_gate, b->ext[X_PLE_GATE], P };
-                norm_mm c0 = { ff.x, ff.wx, b->x, b->xn, NULL, 1.0f };
-                if ((fused = op_norm_matmul(o, &c0, &ig, 1, H, T, eps, err, errlen)) < 0) return -1;
-                if (fused == 0) swap_mem(&b->x, &b->xn);
+                if ((fused = fwd_norm_matmul(o, b, ff.x, ff.wx, 1.0f, NULL, &ig, 1, H, T, eps, err, errlen)) < 0)
+                    return -1;
             }
             if (fused == 1 && (op_norm_chain(o, &ff, T, H, eps, err, errlen) ||
                                g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen)))
@@ -661,12 +653,10 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         if (l + 1 < NL && !tail->x2 && !tail->wt) {
             mm_out nq[3];
             int n = qkv_outs(&g->L[l + 1], b, nq);
-            norm_mm c2 = { tail->x, tail->wx, b->x, b->xn, g->L[l + 1].w.attn_norm, L->out_scale };
-            if ((fused = op_norm_matmul(o, &c2, nq, n, H, T, eps, err, errlen)) < 0) return -1;
-            if (fused == 0) {
-                swap_mem(&b->x, &b->xn);
-                qkv_done = 1;
-            }
+            if ((fused = fwd_norm_matmul(o, b, tail->x, tail->wx, L->out_scale, g->L[l + 1].w.attn_norm, nq, n, H, T,
+                                         eps, err, errlen)) < 0)
+                return -1;
+            qkv_done = fused == 0;
         }
         if (fused == 1) {
             if (l + 1 < NL) {

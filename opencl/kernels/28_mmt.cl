@@ -114,6 +114,16 @@ kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k,
         if (r + 1 < n_rows) (y)[r + 1] = v1;                                                      \
     }
 
+/* the group's tile into Y: token rows tok0 + .. (ntok of them), rows r0 + .. (n_rows) */
+#define MMT_STORE_TILE                                                                            \
+    for (int i = 0; i < 4; i++)                                                                   \
+        for (int h = 0; h < 2; h++) {                                                             \
+            uint tk = tok0 + wt * 64 + 16 * i + 8 * h + g;                                        \
+            if (tk >= ntok) continue;                                                             \
+            global float *y = Y + (size_t)tk * ldy;                                               \
+            MMT_STORE_ROW(y)                                                                      \
+        }
+
 #define DEFINE_MMT(T)                                                                             \
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
 void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global const uint4 *Xh,  \
@@ -131,13 +141,7 @@ void mmt_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global 
         wp[i] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                            \
     }                                                                                             \
     MMT_MAIN(T)                                                                                   \
-    for (int i = 0; i < 4; i++)                                                                   \
-        for (int h = 0; h < 2; h++) {                                                             \
-            uint tk = tok0 + wt * 64 + 16 * i + 8 * h + g;                                        \
-            if (tk >= ntok) continue;                                                             \
-            global float *y = Y + (size_t)tk * ldy;                                               \
-            MMT_STORE_ROW(y)                                                                      \
-        }                                                                                         \
+    MMT_STORE_TILE                                                                                \
 }
 
 /* Expert products on the tiles (prefill MoE): group (q, row tile) takes expert tiles[q].x's rows
@@ -230,13 +234,7 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
         cur = cur == MMTA_STAGES - 1 ? 0 : cur + 1;
         nb = nb == MMTA_STAGES - 1 ? 0 : nb + 1;
     }
-    for (int i = 0; i < 4; i++)
-        for (int h = 0; h < 2; h++) {
-            uint tk = tok0 + wt * 64 + 16 * i + 8 * h + g;
-            if (tk >= ntok) continue;
-            global float *y = Y + (size_t)tk * ldy;
-            MMT_STORE_ROW(y)
-        }
+    MMT_STORE_TILE
 }
 
 /* weight rows to f16 rows of k halves (mmta's operand): item (piece u of 8 values, row r) */
