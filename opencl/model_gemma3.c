@@ -256,8 +256,10 @@ void fwd_bufs_destroy(fwd_bufs *b)
     for (size_t i = 0; i < sizeof b->ext / sizeof *b->ext; i++) rel(&b->ext[i]);
 }
 
+/* norm, RoPE and the cache write of the raw Q/K/V, then attention (one launch for a decode batch
+ * on NVIDIA) */
 static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t l, const fwd_args *a,
-                     char *err, size_t errlen)
+                     cl_mem freq, char *err, size_t errlen)
 {
     const model_hparams *hp = &m->hp;
     kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
@@ -265,7 +267,9 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t
                       b->part_elems, hp->head_dim };
     attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, m->layers[l].is_swa ? (int)hp->window : 0,
                       hp->attn_scale, hp->attn_softcap, &kk, &vv };
-    return op_attention_batch(o, &ab, &al, err, errlen);
+    const layer_weights *L = &m->layers[l];
+    qkv_raw raw = { b->k, b->v, L->q_norm, L->k_norm, freq, 1, 0, hp->eps, hp->head_dim };
+    return op_qkv_attention(o, &raw, &ab, &al, err, errlen);
 }
 
 int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
@@ -280,14 +284,11 @@ int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_a
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const layer_weights *L = &m->layers[l];
         cl_mem freq = L->is_swa ? m->freq_local : m->freq_global;
-        kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
         mm_out qkv[3] = { { &L->q, b->q, qd }, { &L->k, b->k, kd }, { &L->v, b->v, kd } };
         mm_out gu[2] = { { &L->gate, b->g, hp->n_ff }, { &L->up, b->u, hp->n_ff } };
         /* xn holds attn_norm(x) here: from the embedding or from the previous layer's fused add+norm */
         if ((!qkv_done && op_matmul_multi(o, qkv, 3, b->xn, d, T, err, errlen)) ||
-            op_qkv_rope(o, b->q, b->k, b->v, T, hp->n_head, hp->n_kv, hp->head_dim, L->q_norm, L->k_norm, 1, 0,
-                        hp->eps, freq, hp->head_dim, b->pos, b->seq, &kk, &vv, err, errlen) ||
-            attention(m, o, b, kv, l, a, err, errlen) ||
+            attention(m, o, b, kv, l, a, freq, err, errlen) ||
             op_matmul(o, &L->o, b->att, qd, b->o, d, T, err, errlen))
             return -1;
         qkv_done = 0;

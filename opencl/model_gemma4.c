@@ -492,8 +492,10 @@ int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, s
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
+/* r: the layer's raw projections when it has its own K/V (norm, RoPE and the cache write go with
+ * the attention: one launch for a decode batch on NVIDIA) */
 static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4_layer *L, const fwd_args *a,
-                     char *err, size_t errlen)
+                     const qkv_raw *r, char *err, size_t errlen)
 {
     const model_hparams *hp = &m->hp;
     kv_view kk = kv_layer_k(kv, L->kv_src), vv = kv_layer_v(kv, L->kv_src);
@@ -502,7 +504,7 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4
                       b->part_elems, hp->head_dim };
     attn_layer al = { L->nh, L->nkv, L->hd, L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap,
                       &kk, &vv };
-    return op_attention_batch(o, &ab, &al, err, errlen);
+    return r ? op_qkv_attention(o, r, &ab, &al, err, errlen) : op_attention_batch(o, &ab, &al, err, errlen);
 }
 
 /* The experts of an MoE layer: X_MOE (router input, pre-normed by the post-attention chain) -> router ->
@@ -581,16 +583,11 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
                                     : op_matmul_multi(o, qkv, nqkv, b->xn, H, T, err, errlen)))
             return -1;
         qkv_done = 0;
-        if (L->has_kv) {
-            kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
-            /* K = V layers: V is the raw K projection (normalised without weight, no RoPE) */
-            if (op_qkv_rope(o, b->q, b->k, W->v.buf ? b->v : b->k, T, L->nh, L->nkv, L->hd, W->q_norm, W->k_norm, 1,
-                            2, eps, freq, L->rot, b->pos, b->seq, &kk, &vv, err, errlen))
-                return -1;
-        } else if (op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL, err,
-                                errlen)) {
+        /* K = V layers: V is the raw K projection (normalised without weight, no RoPE) */
+        qkv_raw raw = { b->k, W->v.buf ? b->v : b->k, W->q_norm, W->k_norm, freq, 1, 2, eps, L->rot };
+        if (!L->has_kv &&
+            op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL, err, errlen))
             return -1;
-        }
         /* x += norm(o)·post_attn; xn = norm(x)·ffn_norm (MoE: also the router's and the experts' inputs) */
         norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .res = b->x, .scale = 1.0f,
                           .out = { { W->ffn_norm, b->xn } }, .nout = 1 };
@@ -599,7 +596,8 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
             pa.out[2] = (norm_out){ L->pre_ffw_norm_2, b->ext[X_H2] };
             pa.nout = 3;
         }
-        if (attention(m, o, b, kv, L, a, err, errlen) || op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen))
+        if (attention(m, o, b, kv, L, a, L->has_kv ? &raw : NULL, err, errlen) ||
+            op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen))
             return -1;
         /* dense MLP: the chain inside the gate/up decode product where it can (the new x lands in
          * xn's buffer; the two swap) */

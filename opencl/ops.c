@@ -26,6 +26,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMTA] = "mmta (tiles, cp.async)", [K_DEQH] = "deqh (weights to f16)",
     [K_ATTN_FA] = "attn_fa (tensor cores, cp.async)",
     [K_MMQ8S] = "mmq8s (int8 tensor cores, cp.async)",
+    [K_MMQ8P] = "mmq8p (int8 tensor cores, per-warp cp.async)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -123,6 +124,10 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         (!(o->attn_dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen))))
         return -1;
+    if (o->attn_dec[0] && !ops_env_on("CLGEMMA_NO_ATTN_DECQ") &&
+        (!(o->attn_decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
+         !(o->attn_decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
+        return -1;
     /* keys per split-KV chunk at least: attn_dec's 8 warps take 32 keys per round, and a span in
      * one chunk needs no merge (H200 31B decode at 64-96 keys: 100.8 tok/s with chunks of 32,
      * 105.2 of 64, 107.2 of 128; at 1024 keys 98.8 -> 102.2); CLGEMMA_ATTN_MIN_CHUNK overrides */
@@ -194,9 +199,13 @@ void ops_destroy(ops *o)
     }
     if (o->q8x) clReleaseKernel(o->q8x);
     if (o->mmq8s) clReleaseKernel(o->mmq8s);
+    for (int nt = 0; nt < 2; nt++)
+        if (o->mmq8p[nt]) clReleaseKernel(o->mmq8p[nt]);
     if (o->mvq_xq) clReleaseKernel(o->mvq_xq);
     for (int i = 0; i < 2; i++)
         if (o->attn_dec[i]) clReleaseKernel(o->attn_dec[i]);
+    for (int i = 0; i < 2; i++)
+        if (o->attn_decq[i]) clReleaseKernel(o->attn_decq[i]);
     for (int i = 0; i < 3; i++)
         if (o->fa[i]) clReleaseKernel(o->fa[i]);
     if (o->xq) clReleaseMemObject(o->xq);
@@ -246,7 +255,7 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
     va_end(ap);
     size_t g[3];
     for (int i = 0; i < dims; i++) g[i] = lws ? (gws[i] + lws[i] - 1) / lws[i] * lws[i] : gws[i];
-    if (kind != K_MVQG && kind != K_MMQ8 && kind != K_MMQ8S) o->xq_of = NULL; /* xq may be rewritten, or X itself */
+    if (kind != K_MVQG && kind != K_MMQ8 && kind != K_MMQ8S && kind != K_MMQ8P) o->xq_of = NULL; /* xq may be rewritten, or X itself */
     cl_event ev = NULL;
     cl_int e = clEnqueueNDRangeKernel(o->rt->q, k, (cl_uint)dims, NULL, g, lws, 0, NULL,
                                       o->rt->profiling ? &ev : NULL);

@@ -42,6 +42,7 @@ enum op_kernel {
     K_MMTA, K_DEQH,   /* NVIDIA only: ops.mmta, ops.deqh */
     K_ATTN_FA,        /* NVIDIA only: ops.fa */
     K_MMQ8S,          /* NVIDIA only: ops.mmq8s */
+    K_MMQ8P,          /* NVIDIA only: ops.mmq8p */
     K_COUNT
 };
 
@@ -77,6 +78,9 @@ typedef struct ops {
                               * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
     cl_kernel mmq8s;         /* q4_k at 5-8 tokens with weights staged by cp.async (NULL with CLGEMMA_NO_MMQ8S) */
+    cl_kernel mmq8p[2];      /* q4_k at 5-8 / 9-16 tokens with a per-warp cp.async ring (NULL with CLGEMMA_NO_MMQ8P) */
+    size_t mmq8p_wg[2];
+    uint32_t mmq8p_stages;   /* units in flight per warp (CLGEMMA_MMQ8P_STAGES, 2-4) */
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
     size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
@@ -101,6 +105,8 @@ typedef struct ops {
     uint32_t attn_min_chunk; /* keys per split-KV chunk at least (OPS_ATTN_MIN_CHUNK unless measuring) */
     cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA;
                               * NULL with CLGEMMA_NO_ATTN_DEC) */
+    cl_kernel attn_decq[2];  /* the same from the raw Q/K/V of a decode batch (qkv_rope inside; NULL
+                              * with CLGEMMA_NO_ATTN_DECQ) */
     int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
     int act_int8;            /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
                               * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
@@ -256,6 +262,16 @@ typedef struct attn_batch {
 /* attention of a whole batch: runs of >= OPS_FLASH_MIN_RUN tokens of one sequence on the flash
  * kernel where the device has it, everything else on the split-KV kernels */
 int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
+/* a layer's raw projections and op_qkv_rope's other arguments (b->q is the raw Q) */
+typedef struct qkv_raw {
+    cl_mem k, v, qw, kw, freq;
+    int qk_norm, v_norm;
+    float eps;
+    uint32_t rot;
+} qkv_raw;
+/* op_qkv_rope then op_attention_batch; one launch (attn_decq) for a decode batch of 1-4 tokens (one
+ * per sequence, b->h_seq given) on NVIDIA, which leaves b->q raw */
+int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
 /* flash kernel available for this head shape */
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
 /* tokens [t0, t0+ntok), one sequence at consecutive positions, on the flash kernel; span: the

@@ -6,15 +6,17 @@
 #include "ops_int.h"
 
 
-int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
-                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem part_cnt, cl_mem out, char *err, size_t errlen)
+/* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
+static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                           const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                           float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
+                           cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r, char *err, size_t errlen)
 {
     if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
-    cl_kernel dec = hd == 256 ? o->attn_dec[0] : hd == 512 ? o->attn_dec[1] : NULL;
+    int di = hd == 256 ? 0 : hd == 512 ? 1 : -1;
+    cl_kernel dec = di < 0 ? NULL : r ? o->attn_decq[di] : o->attn_dec[di];
     if (dec) { /* one warp per run of keys (41_attn_dec.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
@@ -25,11 +27,23 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
             return -1;
         cl_mem xq = q8 || q8x ? o->xq : out, xqs = q8 || q8x ? o->xqs : out;
         uint32_t xq_ntok = q8 || q8x ? ntok : 0;
-        if (ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, err, errlen, 25, A(Q), A(t0), A(nh),
-                       A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table),
-                       A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap), A(nchunk), A(chunk),
-                       A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok), A(tpad)))
-            return -1;
+        int rc;
+        if (r) {
+            cl_mem qw = r->qw ? r->qw : Q, kw = r->kw ? r->kw : Q;
+            rc = ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes + 4.0 * ntok * (nh + 2 * nkv) * hd,
+                            span * hd * 4.0, err, errlen, 34, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache),
+                            A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
+                            A(k->block_size), A(window), A(scale), A(softcap), A(nchunk), A(chunk), A(part_acc),
+                            A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok), A(tpad), A(r->k), A(r->v),
+                            A(qw), A(kw), A(r->qk_norm), A(r->v_norm), A(r->eps), A(r->freq), A(r->rot));
+        } else {
+            rc = ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, err, errlen, 25, A(Q), A(t0),
+                            A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
+                            A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
+                            A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs),
+                            A(xq_ntok), A(tpad));
+        }
+        if (rc) return -1;
         if (q8 || q8x) ops_xq_given(o, out, ntok, qk);
         return 0;
     }
@@ -41,6 +55,15 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                       A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), LOCAL(hd * sizeof(float)),
                       LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float)),
                       LOCAL(OPS_ATTN_CHUNK * sizeof(cl_uint)));
+}
+
+int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
+                 cl_mem part_cnt, cl_mem out, char *err, size_t errlen)
+{
+    return attention_split(o, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, tok_seq, window, scale, softcap, nchunk,
+                           chunk, part_acc, part_ml, part_cnt, out, NULL, err, errlen);
 }
 
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
@@ -141,4 +164,29 @@ int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *e
         t = e;
     }
     return pend < b->ntok ? split_range(o, b, l, span, pend, b->ntok - pend, err, errlen) : 0;
+}
+
+int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l, char *err, size_t errlen)
+{
+    cl_kernel dq = l->hd == 256 ? o->attn_decq[0] : l->hd == 512 ? o->attn_decq[1] : NULL;
+    /* one launch where the whole batch is 1-4 decode tokens (one per sequence: no token attends
+     * to another's fresh key) in one split-KV slice. H200, 64 keys: 31B B=1 106.97 -> 108.14 tok/s,
+     * 26B-A4B 261.2 -> 270.6; at 16 tokens 31B lost 826 -> 818, so those keep qkv_rope */
+    int one = dq && b->h_seq && b->ntok <= 4 && r->rot % 2 == 0 && r->rot <= l->hd && l->nkv && l->nh % l->nkv == 0 &&
+              (r->qk_norm != 1 || (r->qw && r->kw));
+    for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];
+    uint32_t span = b->max_pos + 1, chunk = 0, nchunk = 0;
+    if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
+    if (one) {
+        ops_attn_split(o, span, b->ntok, l->nh, &chunk, &nchunk);
+        one = b->part_elems / ((size_t)l->nh * nchunk * b->part_hd) >= b->ntok;
+    }
+    if (one)
+        return attention_split(o, b->q, 0, b->ntok, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window,
+                               l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, r,
+                               err, errlen);
+    if (op_qkv_rope(o, b->q, r->k, r->v, b->ntok, l->nh, l->nkv, l->hd, r->qw, r->kw, r->qk_norm, r->v_norm, r->eps,
+                    r->freq, r->rot, b->pos, b->seq, l->k, l->v, err, errlen))
+        return -1;
+    return op_attention_batch(o, b, l, err, errlen);
 }

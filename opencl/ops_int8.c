@@ -52,6 +52,17 @@ int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
             }
         if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
         if (!ops_env_on("CLGEMMA_NO_MMQ8S") && !(o->mmq8s = rt_kernel(rt, "mmq8s_q4_k_1", err, errlen))) return -1;
+        for (int nt = 0; nt < 2 && !ops_env_on("CLGEMMA_NO_MMQ8P"); nt++) {
+            char name[32];
+            snprintf(name, sizeof name, "mmq8p_q4_k_%d", nt + 1);
+            if (!(o->mmq8p[nt] = rt_kernel(rt, name, err, errlen))) return -1;
+            clGetKernelWorkGroupInfo(o->mmq8p[nt], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
+                                     &o->mmq8p_wg[nt], NULL);
+        }
+        const char *ps = getenv("CLGEMMA_MMQ8P_STAGES");
+        /* two stages measured best (H200 31B at 16 tokens: 826 tok/s, three 773; local memory taken
+         * from L1, where the row groups of a compute unit share X) */
+        o->mmq8p_stages = ps && atoi(ps) >= 2 && atoi(ps) <= 4 ? (uint32_t)atoi(ps) : 2;
         const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
         o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
         /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
@@ -239,6 +250,21 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         if (ops_gather_multi(together ? outs : &outs[i], together ? n : 1, &a, err, errlen)) return -1;
         size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
+        if (w->type == GGML_TYPE_Q4_K && o->mmq8p[nt]) {
+            /* each warp's ring of stages (29_mmq8.cl MQP_STAGE), reused for the partial tiles */
+            size_t ring = (size_t)o->mmq8p_stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
+            size_t ks = o->mmq8_warps ? o->mmq8_warps
+                                      : ops_mmq_split_k(o, tiles, k / 32, o->mmq8p_wg[nt], ring, 16);
+            size_t lws = 32 * ks, gws = tiles * lws;
+            if (ops_launch(o, K_MMQ8P, o->mmq8p[nt], 1, &gws, &lws,
+                           a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
+                           err, errlen, 21, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
+                           A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
+                           A(a.ld[2]), A(k), A(o->xq), A(o->xqs), A(ntok), A(o->mmq8p_stages), LOCAL(ks * ring)))
+                return -1;
+            if (together) break;
+            continue;
+        }
         /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at
          * 16 tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
         size_t ks = o->mmq8_warps ? o->mmq8_warps

@@ -121,6 +121,19 @@ inline void mmq8_ld_q5_0(global const uchar *row, int u, int t, uint2 *q, float 
     mw[0] = 16.0f * dw[0]; mw[1] = 16.0f * dw[1];
 }
 
+/* warp 0's finished tiles acc[MT_][NT_] into Y (rows past n_rows and tokens past ntok dropped):
+ * c0, c1 are row g, tokens 2t, 2t + 1; c2, c3 row g + 8 */
+#define MMQ8_STORE(MT_, NT_)                                                                      \
+    for (int i = 0; i < (MT_); i++)                                                               \
+        for (int j = 0; j < (NT_); j++)                                                           \
+            for (int h = 0; h < 2; h++) {                                                         \
+                uint r = r0 + 16 * i + 8 * h + g, tk = 8 * j + 2 * t;                             \
+                if (r >= n_rows) continue;                                                        \
+                float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
+                if (tk < ntok) Y[(size_t)tk * ldy + r] = v0;                                      \
+                if (tk + 1 < ntok) Y[(size_t)(tk + 1) * ldy + r] = v1;                            \
+            }
+
 /* NT token tiles of 8 (tpad = 8 * NT); part: MMQ8_MT * NT * 4 floats per item when nw > 1. Up to
  * three matrices of X (Q/K/V, gate/up) in one launch: groups number their rows across them, and a
  * group's 32 rows lie in one matrix (the host passes several only when each has a multiple of 32). */
@@ -194,16 +207,7 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                         acc[i][j] += vload4((i * NT + j) * L + 32 * w + lane, part);              \
     }                                                                                             \
     if (warp != 0) return;                                                                        \
-    /* c0, c1: row g, tokens 2t, 2t + 1; c2, c3: row g + 8 */                                     \
-    for (int i = 0; i < MMQ8_MT; i++)                                                             \
-        for (int j = 0; j < NT; j++)                                                              \
-            for (int h = 0; h < 2; h++) {                                                         \
-                uint r = r0 + 16 * i + 8 * h + g, tk = 8 * j + 2 * t;                             \
-                if (r >= n_rows) continue;                                                        \
-                float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
-                if (tk < ntok) Y[(size_t)tk * ldy + r] = v0;                                      \
-                if (tk + 1 < ntok) Y[(size_t)(tk + 1) * ldy + r] = v1;                            \
-            }                                                                                     \
+    MMQ8_STORE(MMQ8_MT, NT)                                                                       \
 }
 
 DEFINE_MMQ8(q4_k, 1, mma8_u8)
@@ -321,5 +325,149 @@ void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,
 }
 
 DEFINE_MMQ8S(1, 1)
+
+/* --- q4_k with a per-warp cp.async ring (mmq8p) ---------------------------------------------
+ * mmq8's warp loads a unit's nibbles, scales and X into registers and waits on them before its
+ * mmas: one unit in flight per warp, ~10-20 warps per compute unit (31B at 16 tokens: ~1 TB/s of
+ * weights, while -DMMQ8_EXP=3 without HBM traffic still took two thirds of the time). Here each
+ * warp keeps nst units in flight in its own slice of local memory, filled by cp.async: the 32 rows'
+ * scale headers (16 bytes each) and nibbles (32 bytes each), the unit's int8 X (64 bytes a token)
+ * and its X scales. Only warp barriers inside the loop; grid, split of k across warps and arithmetic
+ * are mmq8's. The slice is reused for the partial tiles at the end.
+ * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
+ * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
+
+#define MQP_STAGE(tpad, MT) (768 * (MT) + 80 * (tpad)) /* bytes per stage: headers, nibbles, X, X scales */
+
+inline void bar_warp(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }
+inline void cp_async_wait0(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+#ifndef MQP_X_CA
+#define MQP_X_CA 1 /* X by cp.async.ca (through L1: every row group of a compute unit reads the same X) */
+#endif
+inline void cp_async16_x(local uint4 *dst, global const uint4 *src)
+{
+#if MQP_X_CA
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)dst), "l"((ulong)src) : "memory");
+#else
+    cp_async16(dst, src);
+#endif
+}
+
+/* issue unit u's copies into stage buffer st: RR = 16 * MT rows (lane l copies rows l, l + 32),
+ * then the unit's X and X scales */
+inline void mqp_issue(local uchar *st, int u, int lane, int RR, global const uchar *wrow, uint wstep, uint k,
+                      uint tpad, global const uint *Xq, global const float4 *Xs)
+{
+    local uint4 *hd = (local uint4 *)st, *nb = hd + RR, *xq = nb + 2 * RR, *xs = xq + 4 * tpad;
+    for (int r = lane; r < RR; r += 32, wrow += wstep) {
+        global const uchar *b = wrow + (u >> 2) * 144;
+        cp_async16(hd + r, (global const uint4 *)b);
+        global const uint4 *n = (global const uint4 *)(b + 16 + 32 * (u & 3));
+        cp_async16(nb + 2 * r, n);
+        cp_async16(nb + 2 * r + 1, n + 1);
+    }
+    for (uint c = lane; c < 4 * tpad; c += 32) {
+        uint tok = c >> 2, ch = c & 3;
+        cp_async16_x(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)), (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
+    }
+    if (lane < tpad) cp_async16_x(xs + lane, (global const uint4 *)(Xs + (size_t)u * tpad + lane));
+}
+
+#define DEFINE_MMQ8P(NT, MT)                                                                          \
+kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,  \
+                            global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1, \
+                            global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
+                            uint k, global const uint *Xq, global const float4 *Xs, uint ntok,     \
+                            uint nst, local uint4 *ring16)                                        \
+{                                                                                                 \
+    int lid = get_local_id(0), L = get_local_size(0);                                             \
+    int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
+    uint r0 = get_group_id(0) * (16 * MT), tpad = 8 * NT, SB = MQP_STAGE(8 * NT, MT);        \
+    global const uchar *W = W0;                                                                   \
+    global float *Y = Y0;                                                                         \
+    uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
+    if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }  \
+    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
+    /* this lane's rows: r0 + lane (and r0 + lane + 32 at MT = 4, clamped alike: rows past the end \
+     * repeat the last one, 32 rows on) */                                                        \
+    global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes;                \
+    uint wstep = (uint)((min(r0 + lane + 32, n_rows - 1) - min(r0 + lane, n_rows - 1)) * row_bytes); \
+    local uchar *ring = (local uchar *)ring16;                                                    \
+    local uchar *mine = ring + (size_t)warp * nst * SB;                                           \
+    float4 acc[MT][NT];                                                                      \
+    for (int i = 0; i < MT; i++)                                                             \
+        for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
+    int nu = (int)(k / 64), ni = warp < nu ? (nu - warp + nw - 1) / nw : 0;                       \
+    for (int si = 0; si < (int)nst - 1; si++) {                                                   \
+        if (si < ni) mqp_issue(mine + si * SB, warp + si * nw, lane, 16 * MT, wrow, wstep, k, tpad, Xq, Xs);       \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    const uint M = 0x0F0F0F0Fu;                                                                   \
+    for (int i = 0; i < ni; i++) {                                                                \
+        /* stage i landed (nst - 2 younger groups may still be in flight) */                      \
+        if (nst == 2) cp_async_wait0(); else if (nst == 3) cp_async_wait1(); else cp_async_wait2(); \
+        bar_warp(); /* every lane's copies visible, and stage i - 1 (refilled next) read by all */ \
+        if (i + (int)nst - 1 < ni)                                                                \
+            mqp_issue(mine + ((i + nst - 1) % nst) * SB, warp + (i + nst - 1) * nw, lane, 16 * MT, wrow, wstep, k, tpad, Xq, Xs); \
+        cp_async_commit();                                                                        \
+        local const uchar *st = mine + (i % nst) * SB;                                            \
+        local const uint4 *hd = (local const uint4 *)st;                                          \
+        local const uint2 *nb = (local const uint2 *)(st + 256 * MT);                             \
+        local const uint2 *xq = (local const uint2 *)(st + 768 * MT);                             \
+        local const float4 *xsl = (local const float4 *)(st + 768 * MT + 64 * tpad);              \
+        int u = warp + i * nw, p = u & 3;                                                         \
+        uint2 xb[NT][2];                                                                          \
+        float4 xs[NT][2];                                                                         \
+        for (int j = 0; j < NT; j++)                                                              \
+            for (int s = 0; s < 2; s++) {                                                         \
+                int tok = 8 * j + g, ch = (2 * s + (t >> 1)) ^ (((tok >> 1) & 1) << 1);           \
+                xb[j][s] = xq[tok * 8 + ch * 2 + (t & 1)];                                        \
+                xs[j][s] = xsl[s * (tpad / 2) + 4 * j + t];                                       \
+            }                                                                                     \
+        /* one row tile at a time: its nibbles and scales live only for its own mmas */           \
+        for (int a = 0; a < MT; a++) {                                                            \
+            uint2 q[2][2];                                                                        \
+            float dw[2][2], mw[2][2];                                                             \
+            for (int h = 0; h < 2; h++) {                                                         \
+                int row = 16 * a + 8 * h + g;                                                     \
+                uint4 hh = hd[row];                                                               \
+                uint2 w = nb[row * 4 + t];                                                        \
+                q[h][0] = (uint2)(w.x & M, w.y & M);                                              \
+                q[h][1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);                                \
+                q4k_scale_min(hh, 2 * p, &dw[h][0], &mw[h][0]);                                   \
+                q4k_scale_min(hh, 2 * p + 1, &dw[h][1], &mw[h][1]);                               \
+            }                                                                                     \
+            for (int s = 0; s < 2; s++)                                                           \
+                for (int j = 0; j < NT; j++) {                                                    \
+                    int4 c = mma8_u8(q[0][s].x, q[1][s].x, q[0][s].y, q[1][s].y, xb[j][s].x, xb[j][s].y); \
+                    float4 x = xs[j][s];                                                          \
+                    float d0 = dw[0][s], d1 = dw[1][s], m0 = mw[0][s], m1 = mw[1][s];             \
+                    acc[a][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                            \
+                    acc[a][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                            \
+                    acc[a][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                            \
+                    acc[a][j].w += (float)c.w * (d1 * x.z) - m1 * x.w;                            \
+                }                                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+    cp_async_wait0();                                                                             \
+    if (nw > 1) { /* the other warps' partial tiles into warp 0's, through the (idle) ring */     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        local float4 *part = (local float4 *)ring;                                                \
+        for (int a = 0; a < MT; a++)                                                         \
+            for (int j = 0; j < NT; j++) part[(a * NT + j) * L + lid] = acc[a][j];                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        if (warp == 0)                                                                            \
+            for (int w = 1; w < nw; w++)                                                          \
+                for (int a = 0; a < MT; a++)                                                 \
+                    for (int j = 0; j < NT; j++) acc[a][j] += part[(a * NT + j) * L + 32 * w + lane]; \
+    }                                                                                             \
+    if (warp != 0) return;                                                                        \
+    MMQ8_STORE(MT, NT)                                                                            \
+}
+
+/* MT = 4 (64 rows per warp, X read half as often per weight byte) measured slower: 138 registers,
+ * 31B at 16 tokens 759 tok/s against 825 */
+DEFINE_MMQ8P(1, 2)
+DEFINE_MMQ8P(2, 2)
 
 #endif /* CLG_NVIDIA */

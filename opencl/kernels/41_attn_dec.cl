@@ -44,14 +44,68 @@ inline void attn_dec_q8(global float *orow, uint t, uint h, uint nh, uint hd, gl
     if (lid % 8 == 0) xds[bi] = d;
 }
 
-inline void attn_dec_body(const int DPL, global const float *Q, uint t0, uint nh, uint nkv, uint hd,
-                          global const half *Kc, global const half *Vc, global const int *tok_pos,
+/* f32 rounded through f16, the cache's precision (round to nearest even, as vstore_half) */
+inline float round_f16(float x)
+{
+    float y;
+    asm("{ .reg .b16 h; cvt.rn.f16.f32 h, %1; cvt.f32.f16 %0, h; }" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* cos and sin of the rotation of the lane's DPL dims (dims DPL * lane ..) at position pos, for the
+ * first rot dims (freq: rot / 2 inverse frequencies); computed once for the query and the key */
+inline void attn_fresh_rot(const int DPL, global const float *freq, uint rot, int pos, int lane, float *rc, float *rs)
+{
+    uint half_rot = rot / 2;
+    for (int i = 0; i < DPL; i++) {
+        uint d = lane * DPL + i, j = d < half_rot ? d : d - half_rot;
+        rs[i] = d < rot ? sincos((float)pos * freq[j], &rc[i]) : 0.0f;
+        if (d >= rot) rc[i] = 1.0f;
+    }
+}
+
+/* The lane's DPL values of a head row straight from its projection, as qkv_rope makes them:
+ * RMS-normed over the row (norm 1: times w, 2: without), the first rot dims rotated by (rc, rs)
+ * (the partner dim is reread, not shuffled) */
+inline void attn_fresh_row(const int DPL, global const float *src, global const float *w, int norm, float eps,
+                           uint rot, uint hd, int lane, const float *rc, const float *rs, float *out)
+{
+    int d0 = lane * DPL;
+    float ss = 0.0f, pv[16];
+    uint half_rot = rot / 2;
+    for (int i = 0; i < DPL; i++) {
+        uint d = d0 + i, pd = d < half_rot ? d + half_rot : d - half_rot;
+        out[i] = src[d];
+        pv[i] = d < rot ? src[pd] * (norm == 1 ? w[pd] : 1.0f) : 0.0f;
+        ss += out[i] * out[i];
+    }
+    float inv = 1.0f;
+    if (norm) {
+        for (int m = 16; m > 0; m >>= 1) ss += shfl_xor_f(ss, m);
+        inv = rsqrt(ss / (float)hd + eps);
+    }
+    for (int i = 0; i < DPL; i++) {
+        uint d = d0 + i;
+        float a = out[i] * inv * (norm == 1 ? w[d] : 1.0f), b = pv[i] * inv;
+        out[i] = d >= rot ? a : d < half_rot ? a * rc[i] - b * rs[i] : b * rs[i] + a * rc[i];
+    }
+}
+
+/* fresh (attn_decq): Q, Kn and Vn are the raw projections of a decode batch (one token per
+ * sequence): every warp norms and rotates its query row itself, keys before pos come from the
+ * cache, and in the chunk holding pos the last warp takes the token's own key and value from Kn /
+ * Vn before its cached keys; one group per (token, KV head) also writes them to the cache. This is
+ * qkv_rope's work without its launch. */
+inline void attn_dec_body(const int DPL, const int fresh, global const float *Q, uint t0, uint nh, uint nkv, uint hd,
+                          global half *Kc, global half *Vc, global const int *tok_pos,
                           global const int *tok_seq, global const int *block_table, uint max_blocks,
                           uint block_size, int window, float scale, float softcap, uint nchunk, uint chunk,
                           global float *part_acc, global float *part_ml, global uint *cnt, global float *out,
                           global uint *xq, global float *xds, uint xq_ntok, uint tpad, local float *wml,
                           local float *wacc,
-                          local float *sc, local float *red, local int *is_last)
+                          local float *sc, local float *red, local int *is_last, global const float *Kn,
+                          global const float *Vn, global const float *qw, global const float *kw, int qk_norm,
+                          int v_norm, float eps, global const float *freq, uint rot)
 {
     uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -61,14 +115,47 @@ inline void attn_dec_body(const int DPL, global const float *Q, uint t0, uint nh
     size_t th = (size_t)tl * nh + h, pidx = th * nchunk + c;
     uint kh = h / (nh / nkv);
     global const float *qr = Q + ((size_t)t * nh + h) * hd + lane * DPL;
-    float q[16], acc[16];
-    for (int i = 0; i < DPL; i += 4) {
-        float4 v = vload4(0, qr + i) * scale;
-        q[i] = v.x; q[i + 1] = v.y; q[i + 2] = v.z; q[i + 3] = v.w;
+    float q[16], acc[16], rc[16], rs[16];
+    if (fresh) {
+        attn_fresh_rot(DPL, freq, rot, pos, lane, rc, rs);
+        attn_fresh_row(DPL, Q + ((size_t)t * nh + h) * hd, qw, qk_norm, eps, rot, hd, lane, rc, rs, q);
+        for (int i = 0; i < DPL; i++) q[i] *= scale;
+    } else {
+        for (int i = 0; i < DPL; i += 4) {
+            float4 v = vload4(0, qr + i) * scale;
+            q[i] = v.x; q[i + 1] = v.y; q[i + 2] = v.z; q[i + 3] = v.w;
+        }
     }
+    /* fresh: the chunk holding pos takes that key from Kn (the last warp, first) */
+    int has_new = fresh && c0 <= pos && c1 == pos + 1;
+    if (has_new) c1 = pos;
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
     global const int *bt = block_table + (size_t)tok_seq[t] * max_blocks;
     float m = -INFINITY, l = 0.0f;
+    if (has_new && warp == ATTN_DEC_W - 1) {
+        float kn[16], vn[16];
+        size_t row = ((size_t)t * nkv + kh) * hd;
+        attn_fresh_row(DPL, Kn + row, kw, qk_norm, eps, rot, hd, lane, rc, rs, kn);
+        attn_fresh_row(DPL, Vn + row, kw, v_norm ? 2 : 0, eps, 0, hd, lane, rc, rs, vn);
+        float d = 0.0f;
+        for (int i = 0; i < DPL; i++) {
+            kn[i] = round_f16(kn[i]);
+            vn[i] = round_f16(vn[i]);
+            d += q[i] * kn[i];
+        }
+        if (h % (nh / nkv) == 0) { /* the one writer of this (token, KV head) */
+            size_t off = (((size_t)bt[pos / block_size] * nkv + kh) * block_size + pos % block_size) * hd + lane * DPL;
+            for (int i = 0; i < DPL; i++) {
+                vstore_half(kn[i], off + i, Kc);
+                vstore_half(vn[i], off + i, Vc);
+            }
+        }
+        for (int sh = 16; sh > 0; sh >>= 1) d += shfl_xor_f(d, sh);
+        if (softcap > 0.0f) d = softcap * tanh(d / softcap);
+        m = d; /* the warp's first key */
+        l = 1.0f;
+        for (int i = 0; i < DPL; i++) acc[i] = vn[i];
+    }
     for (int j0 = c0 + warp * ATTN_DEC_KU; j0 < c1; j0 += ATTN_DEC_W * ATTN_DEC_KU) { /* uniform per warp */
         uint4 kw[ATTN_DEC_KU][2], vw[ATTN_DEC_KU][2];
         for (int i = 0; i < ATTN_DEC_KU; i++) {
@@ -166,12 +253,37 @@ void attn_dec_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, 
     local float wml[2 * ATTN_DEC_W], wacc[ATTN_DEC_W * 32 * DPL], sc[ATTN_MAX_CHUNK],            \
         red[32 * ATTN_DEC_W];                                                                     \
     local int is_last;                                                                            \
-    attn_dec_body(DPL, Q, t0, nh, nkv, hd, Kc, Vc, tok_pos, tok_seq, block_table, max_blocks,     \
+    attn_dec_body(DPL, 0, Q, t0, nh, nkv, hd, (global half *)Kc, (global half *)Vc, tok_pos, tok_seq, \
+                  block_table, max_blocks, block_size, window, scale, softcap, nchunk, chunk, part_acc, \
+                  part_ml, cnt, out, xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last, Q, Q, Q, Q, 0, \
+                  0, 0.0f, Q, 0);                                                                 \
+}
+
+/* attn_decq_DPL: the same from the raw projections (fresh, above), with qkv_rope's arguments after
+ * attn_dec's */
+#define DEFINE_ATTN_DECQ(DPL)                                                                     \
+kernel __attribute__((reqd_work_group_size(32 * ATTN_DEC_W, 1, 1)))                              \
+void attn_decq_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global half *Kc,  \
+                     global half *Vc, global const int *tok_pos, global const int *tok_seq,       \
+                     global const int *block_table, uint max_blocks, uint block_size, int window, \
+                     float scale, float softcap, uint nchunk, uint chunk, global float *part_acc, \
+                     global float *part_ml, global uint *cnt, global float *out, global uint *xq, \
+                     global float *xds, uint xq_ntok, uint tpad, global const float *Kn,          \
+                     global const float *Vn, global const float *qw, global const float *kw,      \
+                     int qk_norm, int v_norm, float eps, global const float *freq, uint rot)      \
+{                                                                                                 \
+    local float wml[2 * ATTN_DEC_W], wacc[ATTN_DEC_W * 32 * DPL], sc[ATTN_MAX_CHUNK],            \
+        red[32 * ATTN_DEC_W];                                                                     \
+    local int is_last;                                                                            \
+    attn_dec_body(DPL, 1, Q, t0, nh, nkv, hd, Kc, Vc, tok_pos, tok_seq, block_table, max_blocks,  \
                   block_size, window, scale, softcap, nchunk, chunk, part_acc, part_ml, cnt, out, \
-                  xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last);                          \
+                  xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last, Kn, Vn, qw, kw, qk_norm,  \
+                  v_norm, eps, freq, rot);                                                        \
 }
 
 DEFINE_ATTN_DEC(8)
 DEFINE_ATTN_DEC(16)
+DEFINE_ATTN_DECQ(8)
+DEFINE_ATTN_DECQ(16)
 
 #endif /* CLG_NVIDIA */

@@ -341,4 +341,66 @@ static inline void fixture_teardown(void)
     rt_destroy(&RT);
 }
 
+/* ---- rows, RoPE and cache helpers shared by the row and attention tests */
+
+static inline void fill_rows(float *x, uint32_t rows, uint32_t n)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        float s = (float)pow(10.0, urand() * 4 - 2); /* row scales 0.01 .. 100 */
+        for (uint32_t i = 0; i < n; i++) x[(size_t)r * n + i] = nrand() * s;
+    }
+}
+
+static inline float *make_freq(uint32_t rot, double base)
+{
+    float *f = malloc((rot / 2 + 1) * 4);
+    for (uint32_t i = 0; i < rot / 2; i++) f[i] = (float)pow(base, -2.0 * i / rot);
+    return f;
+}
+
+/* one row of hd values: optional RMS norm (times w), then NEOX rotation of pairs (i, i + rot/2) */
+static inline void norm_rope_ref(const float *x, const float *w, int norm, int has_w, double eps, const float *freq,
+                          uint32_t hd, uint32_t rot, int pos, double *y)
+{
+    double inv = 1.0;
+    if (norm) {
+        double ss = 0;
+        for (uint32_t i = 0; i < hd; i++) ss += (double)x[i] * x[i];
+        inv = 1.0 / sqrt(ss / hd + eps);
+    }
+    double b[1024];
+    for (uint32_t i = 0; i < hd; i++) b[i] = x[i] * inv * (norm && has_w ? w[i] : 1.0);
+    for (uint32_t i = 0; i < hd; i++) y[i] = b[i];
+    for (uint32_t i = 0; i < rot / 2; i++) {
+        double th = (double)pos * freq[i], c = cos(th), s = sin(th);
+        y[i] = b[i] * c - b[i + rot / 2] * s;
+        y[i + rot / 2] = b[i] * s + b[i + rot / 2] * c;
+    }
+}
+
+/* Rows (token, kv head) written to the paged cache as half: checks every written slot against ref
+ * and that every other half of the cache still holds the poison. */
+static inline void check_cache(const char *what, const paged *p, const uint16_t *cache, uint32_t ntok, const int32_t *pos,
+                        const int32_t *seq, const double *ref)
+{
+    size_t n = paged_elems(p), m = (size_t)ntok * p->nkv * p->hd;
+    char *written = calloc(n, 1);
+    float *got = malloc(m * 4);
+    for (uint32_t t = 0; t < ntok; t++)
+        for (uint32_t h = 0; h < p->nkv; h++) {
+            size_t at = paged_at(p, (uint32_t)seq[t], (uint32_t)pos[t], h);
+            for (uint32_t i = 0; i < p->hd; i++) {
+                written[at + i] = 1;
+                got[((size_t)t * p->nkv + h) * p->hd + i] = (float)h2d(cache[at + i]);
+            }
+        }
+    check_close(what, got, ref, m, TOL_HALF);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!written[i] && cache[i] != POISON16) { if (!bad) first = i; bad++; }
+    CHECK(bad == 0, "%s: %zu halves of the cache outside the token slots were written (first at %zu)", what, bad,
+          first);
+    free(written); free(got);
+}
+
 #endif

@@ -280,8 +280,10 @@ static void matmul_case(const golden *g, uint32_t ntok)
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
                  (O.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
-             q8m ? (g->type == GGML_TYPE_Q4_K && O.mmq8s && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async"
-                                                              : "mmq8, int8 tensor cores") : mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
+             q8m ? (g->type == GGML_TYPE_Q4_K && O.mmq8s && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
+                    g->type == GGML_TYPE_Q4_K && O.mmq8p[ntok > 8] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
+                                                                       "mmq8, int8 tensor cores") :
+             mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
              ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
     err[0] = 0;
     int rc = op_matmul(&O, &w, X, ldx, Y, ldy, ntok, err, sizeof err);
@@ -299,13 +301,18 @@ static void test_mv_all_types(void)
     size_t nn = sizeof ntoks / sizeof *ntoks - (OPS_MV_MAXT <= 8);
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < nn; j++) matmul_case(&G[i], ntoks[j]);
-    /* q4_k at 5-8 tokens again on mmq8 itself (the cp.async-staged mmq8s takes it by default) */
-    cl_kernel s8 = O.mmq8s;
+    /* q4_k again on the kernels the defaults pass over: mmq8p at 5-8 tokens (mmq8s takes them),
+     * then mmq8 itself at 5-16 (mmq8p takes 9-16) */
+    cl_kernel s8 = O.mmq8s, p8[2];
+    memcpy(p8, O.mmq8p, sizeof p8);
     const golden *q4 = golden_of(GGML_TYPE_Q4_K);
-    if (s8 && q4) {
+    if ((s8 || p8[1]) && q4) {
         O.mmq8s = NULL;
         for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
+        memset(O.mmq8p, 0, sizeof O.mmq8p);
+        for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
         O.mmq8s = s8;
+        memcpy(O.mmq8p, p8, sizeof p8);
     }
 }
 

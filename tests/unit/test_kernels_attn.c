@@ -2,13 +2,23 @@
  * float64 softmax over the paged cache (kernels_fixture.h): attn_partial with its in-kernel merge
  * and attn_dec (GQA, several sequences with shuffled block tables, windows, softcap, several chunk
  * sizes, token slices, the int8 output for the next product), op_attention_batch (runs of one
- * sequence: attn_fa / attn_flash on NVIDIA, split-KV elsewhere, short runs between long ones). */
+ * sequence: attn_fa / attn_flash on NVIDIA, split-KV elsewhere, short runs between long ones),
+ * op_qkv_attention (decode batches from the raw projections: attn_decq on NVIDIA). */
 #include "kernels_fixture.h"
 
 /* ------------------------------------------------------------------ attention */
 
 /* chunk: keys per split-KV chunk; 0 = what ops_attn_split picks for the batch (the engine's way) */
 typedef struct attn_cfg { int window; float scale, softcap; uint32_t hd, chunk; } attn_cfg;
+
+/* n split-KV merge counters, zero as op_attention expects them */
+static cl_mem zeroed_counters(size_t n)
+{
+    uint32_t *zero = calloc(n, 4);
+    cl_mem c = dbuf(n * 4, zero);
+    free(zero);
+    return c;
+}
 
 /* float64 softmax attention of one (token, head) over the paged cache */
 static void attn_ref(const paged *p, const uint16_t *K, const uint16_t *V, const float *q, uint32_t seq, int pos,
@@ -222,9 +232,7 @@ static void test_attention_batch(void)
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
                P = dbuf(T * 4, pos), S = dbuf(T * 4, seq), PA = dbuf(part_elems * 4, NULL),
                PM = dbuf(part_elems / hd * 2 * 4, NULL), OUT = dbuf(nq * 4, NULL);
-        uint32_t *zero = calloc(part_elems / hd, 4);
-        cl_mem CNT = dbuf(part_elems / hd * 4, zero);
-        free(zero);
+        cl_mem CNT = zeroed_counters(part_elems / hd);
         kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
         attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
         attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
@@ -245,6 +253,113 @@ static void test_attention_batch(void)
     for (int i = 0; i < 3; i++) O.fa[i] = fa[i];
 }
 
+/* op_qkv_attention on decode batches (one fresh token per sequence after earlier context of 0 to
+ * ~900 keys): the raw Q/K/V normed and rotated, the fresh K/V into the cache as half, attention
+ * over the cache with them, all against float64. On NVIDIA one attn_decq launch (the fresh slots
+ * hold NaN until written: a read of the cache there before the write shows), elsewhere qkv_rope and
+ * the split-KV kernels. */
+static void test_qkv_attention(void)
+{
+    reseed(__func__);
+    static const struct { uint32_t nh, nkv, rot; int qk_norm, v_norm; attn_cfg a; } cfgs[] = {
+        { 4, 1, 256, 1, 0, { 0, 0.0625f, 0.0f, 256, 0 } },   /* Gemma 3 270M */
+        { 8, 4, 256, 1, 2, { 24, 1.0f, 0.0f, 256, 0 } },     /* Gemma 4 sliding layers: window, scale 1 */
+        { 16, 2, 128, 1, 2, { 0, 1.0f, 0.0f, 512, 0 } },     /* Gemma 4 global layers: partial rotation */
+        { 4, 2, 128, 0, 0, { 0, 0.0625f, 30.0f, 256, 0 } },  /* no norms, softcap */
+    };
+    const uint32_t nseq = 4; /* attn_decq takes up to 4 tokens */
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+        const attn_cfg *cf = &cfgs[c].a;
+        uint32_t nh = cfgs[c].nh, nkv = cfgs[c].nkv, hd = cf->hd, rot = cfgs[c].rot, T = nseq;
+        int qn = cfgs[c].qk_norm, vn = cfgs[c].v_norm;
+        uint32_t prior[4] = { 0, 1 + irand(30), 100 + irand(200), 600 + irand(300) }, lens[4];
+        for (uint32_t s = 0; s < nseq; s++) lens[s] = prior[s] + 1;
+        paged p;
+        paged_make(&p, nseq, lens, KV_BLOCK, nkv, hd);
+        size_t nc = paged_elems(&p), nq = (size_t)T * nh * hd, nk = (size_t)T * nkv * hd;
+        uint16_t *K = malloc(nc * 2), *V = malloc(nc * 2), *got16 = malloc(nc * 2);
+        fill_cache(&p, prior, K, V); /* the fresh slots keep the poison */
+        int32_t pos[4], seq[4];
+        static const uint32_t order[4] = { 3, 0, 1, 2 };
+        uint32_t max_pos = 0;
+        for (uint32_t t = 0; t < T; t++) {
+            seq[t] = (int32_t)order[t];
+            pos[t] = (int32_t)prior[order[t]];
+            if ((uint32_t)pos[t] > max_pos) max_pos = (uint32_t)pos[t];
+        }
+        float eps = 1e-6f, *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *qw = malloc(hd * 4),
+              *kw = malloc(hd * 4), *one = malloc(hd * 4), *freq = make_freq(rot, 1e6), *qf = malloc(nq * 4),
+              *out = malloc(nq * 4);
+        double *row = malloc(hd * 8), *rk = malloc(nk * 8), *rv = malloc(nk * 8), *ref = malloc(nq * 8);
+        fill_rows(q, T * nh, hd);
+        fill_rows(k, T * nkv, hd);
+        fill_rows(v, T * nkv, hd);
+        for (uint32_t i = 0; i < hd; i++) { qw[i] = 1.0f + 0.5f * nrand(); kw[i] = 1.0f + 0.5f * nrand(); one[i] = 1; }
+        uint16_t *Kh = malloc(nc * 2), *Vh = malloc(nc * 2); /* the cache as it must be afterwards */
+        memcpy(Kh, K, nc * 2);
+        memcpy(Vh, V, nc * 2);
+        for (uint32_t t = 0; t < T; t++) {
+            for (uint32_t h = 0; h < nh; h++) {
+                size_t o = ((size_t)t * nh + h) * hd;
+                norm_rope_ref(q + o, qw, qn != 0, qn == 1, eps, freq, hd, rot, pos[t], row);
+                for (uint32_t i = 0; i < hd; i++) qf[o + i] = (float)row[i];
+            }
+            for (uint32_t h = 0; h < nkv; h++) {
+                size_t o = ((size_t)t * nkv + h) * hd, at = paged_at(&p, (uint32_t)seq[t], (uint32_t)pos[t], h);
+                norm_rope_ref(k + o, kw, qn != 0, qn == 1, eps, freq, hd, rot, pos[t], rk + o);
+                norm_rope_ref(v + o, one, vn != 0, 0, eps, NULL, hd, 0, 0, rv + o);
+                for (uint32_t i = 0; i < hd; i++) { Kh[at + i] = f2h((float)rk[o + i]); Vh[at + i] = f2h((float)rv[o + i]); }
+            }
+        }
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t h = 0; h < nh; h++)
+                attn_ref(&p, Kh, Vh, qf + ((size_t)t * nh + h) * hd, (uint32_t)seq[t], pos[t], h / (nh / nkv), cf,
+                         ref + ((size_t)t * nh + h) * hd);
+        size_t part_elems = (size_t)T * nh * hd * (max_pos / OPS_ATTN_MIN_CHUNK + 1);
+        cl_mem Q = dbuf(nq * 4, q), KR = dbuf(nk * 4, k), VR = dbuf(nk * 4, v), QW = dbuf(hd * 4, qw),
+               KW = dbuf(hd * 4, kw), F = dbuf(rot / 2 * 4, freq), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V),
+               BT = dbuf(sizeof p.table, p.table), P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq),
+               PA = dbuf(part_elems * 4, NULL), PM = dbuf(part_elems / hd * 2 * 4, NULL), OUT = dbuf(nq * 4, NULL);
+        cl_mem CNT = zeroed_counters(part_elems / hd);
+        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
+        attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
+        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
+        qkv_raw raw = { KR, VR, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, F, qn, vn, eps, rot };
+        char what[200];
+        snprintf(what, sizeof what, "qkv attention (%s) nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d window %d softcap %g",
+                 O.attn_decq[hd == 512] ? "attn_decq" : "qkv_rope + split", nh, nkv, hd, rot, qn, vn, cf->window,
+                 cf->softcap);
+        poison(OUT, nq * 4);
+        OPOK(op_qkv_attention(&O, &raw, &ab, &al, err, sizeof err));
+        dread(OUT, out, nq * 4);
+        check_close(what, out, ref, nq, TOL_RED);
+        /* the fresh slots against float64, every other half of the caches as it was */
+        for (int kv = 0; kv < 2; kv++) {
+            dread(kv ? VC : KC, got16, nc * 2);
+            const uint16_t *want = kv ? Vh : Kh;
+            const double *fr = kv ? rv : rk;
+            float *fresh = malloc(nk * 4);
+            size_t moved = 0;
+            char *is_fresh = calloc(nc, 1);
+            for (uint32_t t = 0; t < T; t++)
+                for (uint32_t h = 0; h < nkv; h++) {
+                    size_t at = paged_at(&p, (uint32_t)seq[t], (uint32_t)pos[t], h), o = ((size_t)t * nkv + h) * hd;
+                    for (uint32_t i = 0; i < hd; i++) { fresh[o + i] = (float)h2d(got16[at + i]); is_fresh[at + i] = 1; }
+                }
+            for (size_t i = 0; i < nc; i++) moved += !is_fresh[i] && got16[i] != want[i];
+            char w2[240];
+            snprintf(w2, sizeof w2, "%s: %s cache", what, kv ? "V" : "K");
+            check_close(w2, fresh, fr, nk, TOL_HALF);
+            CHECK(moved == 0, "%s: %zu halves outside the fresh slots changed", w2, moved);
+            free(fresh); free(is_fresh);
+        }
+        free(K); free(V); free(got16); free(q); free(k); free(v); free(qw); free(kw); free(one); free(freq);
+        free(qf); free(out); free(row); free(rk); free(rv); free(ref); free(Kh); free(Vh);
+        cl_mem all[] = { Q, KR, VR, QW, KW, F, KC, VC, BT, P, S, PA, PM, OUT, CNT };
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+    }
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(void)
@@ -254,6 +369,7 @@ int main(void)
 
     RUN_TEST(test_attention);
     RUN_TEST(test_attention_batch);
+    RUN_TEST(test_qkv_attention);
     fixture_teardown();
     CHECK_EXIT();
 }
