@@ -151,6 +151,8 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     o->mmt_min_groups = cu / 2;
     const char *mg = getenv("CLGEMMA_MMT_MIN_GROUPS");
     if (mg && atoi(mg) >= 0) o->mmt_min_groups = (uint32_t)atoi(mg);
+    const char *wt = getenv("CLGEMMA_MMQ_WARPS_TARGET");
+    o->mmq_warps_target = wt && atoi(wt) > 0 ? (size_t)atoi(wt) : 2048;
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
     o->wg_mv = rt->is_cpu ? 4 : 128;
@@ -284,7 +286,7 @@ void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_se
 size_t ops_mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max)
 {
     size_t ks = 1;
-    while (ks < ks_max && tiles * ks < 2048 && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
+    while (ks < ks_max && tiles * ks < o->mmq_warps_target && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
            2 * ks * part_per_warp <= o->local_mem - 1024)
         ks *= 2;
     return ks;

@@ -81,6 +81,7 @@ typedef struct ops {
     cl_kernel mmq8p[2];      /* q4_k at 5-8 / 9-16 tokens with a per-warp cp.async ring (NULL with CLGEMMA_NO_MMQ8P) */
     size_t mmq8p_wg[2];
     uint32_t mmq8p_stages;   /* units in flight per warp (CLGEMMA_MMQ8P_STAGES, 2-4) */
+    size_t mmq_warps_target; /* split k until this many warps (CLGEMMA_MMQ_WARPS_TARGET; default 2048) */
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
     size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
