@@ -124,6 +124,8 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         (!(o->attn_dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen))))
         return -1;
+    const char *dm = getenv("CLGEMMA_ATTN_DECQ_MAX_TOK");
+    o->attn_decq_max_tok = dm && atoi(dm) > 0 ? (uint32_t)atoi(dm) : 4;
     if (o->attn_dec[0] && !ops_env_on("CLGEMMA_NO_ATTN_DECQ") &&
         (!(o->attn_decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
          !(o->attn_decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
@@ -151,8 +153,11 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     o->mmt_min_groups = cu / 2;
     const char *mg = getenv("CLGEMMA_MMT_MIN_GROUPS");
     if (mg && atoi(mg) >= 0) o->mmt_min_groups = (uint32_t)atoi(mg);
+    /* batched products split k until about this many warps; mmq8p twice as many (H200 31B at 16
+     * tokens: 878 tok/s at 2048, 903 at 4096); CLGEMMA_MMQ_WARPS_TARGET overrides both */
     const char *wt = getenv("CLGEMMA_MMQ_WARPS_TARGET");
     o->mmq_warps_target = wt && atoi(wt) > 0 ? (size_t)atoi(wt) : 2048;
+    o->mmq8p_warps_target = wt && atoi(wt) > 0 ? (size_t)atoi(wt) : 4096;
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
     o->wg_mv = rt->is_cpu ? 4 : 128;
@@ -280,13 +285,20 @@ void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_se
     *gws = (rows + per - 1) / per * *lws;
 }
 
-/* warps per group for the mmq kernels (they split k): doubled while fewer than ~2k warps would be
- * in flight, each keeps two passes over k, and the group fits the kernel's register-limited size
- * and local memory (part_per_warp bytes of partial tiles each) */
+/* warps per group for the mmq kernels (they split k): doubled while fewer than o->mmq_warps_target
+ * (ops_split_k_to: target) warps would be in flight, each keeps two passes over k, and the group
+ * fits the kernel's register-limited size and local memory (part_per_warp bytes of partial tiles
+ * or ring each) */
 size_t ops_mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max)
 {
+    return ops_split_k_to(o, tiles, nsb, max_wg, part_per_warp, ks_max, o->mmq_warps_target);
+}
+
+size_t ops_split_k_to(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max,
+                      size_t target)
+{
     size_t ks = 1;
-    while (ks < ks_max && tiles * ks < o->mmq_warps_target && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
+    while (ks < ks_max && tiles * ks < target && nsb / (ks * 2) >= 2 && 64 * ks <= max_wg &&
            2 * ks * part_per_warp <= o->local_mem - 1024)
         ks *= 2;
     return ks;

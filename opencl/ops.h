@@ -82,6 +82,7 @@ typedef struct ops {
     size_t mmq8p_wg[2];
     uint32_t mmq8p_stages;   /* units in flight per warp (CLGEMMA_MMQ8P_STAGES, 2-4) */
     size_t mmq_warps_target; /* split k until this many warps (CLGEMMA_MMQ_WARPS_TARGET; default 2048) */
+    size_t mmq8p_warps_target; /* the same for mmq8p (default 4096) */
     size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
     size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
@@ -108,6 +109,7 @@ typedef struct ops {
                               * NULL with CLGEMMA_NO_ATTN_DEC) */
     cl_kernel attn_decq[2];  /* the same from the raw Q/K/V of a decode batch (qkv_rope inside; NULL
                               * with CLGEMMA_NO_ATTN_DECQ) */
+    uint32_t attn_decq_max_tok; /* batches of up to this many tokens take it (CLGEMMA_ATTN_DECQ_MAX_TOK; 4) */
     int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
     int act_int8;            /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
                               * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */

@@ -14,6 +14,9 @@ const char *ops_type_suffix(uint32_t type);
 int ops_grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t errlen);
 /* warps per group for products that split k across a group's warps */
 size_t ops_mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max);
+/* the same towards a given number of warps */
+size_t ops_split_k_to(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max,
+                      size_t target);
 
 /* the kernel arguments of up to three matrices sharing X (mv_multi, mvq_T, mvqg_T): unused slots
  * repeat matrix 0's buffers with 0 rows */

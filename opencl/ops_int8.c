@@ -254,7 +254,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
             /* each warp's ring of stages (29_mmq8.cl MQP_STAGE), reused for the partial tiles */
             size_t ring = (size_t)o->mmq8p_stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
             size_t ks = o->mmq8_warps ? o->mmq8_warps
-                                      : ops_mmq_split_k(o, tiles, k / 32, o->mmq8p_wg[nt], ring, 16);
+                                      : ops_split_k_to(o, tiles, k / 32, o->mmq8p_wg[nt], ring, 16,
+                                                       o->mmq8p_warps_target);
             size_t lws = 32 * ks, gws = tiles * lws;
             if (ops_launch(o, K_MMQ8P, o->mmq8p[nt], 1, &gws, &lws,
                            a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,

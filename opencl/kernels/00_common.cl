@@ -97,6 +97,10 @@ inline void cp_async16(local uint4 *dst, global const uint4 *src)
 inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 /* wait until at most one committed group of this item is still in flight */
 inline void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+inline void cp_async_wait0(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+/* the warp's lanes meet here, and their local-memory writes (cp.async ones once waited on) become
+ * visible to each other */
+inline void bar_warp(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }
 #endif
 
 /* sum over aligned segments of n items (n a power of two); each item gets its segment's sum.
