@@ -173,6 +173,7 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
      * to another's fresh key) in one split-KV slice. H200, 64 keys: 31B B=1 106.97 -> 108.14 tok/s,
      * 26B-A4B 261.2 -> 270.6; at 16 tokens 31B lost 826 -> 818, so those keep qkv_rope */
     int one = dq && b->h_seq && b->ntok <= o->attn_decq_max_tok && r->rot % 2 == 0 && r->rot <= l->hd &&
+              r->rot <= OPS_ATTN_CHUNK && /* the angles' table is the kernel's score buffer */
               l->nkv && l->nh % l->nkv == 0 && (r->qk_norm != 1 || (r->qw && r->kw));
     for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];
     uint32_t span = b->max_pos + 1, chunk = 0, nchunk = 0;

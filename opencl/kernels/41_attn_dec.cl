@@ -53,14 +53,22 @@ inline float round_f16(float x)
 }
 
 /* cos and sin of the rotation of the lane's DPL dims (dims DPL * lane ..) at position pos, for the
- * first rot dims (freq: rot / 2 inverse frequencies); computed once for the query and the key */
-inline void attn_fresh_rot(const int DPL, global const float *freq, uint rot, int pos, int lane, float *rc, float *rs)
+ * first rot dims (freq: rot / 2 inverse frequencies): the group's items compute one angle each into
+ * tab (rot floats), every warp takes its dims' from there (query and key alike) */
+inline void attn_fresh_rot(const int DPL, global const float *freq, uint rot, int pos, int lid, int lane,
+                           local float *tab, float *rc, float *rs)
 {
     uint half_rot = rot / 2;
+    for (uint j = lid; j < half_rot; j += 32 * ATTN_DEC_W) {
+        float c, sn = sincos((float)pos * freq[j], &c);
+        tab[2 * j] = c;
+        tab[2 * j + 1] = sn;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = 0; i < DPL; i++) {
         uint d = lane * DPL + i, j = d < half_rot ? d : d - half_rot;
-        rs[i] = d < rot ? sincos((float)pos * freq[j], &rc[i]) : 0.0f;
-        if (d >= rot) rc[i] = 1.0f;
+        rc[i] = d < rot ? tab[2 * j] : 1.0f;
+        rs[i] = d < rot ? tab[2 * j + 1] : 0.0f;
     }
 }
 
@@ -117,7 +125,7 @@ inline void attn_dec_body(const int DPL, const int fresh, global const float *Q,
     global const float *qr = Q + ((size_t)t * nh + h) * hd + lane * DPL;
     float q[16], acc[16], rc[16], rs[16];
     if (fresh) {
-        attn_fresh_rot(DPL, freq, rot, pos, lane, rc, rs);
+        attn_fresh_rot(DPL, freq, rot, pos, lid, lane, sc, rc, rs); /* sc: free until the merge */
         attn_fresh_row(DPL, Q + ((size_t)t * nh + h) * hd, qw, qk_norm, eps, rot, hd, lane, rc, rs, q);
         for (int i = 0; i < DPL; i++) q[i] *= scale;
     } else {
