@@ -111,7 +111,9 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     if (ops_int8_init(o, rt, err, errlen)) return -1;
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_QKV_ROPE_W") && !(o->qkv_rope_w = rt_kernel(rt, "qkv_rope_w", err, errlen)))
         return -1;
-    o->qkv_rope_w_min_rows = 1024;
+    /* prefill-sized launches: a 16-token decode step of 31B (1,024 rows) is faster on qkv_rope
+     * (H200 31B B=16 890 -> 897 tok/s) */
+    o->qkv_rope_w_min_rows = 2048;
     if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
     if (o->flash && o->mmt_cvt && !ops_env_on("CLGEMMA_NO_ATTN_FA"))
@@ -135,6 +137,11 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
      * 105.2 of 64, 107.2 of 128; at 1024 keys 98.8 -> 102.2); CLGEMMA_ATTN_MIN_CHUNK overrides */
     const char *amc = getenv("CLGEMMA_ATTN_MIN_CHUNK");
     uint32_t want = amc ? (uint32_t)atoi(amc) : o->attn_dec[0] ? 128 : OPS_ATTN_MIN_CHUNK;
+    const char *agc = getenv("CLGEMMA_ATTN_GROUPS_PER_CU");
+    /* 3, not 4: a 16-token decode step of 32 heads (512 groups) then keeps one chunk up to 256 keys
+     * and skips the merge (H200 31B B=16 at 128-160 keys: 849 -> 888 tok/s with 3 or 2; E4B, 26B
+     * and B=1 unchanged) */
+    o->attn_groups_per_cu = agc && atoi(agc) > 0 ? (uint32_t)atoi(agc) : 3;
     o->attn_min_chunk = OPS_ATTN_MIN_CHUNK;
     while (o->attn_min_chunk < want && o->attn_min_chunk < OPS_ATTN_CHUNK) o->attn_min_chunk *= 2;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;

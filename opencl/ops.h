@@ -105,6 +105,8 @@ typedef struct ops {
     cl_kernel fa[3];         /* the same staged by cp.async for head dims 128 / 256 / 512 (NULL with
                               * CLGEMMA_NO_ATTN_FA); Q as f16 rows from mmt_cvt_x */
     uint32_t attn_min_chunk; /* keys per split-KV chunk at least (OPS_ATTN_MIN_CHUNK unless measuring) */
+    uint32_t attn_groups_per_cu; /* split-KV chunks shrink until this many groups per compute unit
+                              * (CLGEMMA_ATTN_GROUPS_PER_CU; default 3) */
     cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA;
                               * NULL with CLGEMMA_NO_ATTN_DEC) */
     cl_kernel attn_decq[2];  /* the same from the raw Q/K/V of a decode batch (qkv_rope inside; NULL

@@ -70,8 +70,8 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
 {
     uint32_t c = OPS_ATTN_CHUNK;
     if (!o->rt->is_cpu) {
-        /* aim for ~4 work-groups per compute unit */
-        uint64_t want = 4ull * o->n_cu, have = (uint64_t)ntok * nh;
+        /* aim for ~attn_groups_per_cu work-groups per compute unit */
+        uint64_t want = (uint64_t)o->attn_groups_per_cu * o->n_cu, have = (uint64_t)ntok * nh;
         while (c > o->attn_min_chunk && have * ((span + c - 1) / c) < want) c /= 2;
     }
     *chunk = c;
