@@ -98,6 +98,8 @@ inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "m
 /* wait until at most one committed group of this item is still in flight */
 inline void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 inline void cp_async_wait0(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+/* the 128-byte L2 line holding p fetched from memory ahead of its load (no register, no wait) */
+inline void prefetch_l2(global const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"((ulong)p)); }
 /* the warp's lanes meet here, and their local-memory writes (cp.async ones once waited on) become
  * visible to each other */
 inline void bar_warp(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }

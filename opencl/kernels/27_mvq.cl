@@ -244,11 +244,24 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
     return 0;
 }
 
+#ifndef MVQ_PF
+#define MVQ_PF 1 /* mvqg on q4_k: passes ahead whose pieces each lane prefetches into L2 (0: none) */
+#endif
+/* the passes ahead mvqg prefetches per type: H200 31B B=1 104.3 -> 106.5 tok/s with one (two:
+ * 104.4); E4B's q8_0 lost 218.0 -> 216.4, and mvq (X staged) has no long weight stream */
+#define MVQG_PF_q4_k MVQ_PF
+#define MVQG_PF_q8_0 0
+#define MVQG_PF_q5_0 0
+/* the bytes of piece pc of a row (for the L2 prefetch): its nibbles or values */
+inline global const uchar *mvq_at_q4_k(global const uchar *row, int pc) { return row + (pc >> 3) * 144 + 16 + 16 * (pc & 7); }
+inline global const uchar *mvq_at_q8_0(global const uchar *row, int pc) { return row + pc * 34; }
+inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return row + pc * 22; }
+
 /* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane). Loading the
  * next piece ahead of the current dot products (and the first pieces before X is quantized) was
  * measured slower on the H200: 31B decode 72.6 -> 50.5 tok/s. The group's rows [g0, g1) against
  * X quantized in address space AS (SFX: _l local, _g global). */
-#define MVQ_ROWS(T, MVQ_R, SFX, NT)                                                               \
+#define MVQ_ROWS(T, MVQ_R, SFX, NT, PF)                                                           \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
     uint nrows = n0 + n1 + n2, g0 = get_group_id(0) * rpg, g1 = min(nrows, g0 + rpg);             \
     int npc = (int)(k / 32);                                                                      \
@@ -265,6 +278,8 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
         }                                                                                         \
         for (int pc = lane; pc < npc; pc += 32) {                                                 \
             mvqp_##T w[MVQ_R];                                                                    \
+            if (PF && pc + 32 * PF < npc) /* later passes' pieces into L2 meanwhile */             \
+                for (int i = 0; i < MVQ_R; i++) prefetch_l2(mvq_at_##T(p[i], pc + 32 * PF));       \
             for (int i = 0; i < MVQ_R; i++) w[i] = mvq_ld_##T(p[i], pc);                          \
             for (int t = 0; t < NT; t++) {                                                        \
                 if (t > 0 && t >= (int)ntok) break;                                               \
@@ -296,7 +311,7 @@ void NAME##_##T(MVQ_MATS, uint k, global const float *X, uint ldx, uint ntok, ui
                 local uint *xq, local float *xd, local float *xs)                                 \
 {                                                                                                 \
     mvq_quant_x(X, ldx, U + u_off, ldu, ntok, k, geglu, xq, xd, xs);                              \
-    MVQ_ROWS(T, MVQ_R, _l, 4)                                                                     \
+    MVQ_ROWS(T, MVQ_R, _l, 4, 0)                                                                  \
 }
 
 /* X quantized once beforehand by mvq_xq (mvqg_T): no staging, the weights stream at once */
@@ -304,7 +319,7 @@ void NAME##_##T(MVQ_MATS, uint k, global const float *X, uint ldx, uint ntok, ui
 kernel void NAME##_##T(MVQ_MATS, uint k, uint ntok, uint rpg, global const uint *xq, global const float *xds) \
 {                                                                                                 \
     global const float *xd = xds, *xs = xds + (size_t)ntok * (k / 32);                            \
-    MVQ_ROWS(T, R, _g, NT)                                                                        \
+    MVQ_ROWS(T, R, _g, NT, MVQG_PF_##T)                                                           \
 }
 
 /* X (ntok rows, ldx apart; geglu: gelu(X) * U) to mvqg's int8 layout, that of mvq_quant_x: xq

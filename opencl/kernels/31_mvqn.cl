@@ -65,7 +65,7 @@ void mvqn_##T(MVQ_MATS, uint k, uint ntok, uint rpg, global const float *x, glob
               float eps, local uint *xq, local float *xd, local float *xs, local float2 *red)      \
 {                                                                                                 \
     mvq_quant_chain(x, wx, res, res_out, scale, w0, raw, eps, ntok, k, xq, xd, xs, red);          \
-    MVQ_ROWS(T, 2, _l, 4)                                                                         \
+    MVQ_ROWS(T, 2, _l, 4, 0)                                                                      \
 }
 
 DEFINE_MVQN(q4_k)
