@@ -251,7 +251,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
         if (w->type == GGML_TYPE_Q4_K && o->mmq8p[nt]) {
-            /* each warp's ring of stages (29_mmq8.cl MQP_STAGE), reused for the partial tiles */
+            /* each warp's ring of stages (29_mmq8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
+             * for the partial tiles */
             size_t ring = (size_t)o->mmq8p_stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
             size_t ks = o->mmq8_warps ? o->mmq8_warps
                                       : ops_split_k_to(o, tiles, k / 32, o->mmq8p_wg[nt], ring, 16,

@@ -61,6 +61,14 @@ inline int4 mma8_##AT(uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)     
 DEFINE_MMA8(u8)
 DEFINE_MMA8(s8)
 
+/* one mma's int32 tile c (rows g, g + 8 x tokens 2t, 2t + 1) into the float tile acc with the block
+ * scales: rows' d0, d1 and offsets m0, m1; x = the tokens' (d, d * sum) pairs */
+inline float4 mmq8_scale_add(float4 acc, int4 c, float4 x, float d0, float d1, float m0, float m1)
+{
+    return acc + (float4)((float)c.x * (d0 * x.x) - m0 * x.y, (float)c.y * (d0 * x.z) - m0 * x.w,
+                          (float)c.z * (d1 * x.x) - m1 * x.y, (float)c.w * (d1 * x.z) - m1 * x.w);
+}
+
 /* 8 bytes at p, which is 2 bytes past a 4-byte boundary, from aligned loads that stay within
  * p - 2 .. p + 7 (the last piece is a 2-byte load: p + 7 may end the buffer) */
 inline uint2 ld8_mid(global const uchar *p)
@@ -190,10 +198,7 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                         acc[i][j] += as_float4(c);                                                \
                         continue;                                                                 \
                     }                                                                             \
-                    acc[i][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                            \
-                    acc[i][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                            \
-                    acc[i][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                            \
-                    acc[i][j].w += (float)c.w * (d1 * x.z) - m1 * x.w;                            \
+                    acc[i][j] = mmq8_scale_add(acc[i][j], c, x, d0, d1, m0, m1);                  \
                 }                                                                                 \
     }                                                                                             \
     if (nw > 1) { /* add the other warps' partial tiles into warp 0's */                          \
@@ -299,10 +304,7 @@ void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,
                     q4k_scale_min(h1, 2 * p + s, &d1, &m1);                                       \
                     int4 c = mma8_u8((w0.x >> sh) & M, (w1.x >> sh) & M, (w0.y >> sh) & M, (w1.y >> sh) & M, \
                                      xb[s].x, xb[s].y);                                           \
-                    acc[i].x += (float)c.x * (d0 * x[s].x) - m0 * x[s].y;                         \
-                    acc[i].y += (float)c.y * (d0 * x[s].z) - m0 * x[s].w;                         \
-                    acc[i].z += (float)c.z * (d1 * x[s].x) - m1 * x[s].y;                         \
-                    acc[i].w += (float)c.w * (d1 * x[s].z) - m1 * x[s].w;                         \
+                    acc[i] = mmq8_scale_add(acc[i], c, x[s], d0, d1, m0, m1);                     \
                 }                                                                                 \
             }                                                                                     \
         }                                                                                         \
@@ -342,7 +344,7 @@ DEFINE_MMQ8S(1, 1)
 #ifndef MQP_SHARED_SCALES
 #define MQP_SHARED_SCALES 1 /* 0: every lane decodes the scales of its rows (measuring only) */
 #endif
-#define MQP_STAGE(tpad, MT) (768 * (MT) + 80 * (tpad)) /* bytes per stage: headers, nibbles, X, X scales */
+#define MQP_STAGE(tpad) (1536 + 80 * (tpad)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
 
 #ifndef MQP_X_CA
 #define MQP_X_CA 1 /* X by cp.async.ca (through L1: every row group of a compute unit reads the same X) */
@@ -356,19 +358,17 @@ inline void cp_async16_x(local uint4 *dst, global const uint4 *src)
 #endif
 }
 
-/* issue unit u's copies into stage buffer st: RR = 16 * MT rows (lane l copies rows l, l + 32),
- * then the unit's X and X scales */
-inline void mqp_issue(local uchar *st, int u, int lane, int RR, global const uchar *wrow, uint wstep, uint k,
-                      uint tpad, global const uint *Xq, global const float4 *Xs)
+/* issue unit u's copies into stage buffer st: lane l copies row l's header and nibbles (wrow), then
+ * the lanes copy the unit's X and X scales */
+inline void mqp_issue(local uchar *st, int u, int lane, global const uchar *wrow, uint k, uint tpad,
+                      global const uint *Xq, global const float4 *Xs)
 {
-    local uint4 *hd = (local uint4 *)st, *nb = hd + RR, *xq = nb + 2 * RR, *xs = xq + 4 * tpad;
-    for (int r = lane; r < RR; r += 32, wrow += wstep) {
-        global const uchar *b = wrow + (u >> 2) * 144;
-        cp_async16(hd + r, (global const uint4 *)b);
-        global const uint4 *n = (global const uint4 *)(b + 16 + 32 * (u & 3));
-        cp_async16(nb + 2 * r, n);
-        cp_async16(nb + 2 * r + 1, n + 1);
-    }
+    local uint4 *hd = (local uint4 *)st, *nb = hd + 32, *xq = nb + 64, *xs = xq + 4 * tpad;
+    global const uchar *b = wrow + (u >> 2) * 144;
+    cp_async16(hd + lane, (global const uint4 *)b);
+    global const uint4 *n = (global const uint4 *)(b + 16 + 32 * (u & 3));
+    cp_async16(nb + 2 * lane, n);
+    cp_async16(nb + 2 * lane + 1, n + 1);
     for (uint c = lane; c < 4 * tpad; c += 32) {
         uint tok = c >> 2, ch = c & 3;
         cp_async16_x(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)), (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
@@ -376,7 +376,7 @@ inline void mqp_issue(local uchar *st, int u, int lane, int RR, global const uch
     if (lane < tpad) cp_async16_x(xs + lane, (global const uint4 *)(Xs + (size_t)u * tpad + lane));
 }
 
-#define DEFINE_MMQ8P(NT, MT)                                                                          \
+#define DEFINE_MMQ8P(NT)                                                                          \
 kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,  \
                             global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1, \
                             global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
@@ -385,24 +385,21 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
 {                                                                                                 \
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
-    uint r0 = get_group_id(0) * (16 * MT), tpad = 8 * NT, SB = MQP_STAGE(8 * NT, MT);        \
+    uint r0 = get_group_id(0) * (16 * MMQ8_MT), tpad = 8 * NT, SB = MQP_STAGE(8 * NT);          \
     global const uchar *W = W0;                                                                   \
     global float *Y = Y0;                                                                         \
     uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
     if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }  \
     else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
-    /* this lane's rows: r0 + lane (and r0 + lane + 32 at MT = 4, clamped alike: rows past the end \
-     * repeat the last one, 32 rows on) */                                                        \
-    global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes;                \
-    uint wstep = (uint)((min(r0 + lane + 32, n_rows - 1) - min(r0 + lane, n_rows - 1)) * row_bytes); \
+    global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
     local uchar *ring = (local uchar *)ring16;                                                    \
     local uchar *mine = ring + (size_t)warp * nst * SB;                                           \
-    float4 acc[MT][NT];                                                                      \
-    for (int i = 0; i < MT; i++)                                                             \
+    float4 acc[MMQ8_MT][NT];                                                                      \
+    for (int i = 0; i < MMQ8_MT; i++)                                                             \
         for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
     int nu = (int)(k / 64), ni = warp < nu ? (nu - warp + nw - 1) / nw : 0;                       \
     for (int si = 0; si < (int)nst - 1; si++) {                                                   \
-        if (si < ni) mqp_issue(mine + si * SB, warp + si * nw, lane, 16 * MT, wrow, wstep, k, tpad, Xq, Xs);       \
+        if (si < ni) mqp_issue(mine + si * SB, warp + si * nw, lane, wrow, k, tpad, Xq, Xs);       \
         cp_async_commit();                                                                        \
     }                                                                                             \
     const uint M = 0x0F0F0F0Fu;                                                                   \
@@ -411,22 +408,22 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
         if (nst == 2) cp_async_wait0(); else if (nst == 3) cp_async_wait1(); else cp_async_wait2(); \
         bar_warp(); /* every lane's copies visible, and stage i - 1 (refilled next) read by all */ \
         if (i + (int)nst - 1 < ni)                                                                \
-            mqp_issue(mine + ((i + nst - 1) % nst) * SB, warp + (i + nst - 1) * nw, lane, 16 * MT, wrow, wstep, k, tpad, Xq, Xs); \
+            mqp_issue(mine + ((i + nst - 1) % nst) * SB, warp + (i + nst - 1) * nw, lane, wrow, k, tpad, Xq, Xs); \
         cp_async_commit();                                                                        \
         local uchar *st = mine + (i % nst) * SB;                                                  \
         local uint4 *hd = (local uint4 *)st;                                                      \
-        local const uint2 *nb = (local const uint2 *)(st + 256 * MT);                             \
-        local const uint2 *xq = (local const uint2 *)(st + 768 * MT);                             \
-        local const float4 *xsl = (local const float4 *)(st + 768 * MT + 64 * tpad);              \
+        local const uint2 *nb = (local const uint2 *)(st + 512);                                  \
+        local const uint2 *xq = (local const uint2 *)(st + 1536);                                 \
+        local const float4 *xsl = (local const float4 *)(st + 1536 + 64 * tpad);                  \
         int u = warp + i * nw, p = u & 3;                                                         \
         /* each row's two sub-block scales decoded once (lane l: row l), in place of its header: \
          * the 4 lanes that read a row would each decode them */                                 \
-        for (int r = lane; r < 16 * MT && MQP_SHARED_SCALES; r += 32) {                           \
-            uint4 hh = hd[r];                                                                     \
+        if (MQP_SHARED_SCALES) {                                                                  \
+            uint4 hh = hd[lane];                                                                  \
             float d0, m0, d1, m1;                                                                 \
             q4k_scale_min(hh, 2 * p, &d0, &m0);                                                   \
             q4k_scale_min(hh, 2 * p + 1, &d1, &m1);                                               \
-            hd[r] = as_uint4((float4)(d0, m0, d1, m1));                                           \
+            hd[lane] = as_uint4((float4)(d0, m0, d1, m1));                                        \
         }                                                                                         \
         bar_warp();                                                                               \
         uint2 xb[NT][2];                                                                          \
@@ -438,7 +435,7 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                 xs[j][s] = xsl[s * (tpad / 2) + 4 * j + t];                                       \
             }                                                                                     \
         /* one row tile at a time: its nibbles and scales live only for its own mmas */           \
-        for (int a = 0; a < MT; a++) {                                                            \
+        for (int a = 0; a < MMQ8_MT; a++) {                                                            \
             uint2 q[2][2];                                                                        \
             float dw[2][2], mw[2][2];                                                             \
             for (int h = 0; h < 2; h++) {                                                         \
@@ -456,12 +453,7 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
             for (int s = 0; s < 2; s++)                                                           \
                 for (int j = 0; j < NT; j++) {                                                    \
                     int4 c = mma8_u8(q[0][s].x, q[1][s].x, q[0][s].y, q[1][s].y, xb[j][s].x, xb[j][s].y); \
-                    float4 x = xs[j][s];                                                          \
-                    float d0 = dw[0][s], d1 = dw[1][s], m0 = mw[0][s], m1 = mw[1][s];             \
-                    acc[a][j].x += (float)c.x * (d0 * x.x) - m0 * x.y;                            \
-                    acc[a][j].y += (float)c.y * (d0 * x.z) - m0 * x.w;                            \
-                    acc[a][j].z += (float)c.z * (d1 * x.x) - m1 * x.y;                            \
-                    acc[a][j].w += (float)c.w * (d1 * x.z) - m1 * x.w;                            \
+                    acc[a][j] = mmq8_scale_add(acc[a][j], c, xs[j][s], dw[0][s], dw[1][s], mw[0][s], mw[1][s]); \
                 }                                                                                 \
         }                                                                                         \
     }                                                                                             \
@@ -469,21 +461,21 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     if (nw > 1) { /* the other warps' partial tiles into warp 0's, through the (idle) ring */     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         local float4 *part = (local float4 *)ring;                                                \
-        for (int a = 0; a < MT; a++)                                                         \
+        for (int a = 0; a < MMQ8_MT; a++)                                                         \
             for (int j = 0; j < NT; j++) part[(a * NT + j) * L + lid] = acc[a][j];                \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         if (warp == 0)                                                                            \
             for (int w = 1; w < nw; w++)                                                          \
-                for (int a = 0; a < MT; a++)                                                 \
+                for (int a = 0; a < MMQ8_MT; a++)                                                 \
                     for (int j = 0; j < NT; j++) acc[a][j] += part[(a * NT + j) * L + 32 * w + lane]; \
     }                                                                                             \
     if (warp != 0) return;                                                                        \
-    MMQ8_STORE(MT, NT)                                                                            \
+    MMQ8_STORE(MMQ8_MT, NT)                                                                            \
 }
 
-/* MT = 4 (64 rows per warp, X read half as often per weight byte) measured slower: 138 registers,
- * 31B at 16 tokens 759 tok/s against 825 */
-DEFINE_MMQ8P(1, 2)
-DEFINE_MMQ8P(2, 2)
+/* 64 rows per warp (X read half as often per weight byte) measured slower: 138 registers, 31B at
+ * 16 tokens 759 tok/s against 825 */
+DEFINE_MMQ8P(1)
+DEFINE_MMQ8P(2)
 
 #endif /* CLG_NVIDIA */
