@@ -58,8 +58,11 @@ test: setup
 	@sh deploy/fetch_model.sh
 	@sh tests/run_all.sh
 
+# MODEL=path/to/file.gguf picks another GGUF for run and serve (default: the Gemma 3 270M base model,
+# which continues text: run prompts it as a completion)
+MODEL ?=
 run: setup all model
-	build/clgemma generate -m models/gemma-3-270m-q4_k_m.gguf --chat -p "Why is the sky blue?" -n 96
+	build/clgemma generate -m $(or $(MODEL),models/gemma-3-270m-q4_k_m.gguf) -p "The sky is blue because" -n 96
 
 gpu-prep:
 	@bash ../shared/tools/gpu-prep.sh
@@ -71,7 +74,7 @@ clean:
 
 # nginx (TLS, API key) + FastCGI workers on this machine; prints the URL, key and a curl line
 serve:
-	@sh deploy/serve.sh
+	@$(if $(MODEL),CLGEMMA_MODEL="$(MODEL)") sh deploy/serve.sh
 
 stop:
 	@sh deploy/stop.sh

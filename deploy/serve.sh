@@ -6,7 +6,9 @@
 # Environment: CLGEMMA_PORT (8443), CLGEMMA_BIND (127.0.0.1), CLGEMMA_DEVICES ("" = one worker on
 # the engine's pick; "0:0,0:1" = one worker per device), CLGEMMA_MODEL, CLGEMMA_RUN_DIR (.run),
 # CLGEMMA_CTX (context per sequence, default from conf/clgemma.conf), CLGEMMA_SKIP_SETUP=1.
+# `make serve MODEL=path/to/file.gguf` sets CLGEMMA_MODEL.
 set -eu
+here=$(pwd)
 cd "$(dirname "$0")/.."
 root=$(pwd)
 RUN_DIR=${CLGEMMA_RUN_DIR:-$root/.run}
@@ -14,6 +16,8 @@ case "$RUN_DIR" in /*) ;; *) RUN_DIR=$root/$RUN_DIR ;; esac
 PORT=${CLGEMMA_PORT:-8443}
 BIND_ADDR=${CLGEMMA_BIND:-127.0.0.1}
 MODEL=${CLGEMMA_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
+# a model path given relative to where make/serve was called from
+case "$MODEL" in /*|models/gemma-3-270m-q4_k_m.gguf) ;; *) [ -e "$here/$MODEL" ] && MODEL=$here/$MODEL ;; esac
 DEVICES=${CLGEMMA_DEVICES:-}
 
 say() { printf 'serve: %s\n' "$*"; }
@@ -85,6 +89,13 @@ until curl -sf --cacert "$cert" "https://localhost:$PORT/health" -o /dev/null; d
 done
 model_id=$(basename "$MODEL" .gguf)
 
+# the built-in default is a base (completion) model; chat examples only for files that carry a
+# chat template (instruction-tuned checkpoints do)
+chat=0
+if [ "$MODEL" != models/gemma-3-270m-q4_k_m.gguf ] && head -c 67108864 "$MODEL" | grep -aq tokenizer.chat_template; then
+  chat=1
+fi
+
 cat <<TXT
 
 clgemma is serving $model_id
@@ -93,13 +104,26 @@ clgemma is serving $model_id
   CA cert  $cert   (self-signed: curl --cacert, or SSL_CERT_FILE for Python clients)
   logs     $RUN_DIR/logs/        stop with: make stop
 
-Try it (a streamed answer):
+Try it (a streamed completion):
 
-curl -N --cacert $cert $url/v1/chat/completions \\
+curl -N --cacert $cert $url/v1/completions \\
   -H "Authorization: Bearer $key" -H "Content-Type: application/json" \\
-  -d '{"model":"$model_id","stream":true,"max_tokens":96,"messages":[{"role":"user","content":"Why is the sky blue?"}]}'
+  -d '{"model":"$model_id","stream":true,"max_tokens":64,"prompt":"The three primary colours are"}'
 
 or, with the openai Python package:
 
-SSL_CERT_FILE=$cert OPENAI_API_KEY=$key OPENAI_BASE_URL=$url/v1 python3 -c 'import openai; print(openai.OpenAI().chat.completions.create(model="$model_id", messages=[{"role":"user","content":"Hello!"}], max_tokens=64).choices[0].message.content)'
+SSL_CERT_FILE=$cert OPENAI_API_KEY=$key OPENAI_BASE_URL=$url/v1 python3 -c 'import openai; print(openai.OpenAI().completions.create(model="$model_id", prompt="The capital of France is", max_tokens=32).choices[0].text)'
 TXT
+if [ "$chat" = 1 ]; then
+cat <<TXT
+
+A chat turn (this file carries a chat template):
+
+curl -N --cacert $cert $url/v1/chat/completions \\
+  -H "Authorization: Bearer $key" -H "Content-Type: application/json" \\
+  -d '{"model":"$model_id","stream":true,"max_tokens":256,"messages":[{"role":"user","content":"Why is the sky blue?"}]}'
+TXT
+else
+  echo
+  echo "($model_id is a base model: it continues text, so use /v1/completions; chat needs an instruction-tuned GGUF, see README.md)"
+fi

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The newcomer's path: deploy/serve.sh (what `make serve` runs, setup skipped: make test did it)
 # in a temp run directory on a free port — spawn-fcgi workers, nginx, certificate, key — then the
-# curl line it prints, pasted as is, must stream a Gemma answer; deploy/stop.sh must stop it all.
+# curl line it prints, pasted as is, must stream a completion from the default (base) model, which
+# gets no chat example; deploy/stop.sh must stop it all.
 cd "$(dirname "$0")/../.." || exit 1
 run=$(mktemp -d /tmp/clgemma-serve.XXXXXX)
 cleanup() { RUN_DIR=$run sh deploy/stop.sh --quiet; rm -rf "$run"; }
@@ -13,14 +14,18 @@ if ! CLGEMMA_RUN_DIR=$run CLGEMMA_PORT=$port CLGEMMA_SKIP_SETUP=1 CLGEMMA_CTX=10
 fi
 echo "PASS serve_starts"
 # the printed curl command: from "curl -N" to the line with -d '...'
-sed -n '/^curl -N/,/-d /p' "$run/serve.out" | sed 's/"max_tokens":96/"max_tokens":8/' > "$run/curl.sh"
+sed -n '/^curl -N/,/-d /p' "$run/serve.out" | sed 's/"max_tokens":64/"max_tokens":8/' > "$run/curl.sh"
 if [ ! -s "$run/curl.sh" ]; then echo "FAIL serve_prints_curl: no curl line in the output"; cat "$run/serve.out"; exit 1; fi
 sh "$run/curl.sh" > "$run/answer" 2> "$run/curl.err"
-if grep -q '"content":"[^"]' "$run/answer" && tail -n 2 "$run/answer" | grep -q '^data: \[DONE\]'; then
+if grep -q '"text":"[^"]' "$run/answer" && tail -n 2 "$run/answer" | grep -q '^data: \[DONE\]'; then
   echo "PASS serve_curl_line_streams_an_answer"
 else
   echo "FAIL serve_curl_line_streams_an_answer: $(head -c 300 "$run/answer") $(cat "$run/curl.err")"; exit 1
 fi
+if grep -q 'chat/completions' "$run/serve.out" || ! grep -q 'is a base model' "$run/serve.out"; then
+  echo "FAIL serve_base_model_demo_is_completion: the default base model got a chat example"; exit 1
+fi
+echo "PASS serve_base_model_demo_is_completion"
 key=$(sed -n 's/^  API key  //p' "$run/serve.out")
 [ -n "$key" ] && grep -qx "$key" "$run/api_keys" && echo "PASS serve_prints_the_key" || { echo "FAIL serve_prints_the_key: '$key'"; exit 1; }
 pids="$(cat "$run"/worker-*.pid) $(cat "$run/nginx/nginx.pid")"
