@@ -8,13 +8,8 @@
 
 #include "errf.h"
 
-typedef struct spec {
-    const char *name;
-    uint32_t H, L, nh, nkv_swa, nkv_full, full_every, k_eq_v, ff, wide_shared;
-    uint32_t n_exp, n_used, ff_exp, P, shared, window, ctx;
-} spec;
+typedef synth_spec spec;
 
-/* full-attention layers are those with (il + 1) % full_every == 0, and always the last one */
 static const spec SPECS[] = {
     { "gemma4-e2b", 1536, 35, 8, 1, 1, 5, 0, 6144, 1, 0, 0, 0, 256, 20, 512, 131072 },
     { "gemma4-e4b", 2560, 42, 8, 2, 2, 6, 0, 10240, 0, 0, 0, 0, 256, 18, 512, 131072 },
@@ -23,6 +18,13 @@ static const spec SPECS[] = {
 };
 #define N_SPECS (sizeof SPECS / sizeof *SPECS)
 const char *const synth_models[] = { "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b", "gemma4-31b", NULL };
+
+const synth_spec *synth_spec_find(const char *model)
+{
+    for (size_t i = 0; i < N_SPECS; i++)
+        if (!strcmp(model, SPECS[i].name)) return &SPECS[i];
+    return NULL;
+}
 
 enum { V = 262144, HD_SWA = 256, HD_FULL = 512 };
 
@@ -119,9 +121,7 @@ int synth_build(const char *model, const char *type, int layers, void **buf, siz
                 char *name, char *err, size_t errlen)
 {
     *buf = NULL;
-    const spec *s = NULL;
-    for (size_t i = 0; i < N_SPECS; i++)
-        if (!strcmp(model, SPECS[i].name)) s = &SPECS[i];
+    const spec *s = synth_spec_find(model);
     if (!s) return ERR("unknown synthetic model '%s' (gemma4-26b-a4b, gemma4-31b, gemma4-e4b, gemma4-e2b)", model);
     tlist tl = { 0 };
     uint32_t ftype;

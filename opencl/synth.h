@@ -19,6 +19,17 @@
 /* "gemma4-26b-a4b", "gemma4-31b", "gemma4-e4b", "gemma4-e2b" */
 extern const char *const synth_models[];
 
+/* one public shape (docs/GEMMA4.md §1; head dims 256 sliding / 512 full, vocabulary 262144):
+ * full-attention layers are those with (il + 1) % full_every == 0, and always the last one */
+typedef struct synth_spec {
+    const char *name;
+    uint32_t H, L, nh, nkv_swa, nkv_full, full_every, k_eq_v, ff, wide_shared;
+    uint32_t n_exp, n_used, ff_exp, P, shared, window, ctx;
+} synth_spec;
+
+/* the shape called model (one of synth_models), or NULL */
+const synth_spec *synth_spec_find(const char *model);
+
 /* model: one of synth_models; type: "q4_k", "q8_0", "bf16" (matrices; with q4_k a row length that
  * is not a multiple of 256 falls back to Q5_0 as llama.cpp's quantizer does, with q8_0 one not a
  * multiple of 32 to F16); layers: 0 = the real count, else the first `layers` layers' pattern
