@@ -1,7 +1,8 @@
-/* tokenizer.c — SentencePiece-style ("llama"/SPM) tokenizer matching llama.cpp's llama_tokenize()
- * and llama_token_to_piece() for the same vocabulary.
+/* tokenizer.c — the vocabulary (pieces, attributes, piece -> id hash), special-token partitioning
+ * and the encode driver shared by both of llama.cpp's tokenizer models we serve: "llama" (SPM,
+ * tokenizer_spm.c) and "gemma4" (BPE, tokenizer_bpe.c). Decoding is in tokenizer_decode.c.
  *
- * Encoding, as llama.cpp does it:
+ * Encoding, as llama.cpp's llama_vocab::impl::tokenize() does it:
  *  1. Special-token partitioning. Every CONTROL / USER_DEFINED / UNKNOWN token's text is searched
  *     for in the raw text, longest token first; each match splits the text into raw fragments
  *     and a token. USER_DEFINED tokens are always matched, CONTROL/UNKNOWN only with
@@ -13,98 +14,88 @@
  *     single raw fragment" of llama.cpp's fragment-list algorithm. Memory stays O(text).
  *     Equal-length specials are ordered by id; llama.cpp's std::sort leaves their order
  *     unspecified, which only matters for two equal-length specials that can overlap (none in
- *     Gemma's vocabulary).
- *  2. Each raw fragment: optional " " prefix (add_space_prefix, after BOS/start or a special
- *     token), ' ' -> U+2581, split into UTF-8 characters (length from the lead byte's high
- *     nibble only: a stray continuation byte is a 1-byte symbol, a bad lead byte swallows up to
- *     3 following bytes — even an escaped space), then repeatedly merge the adjacent pair whose concatenation is a
- *     vocabulary piece with the highest score (ties: leftmost), via a binary heap with lazy
- *     invalidation. Symbols that are not pieces fall back to <0xXX> byte tokens.
- * Decoding: NORMAL pieces with U+2581 -> ' ', BYTE tokens -> their byte, USER_DEFINED as text,
- * CONTROL/UNKNOWN as text only when rendering specials, UNUSED/UNDEFINED -> nothing.
+ *     the Gemma vocabularies).
+ *  2. BOS when add_special and the vocab adds it, then each raw fragment through the model's
+ *     fragment encoder (SPM: with a " " prefix after the start or a special token when
+ *     add_space_prefix), special tokens as they are, then EOS when the vocab adds it.
  *
  * No global mutable state: everything per call lives on the stack or in per-call buffers. */
-#include "tokenizer.h"
+#include "tokenizer_int.h"
+#include "errf.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* token attribute bits (llama.cpp's llama_token_attr semantics) */
-enum {
-    A_UNKNOWN = 1u << 0, A_UNUSED = 1u << 1, A_NORMAL = 1u << 2, A_CONTROL = 1u << 3,
-    A_USER = 1u << 4, A_BYTE = 1u << 5, A_LSTRIP = 1u << 6, A_RSTRIP = 1u << 7,
-    A_EOG = 1u << 8
-};
-
-#define NONE_U32 0xffffffffu
-
-typedef struct trie_node {
-    uint32_t child;   /* first child, NONE_U32 if none */
-    uint32_t sibling; /* next sibling, NONE_U32 if none */
-    uint32_t parent;  /* NONE_U32 for the root */
-    uint32_t depth;   /* bytes from the root */
-    uint32_t rank;    /* index into special[] of the token ending here, NONE_U32 if none */
-    unsigned char byte;
-} trie_node;
-
-struct tokenizer {
-    uint32_t n;
-    char *arena;          /* all piece bytes */
-    uint64_t *off;        /* n offsets into arena */
-    uint32_t *len;        /* n lengths */
-    float *score;         /* n */
-    uint16_t *attr;       /* n attribute bits */
-    uint32_t *htab;       /* open addressing, piece -> id, NONE_U32 = empty */
-    uint32_t hmask;
-    uint32_t max_len;     /* longest piece in bytes */
-    int32_t bos, eos, unk, pad;
-    int add_bos, add_eos, add_space_prefix;
-    int32_t byte_tok[256];
-    uint32_t *special;    /* special token ids, longest first (ties: lower id first) */
-    uint32_t n_special;
-    uint32_t *group;      /* n_group + 1 starts in special[] of runs of equal length */
-    uint32_t n_group;
-    trie_node *trie;      /* node 0 is the root */
-    uint32_t n_trie;
-};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static uint32_t hash_bytes(const char *p, size_t n) {
-    /* FNV-1a, 32 bit, then a final avalanche so linear probing sees well-mixed low bits */
+/* FNV-1a, 32 bit, over a then b, then a final avalanche so linear probing sees well-mixed low bits */
+static uint32_t hash_bytes2(const char *a, size_t na, const char *b, size_t nb) {
     uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)p[i]; h *= 16777619u; }
+    for (size_t i = 0; i < na; i++) { h ^= (unsigned char)a[i]; h *= 16777619u; }
+    for (size_t i = 0; i < nb; i++) { h ^= (unsigned char)b[i]; h *= 16777619u; }
     h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13;
     return h;
 }
 
-static inline const char *piece_ptr(const tokenizer *t, uint32_t id) { return t->arena + t->off[id]; }
+static int piece_is(const tokenizer *t, uint32_t id, const char *a, size_t na, const char *b, size_t nb) {
+    if (t->len[id] != na + nb) return 0;
+    const char *p = tok_piece_ptr(t, id);
+    return memcmp(p, a, na) == 0 && (nb == 0 || memcmp(p + na, b, nb) == 0);
+}
 
-static int32_t lookup(const tokenizer *t, const char *p, size_t n) {
-    if (n > t->max_len) return -1;
-    uint32_t i = hash_bytes(p, n) & t->hmask;
-    for (;;) {
-        uint32_t id = t->htab[i];
+/* the chain of hash h from slot i on: id of the piece a b, or -1 */
+static int32_t probe_from(const tokenizer *t, uint32_t i, uint32_t h, const char *a, size_t na, const char *b, size_t nb) {
+    for (;; i = (i + 1) & t->hmask) {
+        uint32_t id = t->htab[i].id;
         if (id == NONE_U32) return -1;
-        if (t->len[id] == n && memcmp(piece_ptr(t, id), p, n) == 0) return (int32_t)id;
-        i = (i + 1) & t->hmask;
+        if (t->htab[i].hash == h && piece_is(t, id, a, na, b, nb)) return (int32_t)id;
     }
+}
+
+int32_t tok_lookup2(const tokenizer *t, const char *a, size_t na, const char *b, size_t nb) {
+    if (na + nb > t->max_len) return -1;
+    uint32_t h = hash_bytes2(a, na, b, nb);
+    return probe_from(t, h & t->hmask, h, a, na, b, nb);
+}
+
+void tok_probe_start(const tokenizer *t, tok_probe *q, const char *a, size_t na, const char *b, size_t nb) {
+    *q = (tok_probe){ a, b, (uint32_t)na, (uint32_t)nb, 0, NONE_U32, NONE_U32 };
+    if (na + nb > t->max_len) return;
+    q->hash = hash_bytes2(a, na, b, nb);
+    q->slot = q->hash & t->hmask;
+    __builtin_prefetch(&t->htab[q->slot]);
+}
+
+void tok_probe_next(const tokenizer *t, tok_probe *q) {
+    if (q->slot == NONE_U32) return;
+    for (uint32_t i = q->slot;; i = (i + 1) & t->hmask) {
+        uint32_t id = t->htab[i].id;
+        if (id == NONE_U32) { q->slot = NONE_U32; return; }
+        if (t->htab[i].hash == q->hash) {
+            q->slot = i;
+            q->cand = id;
+            __builtin_prefetch(&t->off[id]);
+            __builtin_prefetch(&t->len[id]);
+            return;
+        }
+    }
+}
+
+void tok_probe_bytes(const tokenizer *t, const tok_probe *q) {
+    if (q->cand != NONE_U32) __builtin_prefetch(tok_piece_ptr(t, q->cand));
+}
+
+int32_t tok_probe_end(const tokenizer *t, const tok_probe *q) {
+    if (q->slot == NONE_U32) return -1;
+    if (piece_is(t, q->cand, q->a, q->na, q->b, q->nb)) return (int32_t)q->cand;
+    return probe_from(t, (q->slot + 1) & t->hmask, q->hash, q->a, q->na, q->b, q->nb);
 }
 
 static int is_space_c(unsigned char c) { /* isspace() in the "C" locale */
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-/* names llama.cpp treats as end-of-generation; it forces CONTROL on them (e.g. Gemma's "</s>",
+/* names llama.cpp treats as end-of-generation; it forces CONTROL on them (e.g. Gemma 3's "</s>",
  * which the GGUF marks USER_DEFINED, becomes USER_DEFINED|CONTROL). Not replicated: its
  * CONTROL promotion of FIM texts ("<PRE>", "<|fim_prefix|>", ...), which depends on whether the
  * GGUF names FIM ids. */
@@ -116,6 +107,23 @@ static const char *const eog_names[] = {
 };
 /* llama.cpp always renders these (gpt-oss) and so makes them USER_DEFINED */
 static const char *const always_user_names[] = { "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>" };
+
+/* llama.cpp's end-of-generation exceptions: when every "present" text is an EOG token, "drop"
+ * stops being one and gets attributes "attr" (gpt-oss / solar-open "<|end|>"; Gemma 4 and
+ * PLaMo, whose "</s>" is ordinary text) */
+static const struct { const char *present[2]; const char *drop; uint16_t attr; } eog_drops[] = {
+    { { "<|return|>", "<|call|>" }, "<|end|>", A_USER },
+    { { "<|return|>", "<|calls|>" }, "<|end|>", A_USER },
+    { { "<|call|>", "<|flush|>" }, "<|end|>", A_USER },
+    { { "<|calls|>", "<|flush|>" }, "<|end|>", A_USER },
+    { { "<|tool_response>", NULL }, "</s>", A_NORMAL },
+    { { "<|plamo:eos|>", NULL }, "</s>", A_NORMAL },
+};
+
+static int32_t find_eog(const tokenizer *t, const char *name) {
+    int32_t id = tok_lookup(t, name, strlen(name));
+    return id >= 0 && (t->attr[id] & A_EOG) ? id : -1;
+}
 
 static uint16_t type_to_attr(int32_t type) {
     switch (type) {
@@ -146,7 +154,7 @@ static int build_trie(tokenizer *t) {
     t->n_trie = 1;
     for (uint32_t r = 0; r < t->n_special; r++) {
         uint32_t id = t->special[r];
-        const unsigned char *p = (const unsigned char *)piece_ptr(t, id);
+        const unsigned char *p = (const unsigned char *)tok_piece_ptr(t, id);
         uint32_t node = 0;
         for (uint32_t i = 0; i < t->len[id]; i++) {
             uint32_t c = t->trie[node].child;
@@ -172,16 +180,47 @@ static int build_trie(tokenizer *t) {
 void tokenizer_destroy(tokenizer *t) {
     if (!t) return;
     free(t->arena); free(t->off); free(t->len); free(t->score); free(t->attr);
-    free(t->htab); free(t->special); free(t->group); free(t->trie);
+    free(t->htab); free(t->special); free(t->group); free(t->trie); free(t->merge);
     free(t);
 }
 
+/* llama.cpp's load-time attribute fix-ups that depend only on token text */
+static void fix_attributes(tokenizer *t) {
+    for (size_t k = 0; k < sizeof eog_names / sizeof eog_names[0]; k++) {
+        int32_t id = tok_lookup(t, eog_names[k], strlen(eog_names[k]));
+        if (id >= 0) t->attr[id] |= A_CONTROL | A_EOG;
+    }
+    for (size_t k = 0; k < sizeof always_user_names / sizeof always_user_names[0]; k++) {
+        int32_t id = tok_lookup(t, always_user_names[k], strlen(always_user_names[k]));
+        if (id >= 0) t->attr[id] = A_USER;
+    }
+    if (t->eos >= 0) t->attr[t->eos] |= A_EOG;
+    for (size_t k = 0; k < sizeof eog_drops / sizeof eog_drops[0]; k++) {
+        int32_t drop = find_eog(t, eog_drops[k].drop);
+        int all = drop >= 0;
+        for (int j = 0; j < 2 && all; j++)
+            all = !eog_drops[k].present[j] || find_eog(t, eog_drops[k].present[j]) >= 0;
+        if (all) t->attr[drop] = eog_drops[k].attr;
+    }
+    for (uint32_t i = 0; i < t->n; i++)
+        if ((t->attr[i] & A_CONTROL) && memmem(tok_piece_ptr(t, i), t->len[i], "unused", 6))
+            t->attr[i] |= A_UNUSED;
+}
+
 int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_t errlen) {
-    if (!out) { seterr(err, errlen, "tokenizer_create: no output pointer"); return -1; }
+    if (!out) { errf(err, errlen, "tokenizer_create: no output pointer"); return -1; }
     *out = NULL;
-    if (!v || !v->pieces || !v->piece_lens) { seterr(err, errlen, "tokenizer_create: no vocabulary"); return -1; }
+    if (!v || !v->pieces || !v->piece_lens) { errf(err, errlen, "tokenizer_create: no vocabulary"); return -1; }
+    if (v->model != TOK_MODEL_SPM && v->model != TOK_MODEL_GEMMA4) {
+        errf(err, errlen, "tokenizer_create: unknown model %d", (int)v->model);
+        return -1;
+    }
     if (v->n == 0 || v->n > (uint32_t)INT32_MAX / 2) {
-        seterr(err, errlen, "tokenizer_create: bad vocabulary size %u", v->n);
+        errf(err, errlen, "tokenizer_create: bad vocabulary size %u", v->n);
+        return -1;
+    }
+    if (v->n_merges && (!v->merges || !v->merge_lens)) {
+        errf(err, errlen, "tokenizer_create: %u merges without their text", v->n_merges);
         return -1;
     }
     const uint32_t n = v->n;
@@ -189,23 +228,25 @@ int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_
     static const char *const sname[4] = { "bos", "eos", "unk", "pad" };
     for (int i = 0; i < 4; i++)
         if (sid[i] < -1 || sid[i] >= (int64_t)n) {
-            seterr(err, errlen, "tokenizer_create: %s id %d out of range (n_vocab %u)", sname[i], sid[i], n);
+            errf(err, errlen, "tokenizer_create: %s id %d out of range (n_vocab %u)", sname[i], sid[i], n);
             return -1;
         }
-    if (v->add_bos && v->bos < 0) { seterr(err, errlen, "tokenizer_create: add_bos set but no bos token"); return -1; }
-    if (v->add_eos && v->eos < 0) { seterr(err, errlen, "tokenizer_create: add_eos set but no eos token"); return -1; }
+    if (v->add_bos && v->bos < 0) { errf(err, errlen, "tokenizer_create: add_bos set but no bos token"); return -1; }
+    if (v->add_eos && v->eos < 0) { errf(err, errlen, "tokenizer_create: add_eos set but no eos token"); return -1; }
 
     tokenizer *t = calloc(1, sizeof *t);
-    if (!t) { seterr(err, errlen, "tokenizer_create: out of memory"); return -1; }
+    if (!t) { errf(err, errlen, "tokenizer_create: out of memory"); return -1; }
+    t->model = v->model;
     t->n = n;
     t->bos = v->bos; t->eos = v->eos; t->unk = v->unk; t->pad = v->pad;
     t->add_bos = !!v->add_bos; t->add_eos = !!v->add_eos; t->add_space_prefix = !!v->add_space_prefix;
+    t->clean_spaces = !!v->clean_spaces;
 
     /* arena size: empty pieces become "[EMPTY_<id>]" as in llama.cpp */
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t l = v->piece_lens[i];
-        if (l && !v->pieces[i]) { seterr(err, errlen, "tokenizer_create: piece %u has no bytes", i); goto fail; }
+        if (l && !v->pieces[i]) { errf(err, errlen, "tokenizer_create: piece %u has no bytes", i); goto fail; }
         total += l ? l : 24;
     }
     t->arena = malloc(total ? total : 1);
@@ -217,7 +258,7 @@ int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_
     while (hcap < 2 * n) hcap <<= 1;
     t->htab = malloc((size_t)hcap * sizeof *t->htab);
     if (!t->arena || !t->off || !t->len || !t->score || !t->attr || !t->htab) {
-        seterr(err, errlen, "tokenizer_create: out of memory");
+        errf(err, errlen, "tokenizer_create: out of memory");
         goto fail;
     }
     t->hmask = hcap - 1;
@@ -238,51 +279,40 @@ int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_
         t->score[i] = v->scores ? v->scores[i] : 0.0f;
         t->attr[i] = v->types ? type_to_attr(v->types[i]) : A_NORMAL;
 
-        uint32_t h = hash_bytes(t->arena + t->off[i], l) & t->hmask;
-        for (;;) {
-            uint32_t o = t->htab[h];
-            if (o == NONE_U32) { t->htab[h] = i; break; }
-            if (t->len[o] == l && memcmp(piece_ptr(t, o), piece_ptr(t, i), l) == 0) {
-                seterr(err, errlen, "tokenizer_create: tokens %u and %u have the same text", o, i);
+        uint32_t h = hash_bytes2(t->arena + t->off[i], l, NULL, 0);
+        for (uint32_t k = h & t->hmask;; k = (k + 1) & t->hmask) {
+            uint32_t o = t->htab[k].id;
+            if (o == NONE_U32) { t->htab[k] = (tok_slot){ i, h }; break; }
+            if (t->htab[k].hash == h && t->len[o] == l && memcmp(tok_piece_ptr(t, o), tok_piece_ptr(t, i), l) == 0) {
+                errf(err, errlen, "tokenizer_create: tokens %u and %u have the same text", o, i);
                 goto fail;
             }
-            h = (h + 1) & t->hmask;
         }
     }
+    fix_attributes(t);
 
-    /* llama.cpp's load-time attribute fix-ups that depend only on token text */
-    for (size_t k = 0; k < sizeof eog_names / sizeof eog_names[0]; k++) {
-        int32_t id = lookup(t, eog_names[k], strlen(eog_names[k]));
-        if (id >= 0) t->attr[id] |= A_CONTROL | A_EOG;
-    }
-    for (size_t k = 0; k < sizeof always_user_names / sizeof always_user_names[0]; k++) {
-        int32_t id = lookup(t, always_user_names[k], strlen(always_user_names[k]));
-        if (id >= 0) t->attr[id] = A_USER;
-    }
-    if (t->eos >= 0) t->attr[t->eos] |= A_EOG;
-    for (uint32_t i = 0; i < n; i++)
-        if ((t->attr[i] & A_CONTROL) && memmem(piece_ptr(t, i), t->len[i], "unused", 6))
-            t->attr[i] |= A_UNUSED;
-
-    /* byte fallback: "<0xXX>", else the single byte as a piece (as llama.cpp's byte_to_token) */
+    /* byte fallback: "<0xXX>"; SPM also takes the single byte as a piece (llama.cpp's
+     * byte_to_token), BPE without a GPT-2 byte map only the hex form */
     for (int b = 0; b < 256; b++) {
         char buf[7];
         snprintf(buf, sizeof buf, "<0x%02X>", b);
-        int32_t id = lookup(t, buf, 6);
-        if (id < 0 && b != 0) { buf[0] = (char)b; id = lookup(t, buf, 1); }
+        int32_t id = tok_lookup(t, buf, 6);
+        if (id < 0 && b != 0 && t->model == TOK_MODEL_SPM) { buf[0] = (char)b; id = tok_lookup(t, buf, 1); }
         t->byte_tok[b] = id;
     }
 
-    /* special tokens: matched in raw text before the SPM pass */
+    /* special tokens: matched in raw text before the model's own pass */
     t->n_special = 0;
     for (uint32_t i = 0; i < n; i++)
         if (t->attr[i] & (A_CONTROL | A_USER | A_UNKNOWN)) t->n_special++;
     t->special = malloc((size_t)(t->n_special ? t->n_special : 1) * sizeof *t->special);
-    if (!t->special) { seterr(err, errlen, "tokenizer_create: out of memory"); goto fail; }
+    if (!t->special) { errf(err, errlen, "tokenizer_create: out of memory"); goto fail; }
     for (uint32_t i = 0, k = 0; i < n; i++)
         if (t->attr[i] & (A_CONTROL | A_USER | A_UNKNOWN)) t->special[k++] = i;
     qsort_r(t->special, t->n_special, sizeof *t->special, cmp_special, t);
-    if (build_trie(t)) { seterr(err, errlen, "tokenizer_create: out of memory"); goto fail; }
+    if (build_trie(t)) { errf(err, errlen, "tokenizer_create: out of memory"); goto fail; }
+
+    if (t->model == TOK_MODEL_GEMMA4 && tok_bpe_build(t, v, err, errlen)) goto fail;
 
     *out = t;
     return 0;
@@ -298,12 +328,13 @@ int tokenizer_set_strip(tokenizer *t, int32_t id, int lstrip, int rstrip) {
 }
 
 uint32_t tokenizer_n_vocab(const tokenizer *t) { return t ? t->n : 0; }
+enum tok_model tokenizer_model(const tokenizer *t) { return t ? t->model : TOK_MODEL_SPM; }
 int32_t tokenizer_bos(const tokenizer *t) { return t ? t->bos : -1; }
 int32_t tokenizer_eos(const tokenizer *t) { return t ? t->eos : -1; }
 
 int32_t tokenizer_find(const tokenizer *t, const char *piece) {
     if (!t || !piece) return -1;
-    return lookup(t, piece, strlen(piece));
+    return tok_lookup(t, piece, strlen(piece));
 }
 
 int tokenizer_is_control(const tokenizer *t, int32_t id) {
@@ -316,28 +347,14 @@ int tokenizer_is_eog(const tokenizer *t, int32_t id) {
     return (t->attr[id] & A_EOG) != 0;
 }
 
-/* ---------------------------------------------------------------- encoding */
+/* ---------------------------------------------------------------- encoder state */
 
-typedef struct sym { int32_t prev, next; uint32_t off, n; } sym;
-typedef struct bigram { float score; int32_t left, right; uint32_t size; } bigram;
-
-typedef struct enc {
-    const tokenizer *t;
-    int32_t *ids;
-    int cap;
-    int64_t count;
-    /* work buffers, grown as needed and freed at the end of the call */
-    char *esc; size_t esc_cap;
-    sym *syms; size_t syms_cap;
-    bigram *heap; size_t heap_cap; size_t heap_n;
-} enc;
-
-static void emit(enc *e, int32_t id) {
+void tok_emit(tok_enc *e, int32_t id) {
     if (e->count < e->cap) e->ids[e->count] = id;
     e->count++;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+int tok_grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
     size_t c = *cap ? *cap : 64;
     while (c < need) c *= 2;
@@ -348,12 +365,11 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     return 0;
 }
 
-/* heap order: higher score first, then lower left index (llama.cpp's comparator) */
-static inline int bg_before(const bigram *a, const bigram *b) {
+static inline int bg_before(const tok_bigram *a, const tok_bigram *b) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static void heap_push(enc *e, bigram b) {
+void tok_heap_push(tok_enc *e, tok_bigram b) {
     size_t i = e->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -364,9 +380,9 @@ static void heap_push(enc *e, bigram b) {
     e->heap[i] = b;
 }
 
-static bigram heap_pop(enc *e) {
-    bigram top = e->heap[0];
-    bigram last = e->heap[--e->heap_n];
+tok_bigram tok_heap_pop(tok_enc *e) {
+    tok_bigram top = e->heap[0];
+    tok_bigram last = e->heap[--e->heap_n];
     size_t i = 0, n = e->heap_n;
     for (;;) {
         size_t c = 2 * i + 1;
@@ -380,73 +396,41 @@ static bigram heap_pop(enc *e) {
     return top;
 }
 
-static void try_bigram(enc *e, int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const sym *l = &e->syms[left], *r = &e->syms[right];
-    uint32_t size = l->n + r->n;
-    int32_t id = lookup(e->t, e->esc + l->off, size); /* l and r are adjacent in esc */
-    if (id < 0) return;
-    heap_push(e, (bigram){ e->t->score[id], left, right, size });
-}
-
-static void emit_symbol(enc *e, const sym *s) {
-    const tokenizer *t = e->t;
-    int32_t id = lookup(t, e->esc + s->off, s->n);
-    if (id >= 0) { emit(e, id); return; }
-    for (uint32_t j = 0; j < s->n; j++) {
-        int32_t b = t->byte_tok[(unsigned char)e->esc[s->off + j]];
-        if (b < 0) b = t->unk; /* llama.cpp throws here; a vocab without byte tokens is rare */
-        if (b >= 0) emit(e, b);
-    }
-}
-
-static size_t utf8_len_lead(unsigned char c) {
-    static const unsigned char lut[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
-    return lut[c >> 4];
-}
-
-/* SPM pass over one raw fragment. Returns -1 on allocation failure. */
-static int spm_fragment(enc *e, const char *text, size_t len, int space_prefix) {
-    size_t spaces = space_prefix ? 1 : 0;
-    for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
-    size_t elen = len + (space_prefix ? 1 : 0) + 2 * spaces;
-    if (grow((void **)&e->esc, &e->esc_cap, elen + 1, 1)) return -1;
-    size_t o = 0;
-    if (space_prefix) { memcpy(e->esc, "\xe2\x96\x81", 3); o = 3; }
-    for (size_t i = 0; i < len; i++) {
-        if (text[i] == ' ') { memcpy(e->esc + o, "\xe2\x96\x81", 3); o += 3; }
-        else e->esc[o++] = text[i];
-    }
-    if (o == 0) return 0;
-
-    /* one symbol per UTF-8 character (by lead byte; truncated at the end) */
-    if (grow((void **)&e->syms, &e->syms_cap, o, sizeof(sym))) return -1;
+int32_t tok_split_chars(tok_enc *e, const char *buf, uint32_t off, uint32_t n, int with_ids) {
+    if (tok_grow((void **)&e->syms, &e->syms_cap, n, sizeof(tok_sym))) return -1;
     int32_t ns = 0;
-    for (size_t p = 0; p < o;) {
-        size_t l = utf8_len_lead((unsigned char)e->esc[p]);
-        if (l > o - p) l = o - p;
-        e->syms[ns] = (sym){ ns - 1, p + l == o ? -1 : ns + 1, (uint32_t)p, (uint32_t)l };
+    for (uint32_t p = off, end = off + n; p < end;) {
+        uint32_t l = (uint32_t)tok_utf8_len_lead((unsigned char)buf[p]);
+        if (l > end - p) l = end - p;
+        int32_t id = with_ids ? tok_lookup(e->t, buf + p, l) : -1;
+        e->syms[ns] = (tok_sym){ ns - 1, p + l == end ? -1 : ns + 1, p, l, id };
         ns++;
         p += l;
     }
+    return ns;
+}
+
+int tok_merge_all(tok_enc *e, int32_t ns, void (*try_pair)(tok_enc *, int32_t, int32_t)) {
     /* each merge pushes at most two bigrams: n-1 seeds + 2(n-1) */
-    if (grow((void **)&e->heap, &e->heap_cap, 3 * (size_t)ns + 1, sizeof(bigram))) return -1;
+    if (tok_grow((void **)&e->heap, &e->heap_cap, 3 * (size_t)ns + 1, sizeof(tok_bigram))) return -1;
     e->heap_n = 0;
-    for (int32_t i = 1; i < ns; i++) try_bigram(e, i - 1, i);
+    for (int32_t i = 1; i < ns; i++) try_pair(e, i - 1, i);
     while (e->heap_n) {
-        bigram b = heap_pop(e);
-        sym *l = &e->syms[b.left], *r = &e->syms[b.right];
+        tok_bigram b = tok_heap_pop(e);
+        tok_sym *l = &e->syms[b.left], *r = &e->syms[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->n += r->n;
+        l->id = b.id;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) e->syms[r->next].prev = b.left;
-        try_bigram(e, l->prev, b.left);
-        try_bigram(e, b.left, l->next);
+        try_pair(e, l->prev, b.left);
+        try_pair(e, b.left, l->next);
     }
-    for (int32_t i = 0; i >= 0; i = e->syms[i].next) emit_symbol(e, &e->syms[i]);
     return 0;
 }
+
+/* ---------------------------------------------------------------- special tokens */
 
 typedef struct hit { uint32_t rank, pos; } hit;
 
@@ -476,8 +460,8 @@ static int partition(const tokenizer *t, const unsigned char *s, size_t len, int
         if (best == 0) continue;
         if (ncand == cand_cap) {
             size_t c1 = cand_cap, c2 = cand_cap;
-            if (grow((void **)&cand_pos, &c1, ncand + 1, sizeof *cand_pos) ||
-                grow((void **)&cand_node, &c2, ncand + 1, sizeof *cand_node)) goto out;
+            if (tok_grow((void **)&cand_pos, &c1, ncand + 1, sizeof *cand_pos) ||
+                tok_grow((void **)&cand_node, &c2, ncand + 1, sizeof *cand_node)) goto out;
             cand_cap = c1 < c2 ? c1 : c2;
         }
         cand_pos[ncand] = (uint32_t)p;
@@ -545,15 +529,23 @@ out:
     return rc;
 }
 
+/* ---------------------------------------------------------------- encoding */
+
+static int fragment(tok_enc *e, const char *text, size_t len, int after_special) {
+    const tokenizer *t = e->t;
+    if (t->model == TOK_MODEL_GEMMA4) return tok_bpe_fragment(e, text, len);
+    return tok_spm_fragment(e, text, len, t->add_space_prefix && after_special);
+}
+
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special,
                      int parse_special, int32_t *ids, int cap) {
     if (!t || (!text && len) || cap < 0 || (!ids && cap > 0) || len > (size_t)INT_MAX / 4) return -1;
-    enc e = { .t = t, .ids = ids, .cap = cap };
+    tok_enc e = { .t = t, .ids = ids, .cap = cap };
     unsigned char *mark = NULL;
     int32_t *tok_at = NULL;
     int rc = -1;
 
-    if (add_special && t->add_bos) emit(&e, t->bos);
+    if (add_special && t->add_bos) tok_emit(&e, t->bos);
     if (len) {
         int pr = partition(t, (const unsigned char *)text, len, parse_special, &mark, &tok_at);
         if (pr < 0) goto out;
@@ -561,7 +553,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
         size_t p = 0;
         while (p < len) {
             if (mark && mark[p] == 2) {
-                emit(&e, tok_at[p]);
+                tok_emit(&e, tok_at[p]);
                 p += t->len[tok_at[p]];
                 prev_special = 1;
             } else if (mark && mark[p] == 1) {
@@ -570,166 +562,15 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
                 size_t q = p + 1;
                 if (mark) while (q < len && mark[q] == 0) q++;
                 else q = len;
-                if (spm_fragment(&e, text + p, q - p, t->add_space_prefix && prev_special)) goto out;
+                if (fragment(&e, text + p, q - p, prev_special)) goto out;
                 prev_special = 0;
                 p = q;
             }
         }
     }
-    if (add_special && t->add_eos) emit(&e, t->eos);
+    if (add_special && t->add_eos) tok_emit(&e, t->eos);
     rc = e.count > INT_MAX ? -1 : (int)e.count;
 out:
-    free(mark); free(tok_at); free(e.esc); free(e.syms); free(e.heap);
+    free(mark); free(tok_at); free(e.esc); free(e.norm); free(e.syms); free(e.heap);
     return rc;
-}
-
-/* ---------------------------------------------------------------- decoding */
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* byte of a BYTE token: hex digits at text[3..4], as strtol(substr(3, 2), 16) would read them */
-static unsigned char token_byte(const tokenizer *t, uint32_t id) {
-    const char *p = piece_ptr(t, id);
-    uint32_t l = t->len[id];
-    int v = 0;
-    for (uint32_t i = 3; i < 5 && i < l && hexval(p[i]) >= 0; i++) v = v * 16 + hexval(p[i]);
-    return (unsigned char)v;
-}
-
-int tokenizer_piece(const tokenizer *t, int32_t id, int render_special, char *buf, int cap) {
-    if (!t || id < 0 || (uint32_t)id >= t->n || cap < 0 || (!buf && cap > 0)) return -1;
-    uint16_t a = t->attr[id];
-    const char *p = piece_ptr(t, id);
-    uint32_t l = t->len[id];
-    if (a & (A_CONTROL | A_UNKNOWN)) {
-        if (!render_special) return 0;
-    } else if (a & A_USER) {
-        /* as is */
-    } else if (a & A_NORMAL) {
-        int n = 0;
-        for (uint32_t i = 0; i < l;) {
-            char c;
-            if (i + 2 < l && p[i] == '\xe2' && p[i + 1] == '\x96' && p[i + 2] == '\x81') { c = ' '; i += 3; }
-            else c = p[i++];
-            if (n < cap) buf[n] = c;
-            n++;
-        }
-        return n;
-    } else if (a & A_BYTE) {
-        if (cap > 0) buf[0] = (char)token_byte(t, (uint32_t)id);
-        return 1;
-    } else {
-        return 0; /* UNUSED / UNDEFINED render as nothing */
-    }
-    if (l > INT_MAX) return -1;
-    if (cap > 0) memcpy(buf, p, (size_t)cap < l ? (size_t)cap : l);
-    return (int)l;
-}
-
-/* ---------------------------------------------------------------- streaming */
-
-void tok_stream_init(tok_stream *s, const tokenizer *t, int render_special) {
-    memset(s, 0, sizeof *s);
-    s->t = t;
-    s->render_special = render_special;
-}
-
-/* Expected total length of a sequence starting with lead byte c, 0 if c cannot start one. */
-static int utf8_need(unsigned char c) {
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) return 2;
-    if (c >= 0xe0 && c <= 0xef) return 3;
-    if (c >= 0xf0 && c <= 0xf4) return 4;
-    return 0;
-}
-
-/* whether c may follow the pending bytes pend[0..n) (n >= 1) */
-static int utf8_cont_ok(const unsigned char *pend, int n, unsigned char c) {
-    if (c < 0x80 || c > 0xbf) return 0;
-    if (n == 1) {
-        switch (pend[0]) {
-        case 0xe0: return c >= 0xa0;
-        case 0xed: return c <= 0x9f;
-        case 0xf0: return c >= 0x90;
-        case 0xf4: return c <= 0x8f;
-        default: return 1;
-        }
-    }
-    return 1;
-}
-
-typedef struct sink { char *out; int cap; int n; } sink;
-
-static void sink_put(sink *k, const void *p, int n) {
-    if (k->out && k->n + n <= k->cap) memcpy(k->out + k->n, p, (size_t)n);
-    k->n += n;
-}
-
-/* Feeds bytes through the UTF-8 assembler in pend/npend, writing complete characters (and
- * U+FFFD for each maximal invalid subpart) to k. */
-static void utf8_feed(unsigned char *pend, int *npend, const unsigned char *p, int n, sink *k) {
-    static const unsigned char fffd[3] = { 0xef, 0xbf, 0xbd };
-    for (int i = 0; i < n;) {
-        unsigned char c = p[i];
-        if (*npend == 0) {
-            int need = utf8_need(c);
-            if (need == 0) sink_put(k, fffd, 3);
-            else if (need == 1) sink_put(k, &c, 1);
-            else pend[(*npend)++] = c;
-            i++;
-            continue;
-        }
-        if (!utf8_cont_ok(pend, *npend, c)) {
-            sink_put(k, fffd, 3); /* the pending prefix can never complete; reprocess c */
-            *npend = 0;
-            continue;
-        }
-        pend[(*npend)++] = c;
-        i++;
-        if (*npend == utf8_need(pend[0])) {
-            sink_put(k, pend, *npend);
-            *npend = 0;
-        }
-    }
-}
-
-int tok_stream_push(tok_stream *s, int32_t id, char *out, int cap) {
-    if (!s || !s->t || cap < 0 || (!out && cap > 0)) return -1;
-    char small[64];
-    char *piece = small;
-    int n = tokenizer_piece(s->t, id, s->render_special, small, (int)sizeof small);
-    if (n < 0) return -1;
-    if (n > (int)sizeof small) {
-        piece = malloc((size_t)n);
-        if (!piece) return -1;
-        tokenizer_piece(s->t, id, s->render_special, piece, n);
-    }
-    /* dry run on a copy of the state to learn the size; commit only if it fits */
-    unsigned char pend[8];
-    int npend = s->npend;
-    memcpy(pend, s->pend, sizeof pend);
-    sink k = { NULL, 0, 0 };
-    utf8_feed(pend, &npend, (const unsigned char *)piece, n, &k);
-    int rc = -1;
-    if (k.n <= cap) {
-        k = (sink){ out, cap, 0 };
-        utf8_feed(s->pend, &s->npend, (const unsigned char *)piece, n, &k);
-        rc = k.n;
-    }
-    if (piece != small) free(piece);
-    return rc;
-}
-
-int tok_stream_flush(tok_stream *s, char *out, int cap) {
-    if (!s || cap < 0 || (!out && cap > 0)) return -1;
-    if (s->npend == 0) return 0;
-    if (cap < 3) return -1;
-    memcpy(out, "\xef\xbf\xbd", 3);
-    s->npend = 0;
-    return 3;
 }

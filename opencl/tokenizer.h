@@ -1,6 +1,7 @@
-/* tokenizer.h — SentencePiece-style (llama.cpp "llama"/SPM) tokenizer built from GGUF vocabulary
- * arrays: pieces with scores, token types, byte-fallback tokens <0xXX>, special/control tokens.
- * Behaviour matches llama.cpp's llama_tokenize()/llama_token_to_piece() for the same GGUF.
+/* tokenizer.h — the tokenizers of llama.cpp's "llama" (SentencePiece, scores) and "gemma4" (BPE with
+ * merges over SentencePiece-style text) models, built from GGUF vocabulary arrays: pieces, scores,
+ * token types, merges, byte-fallback tokens <0xXX>, special/control tokens. Behaviour matches
+ * llama.cpp's llama_tokenize() / llama_token_to_piece() / llama_detokenize() for the same GGUF.
  * No OpenCL here. */
 #ifndef CLGEMMA_TOKENIZER_H
 #define CLGEMMA_TOKENIZER_H
@@ -14,7 +15,14 @@ enum tok_type {
     TOK_USER_DEFINED = 4, TOK_UNUSED = 5, TOK_BYTE = 6
 };
 
+/* the encoding algorithm (tokenizer.ggml.model) */
+enum tok_model {
+    TOK_MODEL_SPM = 0,    /* "llama": highest-score merges, " " prefix, U+2581 for spaces */
+    TOK_MODEL_GEMMA4 = 1, /* "gemma4": ranked BPE merges per line, U+2581 for spaces, raw UTF-8 */
+};
+
 typedef struct tokenizer_vocab {
+    enum tok_model model;
     uint32_t n;                 /* number of tokens */
     const char *const *pieces;  /* n piece strings (bytes, need not be NUL-terminated) */
     const uint32_t *piece_lens; /* n lengths */
@@ -22,15 +30,22 @@ typedef struct tokenizer_vocab {
     const int32_t *types;       /* n enum tok_type, or NULL (all NORMAL) */
     int32_t bos, eos, unk, pad; /* -1 when absent */
     int add_bos, add_eos, add_space_prefix;
+    int clean_spaces;           /* detokenize drops " " before ?!., and around ' (llama.cpp BPE) */
+    /* TOK_MODEL_GEMMA4 only: n_merges "left right" lines, highest priority first */
+    uint32_t n_merges;
+    const char *const *merges;
+    const uint32_t *merge_lens;
 } tokenizer_vocab;
 
 typedef struct tokenizer tokenizer;
 
-/* Copies everything it needs from v. Returns -1 with a one-line message on bad input. */
+/* Copies everything it needs from v. Returns -1 with a one-line message on bad input (for
+ * merges: the 0-based line and what is wrong with it). */
 int  tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_t errlen);
 void tokenizer_destroy(tokenizer *t);
 
 uint32_t tokenizer_n_vocab(const tokenizer *t);
+enum tok_model tokenizer_model(const tokenizer *t);
 int32_t  tokenizer_bos(const tokenizer *t);
 int32_t  tokenizer_eos(const tokenizer *t);
 /* id of a piece given by exact text (e.g. "<end_of_turn>"), or -1 */
@@ -56,6 +71,14 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
 /* Bytes of one token as text: byte tokens give their byte, control tokens give "" unless
  * render_special. Returns the byte count (written up to cap) or -1 for an invalid id. */
 int tokenizer_piece(const tokenizer *t, int32_t id, int render_special, char *buf, int cap);
+
+/* llama_detokenize(): the pieces of n ids joined, with llama.cpp's adjustments: remove_special
+ * drops a leading BOS / trailing EOS the vocab adds (and then keeps the first piece's leading
+ * space, which add_space_prefix would otherwise strip), unparse_special renders control tokens,
+ * clean_spaces tidies spaces before punctuation. Writes at most cap bytes; returns the full
+ * length, or -1 for an invalid id or argument. */
+int tokenizer_detokenize(const tokenizer *t, const int32_t *ids, int n, int remove_special,
+                         int unparse_special, char *out, int cap);
 
 /* Streaming decoder: feed ids one by one, get text that never ends inside a UTF-8 character.
  * Invalid byte sequences are flushed as U+FFFD once it is clear they cannot complete. */

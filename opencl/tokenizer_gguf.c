@@ -1,27 +1,19 @@
-/* tokenizer_gguf.c — reads tokenizer.ggml.* keys (as llama.cpp's llama_vocab::load does for
- * SPM vocabularies) and hands them to tokenizer_create(). */
+/* tokenizer_gguf.c — reads tokenizer.ggml.* keys (as llama.cpp's llama_vocab::load does for the
+ * models in the table below) and hands them to tokenizer_create(). */
 #include "tokenizer_gguf.h"
+#include "errf.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* optional token id: missing keeps *id; out of range keeps the default (llama.cpp warns) */
 static int read_id(const gguf_file *f, const char *key, uint32_t n, int32_t *id, char *err, size_t errlen) {
     int64_t v;
     int rc = gguf_get_int(f, key, &v);
     if (rc == -1) return 0;
-    if (rc != 0) { seterr(err, errlen, "%s: not an integer", key); return -1; }
+    if (rc != 0) { errf(err, errlen, "%s: not an integer", key); return -1; }
     if (v >= 0 && v < (int64_t)n) *id = (int32_t)v;
     return 0;
 }
@@ -30,8 +22,22 @@ static int read_bool(const gguf_file *f, const char *key, int *out, char *err, s
     int64_t v;
     int rc = gguf_get_int(f, key, &v);
     if (rc == -1) return 0;
-    if (rc != 0) { seterr(err, errlen, "%s: not a bool", key); return -1; }
+    if (rc != 0) { errf(err, errlen, "%s: not a bool", key); return -1; }
     *out = v != 0;
+    return 0;
+}
+
+/* pointer/length views of a GGUF string array */
+static int str_views(const gguf_str *strs, uint32_t n, const char *key, const char ***ptrs, uint32_t **lens,
+                     char *err, size_t errlen) {
+    *ptrs = malloc((size_t)(n ? n : 1) * sizeof **ptrs);
+    *lens = malloc((size_t)(n ? n : 1) * sizeof **lens);
+    if (!*ptrs || !*lens) { errf(err, errlen, "%s: out of memory", key); return -1; }
+    for (uint32_t i = 0; i < n; i++) {
+        if (strs[i].len > UINT32_MAX) { errf(err, errlen, "%s[%u]: too long", key, i); return -1; }
+        (*ptrs)[i] = strs[i].ptr;
+        (*lens)[i] = (uint32_t)strs[i].len;
+    }
     return 0;
 }
 
@@ -47,20 +53,37 @@ static int is_phi3(const gguf_file *f) {
     return strstr(buf, "phi-3") || strstr(buf, "phi3");
 }
 
+/* tokenizer.ggml.model values we serve, with llama.cpp's defaults for keys a file leaves out */
+static const struct tok_model_desc {
+    const char *name;
+    enum tok_model model;
+    int32_t bos, eos, unk;  /* default ids (-1: none) */
+    int add_bos;            /* default, or forced when force_add_bos */
+    int force_add_bos;      /* llama.cpp overrides the file's false (Gemma 4, PR 21500) */
+    int add_space_prefix, clean_spaces, need_merges;
+} models[] = {
+    { "llama", TOK_MODEL_SPM, 1, 2, 0, 1, 0, 1, 0, 0 },
+    { "gemma4", TOK_MODEL_GEMMA4, -1, -1, -1, 1, 1, 0, 1, 1 },
+};
+
 int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
-    if (!out) { seterr(err, errlen, "tokenizer_from_gguf: no output pointer"); return -1; }
+    if (!out) { errf(err, errlen, "tokenizer_from_gguf: no output pointer"); return -1; }
     *out = NULL;
-    if (!f) { seterr(err, errlen, "tokenizer_from_gguf: no file"); return -1; }
+    if (!f) { errf(err, errlen, "tokenizer_from_gguf: no file"); return -1; }
 
     gguf_str model;
     int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
     if (rc != 0) {
-        seterr(err, errlen, "tokenizer.ggml.model %s", rc == -1 ? "missing" : "is not a string");
+        errf(err, errlen, "tokenizer.ggml.model %s", rc == -1 ? "missing" : "is not a string");
         return -1;
     }
-    if (!gguf_str_eq(model, "llama")) {
+    const struct tok_model_desc *md = NULL;
+    for (size_t i = 0; i < sizeof models / sizeof models[0] && !md; i++)
+        if (gguf_str_eq(model, models[i].name)) md = &models[i];
+    if (!md) {
         int l = model.len > 64 ? 64 : (int)model.len;
-        seterr(err, errlen, "tokenizer.ggml.model '%.*s' unsupported (only 'llama' = SentencePiece)", l, model.ptr);
+        errf(err, errlen, "tokenizer.ggml.model '%.*s' unsupported (known: 'llama' = SentencePiece, 'gemma4' = BPE)",
+               l, model.ptr);
         return -1;
     }
 
@@ -68,39 +91,52 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t e
     uint64_t n64;
     rc = gguf_get_str_arr(f, "tokenizer.ggml.tokens", &strs, &n64);
     if (rc != 0) {
-        seterr(err, errlen, "tokenizer.ggml.tokens %s", rc == -1 ? "missing" : "is not a string array");
+        errf(err, errlen, "tokenizer.ggml.tokens %s", rc == -1 ? "missing" : "is not a string array");
         return -1;
     }
     if (n64 == 0 || n64 > (uint64_t)INT32_MAX / 2) {
-        seterr(err, errlen, "tokenizer.ggml.tokens: bad count %llu", (unsigned long long)n64);
+        errf(err, errlen, "tokenizer.ggml.tokens: bad count %llu", (unsigned long long)n64);
         return -1;
     }
     const uint32_t n = (uint32_t)n64;
 
-    const char **pieces = malloc((size_t)n * sizeof *pieces);
-    uint32_t *lens = malloc((size_t)n * sizeof *lens);
+    const char **pieces = NULL, **merges = NULL;
+    uint32_t *lens = NULL, *merge_lens = NULL;
     float *scores = NULL;
     int32_t *types = NULL;
     int ret = -1;
-    if (!pieces || !lens) { seterr(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
-    for (uint32_t i = 0; i < n; i++) {
-        if (strs[i].len > UINT32_MAX) { seterr(err, errlen, "token %u: too long", i); goto out; }
-        pieces[i] = strs[i].ptr;
-        lens[i] = (uint32_t)strs[i].len;
+    if (str_views(strs, n, "tokenizer.ggml.tokens", &pieces, &lens, err, errlen)) goto out;
+
+    const gguf_str *mstrs = NULL;
+    uint64_t nm64 = 0;
+    rc = gguf_get_str_arr(f, "tokenizer.ggml.merges", &mstrs, &nm64);
+    if (md->need_merges && rc != 0) {
+        errf(err, errlen, "tokenizer.ggml.merges %s (tokenizer.ggml.model '%s' needs it)",
+               rc == -1 ? "missing" : "is not a string array", md->name);
+        goto out;
     }
+    if (!md->need_merges) nm64 = 0; /* SPM has no use for merges */
+    if (nm64 > (uint64_t)INT32_MAX / 2) {
+        errf(err, errlen, "tokenizer.ggml.merges: bad count %llu", (unsigned long long)nm64);
+        goto out;
+    }
+    if (nm64 && str_views(mstrs, (uint32_t)nm64, "tokenizer.ggml.merges", &merges, &merge_lens, err, errlen)) goto out;
 
     uint32_t et;
     uint64_t an;
     const void *data;
     rc = gguf_get_arr(f, "tokenizer.ggml.scores", &et, &an, &data);
     if (rc == -2 || (rc == 0 && et != GGUF_VT_F32 && et != GGUF_VT_I32)) {
-        seterr(err, errlen, "tokenizer.ggml.scores: not an f32/i32 array");
+        errf(err, errlen, "tokenizer.ggml.scores: not an f32/i32 array");
         goto out;
     }
     if (rc == 0) {
-        if (an < n) { seterr(err, errlen, "tokenizer.ggml.scores: %llu < %u entries", (unsigned long long)an, n); goto out; }
+        if (an < n) {
+            errf(err, errlen, "tokenizer.ggml.scores: %llu entries for %u tokens", (unsigned long long)an, n);
+            goto out;
+        }
         scores = malloc((size_t)n * sizeof *scores);
-        if (!scores) { seterr(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
+        if (!scores) { errf(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
         const unsigned char *p = data;
         for (uint32_t i = 0; i < n; i++) {
             if (et == GGUF_VT_F32) {
@@ -115,21 +151,27 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t e
 
     rc = gguf_get_arr(f, "tokenizer.ggml.token_type", &et, &an, &data);
     if (rc == -2 || (rc == 0 && et != GGUF_VT_I32)) {
-        seterr(err, errlen, "tokenizer.ggml.token_type: not an i32 array");
+        errf(err, errlen, "tokenizer.ggml.token_type: not an i32 array");
         goto out;
     }
     if (rc == 0) {
-        if (an < n) { seterr(err, errlen, "tokenizer.ggml.token_type: %llu < %u entries", (unsigned long long)an, n); goto out; }
+        if (an < n) {
+            errf(err, errlen, "tokenizer.ggml.token_type: %llu entries for %u tokens", (unsigned long long)an, n);
+            goto out;
+        }
         types = malloc((size_t)n * sizeof *types);
-        if (!types) { seterr(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
+        if (!types) { errf(err, errlen, "tokenizer_from_gguf: out of memory"); goto out; }
         memcpy(types, data, (size_t)n * 4);
     }
 
+    /* llama.cpp's defaults for the model, disabled when outside the vocabulary */
     tokenizer_vocab v = {
-        .n = n, .pieces = pieces, .piece_lens = lens, .scores = scores, .types = types,
-        /* llama.cpp's SPM defaults, disabled when outside the vocabulary */
-        .bos = n > 1 ? 1 : -1, .eos = n > 2 ? 2 : -1, .unk = 0, .pad = -1,
-        .add_bos = 1, .add_eos = 0, .add_space_prefix = 1,
+        .model = md->model, .n = n, .pieces = pieces, .piece_lens = lens, .scores = scores, .types = types,
+        .bos = md->bos < (int64_t)n ? md->bos : -1, .eos = md->eos < (int64_t)n ? md->eos : -1,
+        .unk = md->unk < (int64_t)n ? md->unk : -1, .pad = -1,
+        .add_bos = md->add_bos, .add_eos = 0, .add_space_prefix = md->add_space_prefix,
+        .clean_spaces = md->clean_spaces,
+        .n_merges = (uint32_t)nm64, .merges = merges, .merge_lens = merge_lens,
     };
     if (read_id(f, "tokenizer.ggml.bos_token_id", n, &v.bos, err, errlen) ||
         read_id(f, "tokenizer.ggml.eos_token_id", n, &v.eos, err, errlen) ||
@@ -139,6 +181,15 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t e
         read_bool(f, "tokenizer.ggml.add_eos_token", &v.add_eos, err, errlen) ||
         read_bool(f, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix, err, errlen))
         goto out;
+    if (md->force_add_bos) v.add_bos = 1;
+    if (v.add_bos && v.bos < 0) {
+        errf(err, errlen, "tokenizer.ggml.bos_token_id missing or out of range, but a BOS token is to be added");
+        goto out;
+    }
+    if (v.add_eos && v.eos < 0) {
+        errf(err, errlen, "tokenizer.ggml.eos_token_id missing or out of range, but an EOS token is to be added");
+        goto out;
+    }
 
     tokenizer *t;
     if (tokenizer_create(&t, &v, err, errlen)) goto out;
@@ -157,6 +208,6 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t e
     *out = t;
     ret = 0;
 out:
-    free(pieces); free(lens); free(scores); free(types);
+    free(pieces); free(lens); free(merges); free(merge_lens); free(scores); free(types);
     return ret;
 }

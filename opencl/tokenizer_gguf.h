@@ -1,7 +1,8 @@
 /* tokenizer_gguf.h — build a tokenizer from a GGUF file's tokenizer.ggml.* metadata.
- * Only SentencePiece vocabularies (tokenizer.ggml.model = "llama") are accepted. Defaults for
- * missing keys follow llama.cpp: bos 1, eos 2, unk 0, no pad, add_bos true, add_eos false,
- * add_space_prefix true. No OpenCL here. */
+ * tokenizer.ggml.model "llama" (SentencePiece) and "gemma4" (BPE; needs tokenizer.ggml.merges)
+ * are accepted. Defaults for missing keys follow llama.cpp: "llama": bos 1, eos 2, unk 0,
+ * add_bos true, add_space_prefix true; "gemma4": no default ids, add_bos forced true,
+ * add_space_prefix false; both: no pad, add_eos false. No OpenCL here. */
 #ifndef CLGEMMA_TOKENIZER_GGUF_H
 #define CLGEMMA_TOKENIZER_GGUF_H
 

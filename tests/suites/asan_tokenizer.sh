@@ -9,7 +9,7 @@ mkdir -p "$out"
 if ! $CC -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
         -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
         -Iopencl -Itests/unit -o "$out/test_tokenizer" \
-        tests/unit/test_tokenizer.c opencl/tokenizer.c opencl/tokenizer_gguf.c opencl/gguf.c; then
+        tests/unit/test_tokenizer.c opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
     echo "FAIL asan_tokenizer: build failed"
     exit 1
 fi
