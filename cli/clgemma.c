@@ -8,6 +8,9 @@
  *   clgemma bench    -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile]
  *   clgemma bench    --synthetic gemma4-26b-a4b|gemma4-31b|gemma4-e4b|gemma4-e2b --type q4_k|q8_0|bf16 ...
  *                    (random weights of the real shape made on the device; no file)
+ *   clgemma synth    MODEL -o OUT.gguf [--mix q4_k_m|q8_0|q4_k|bf16|f32] [--vocab VOCAB.gguf] [--layers N]
+ *                    [--seed S] [--sparse]  (those shapes as a GGUF file laid out as llama.cpp's converter
+ *                    and llama-quantize lay it out, random weights, the real vocabulary)
  * Every command takes --device P:D (or env CLGEMMA_DEVICE). Errors: one line on stderr, exit 1. */
 #include <errno.h>
 #include <math.h>
@@ -18,6 +21,10 @@
 
 #include "engine.h"
 #include "runtime.h"
+#include "synth_gguf.h"
+
+/* fetched by deploy/fetch_llama_ref.sh: the real Gemma 4 vocabulary */
+#define SYNTH_VOCAB ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf"
 
 #define MAX_PROMPTS 64
 
@@ -25,6 +32,8 @@ typedef struct cli_args {
     const char *cmd, *model, *device, *out_path;
     const char *synthetic, *synth_type;
     int synth_layers;     /* hidden --layers N: fewer layers (tests on small devices) */
+    const char *synth_model, *mix, *vocab; /* synth MODEL, --mix, --vocab */
+    int sparse;           /* synth --sparse: the data left a hole (type checks) */
     const char *prompts[MAX_PROMPTS];
     int n_prompts;
     int n_predict, n_prompt_bench, reps, batch, ctx;
@@ -82,7 +91,15 @@ static void usage(void)
             "       clgemma logits -m FILE -p TEXT -o OUT.f32\n"
             "       clgemma bench -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n"
             "       clgemma bench --synthetic gemma4-26b-a4b|gemma4-31b|gemma4-e4b|gemma4-e2b --type q4_k|q8_0|bf16\n"
-            "                     [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n");
+            "                     [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n"
+            "       clgemma synth MODEL -o OUT.gguf [--mix q4_k_m|q8_0|q4_k|bf16|f32] [--vocab VOCAB.gguf]\n"
+            "                     [--layers N] [--seed S] [--sparse]\n"
+            "                     a Gemma 4 GGUF with random weights and llama.cpp's names, keys and type mix;\n"
+            "                     MODEL: gemma4-e2b|gemma4-e4b|gemma4-26b-a4b|gemma4-31b (real shapes), or\n"
+            "                     gemma4-tiny, gemma4-tiny-moe, gemma4-tiny-e (tests); --mix: as llama-quantize\n"
+            "                     (q4_k_m, the default; q8_0; q4_k = --pure Q4_K_S) or convert_hf_to_gguf (bf16,\n"
+            "                     f32); --vocab: the tokenizer.* keys (default " SYNTH_VOCAB ",\n"
+            "                     from sh deploy/fetch_llama_ref.sh); --sparse leaves the data a hole (type checks)\n");
 }
 
 static void parse(cli_args *a, int argc, char **argv)
@@ -125,6 +142,14 @@ static void parse(cli_args *a, int argc, char **argv)
         else if (!strcmp(f, "--chat")) a->chat = 1;
         else if (!strcmp(f, "--ids")) a->ids = 1;
         else if (!strcmp(f, "--profile")) a->profile = 1;
+        else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
+        else if (!strcmp(f, "--mix")) a->mix = NEXT();
+        else if (!strcmp(f, "--vocab")) a->vocab = NEXT();
+        else if (!strcmp(f, "--sparse")) a->sparse = 1;
+        else if (!strcmp(a->cmd, "synth") && f[0] != '-') {
+            if (a->synth_model) die("synth takes one MODEL, got '%s' too", f);
+            a->synth_model = f;
+        }
         else die("unknown option '%s' (see clgemma --help)", f);
 #undef NEXT
     }
@@ -460,6 +485,30 @@ static int cmd_bench(const cli_args *a)
     return 0;
 }
 
+static int cmd_synth(const cli_args *a)
+{
+    if (!a->synth_model)
+        die("%s", "synth needs a MODEL: gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
+                  "gemma4-tiny-moe or gemma4-tiny-e");
+    if (!a->out_path) die("%s", "synth needs -o OUT.gguf");
+    if (a->model || a->n_prompts || a->synthetic || a->synth_type)
+        die("%s", "synth takes MODEL, -o, --mix, --vocab, --layers, --seed, --sparse");
+    FILE *v = a->vocab ? NULL : fopen(SYNTH_VOCAB, "rb");
+    if (!a->vocab && !v)
+        die("%s", "no vocabulary at " SYNTH_VOCAB " (sh deploy/fetch_llama_ref.sh fetches it, or give --vocab FILE)");
+    if (v) fclose(v);
+    synth_gguf_opts o = { .model = a->synth_model, .mix = a->mix ? a->mix : "q4_k_m",
+                          .vocab = a->vocab ? a->vocab : SYNTH_VOCAB, .layers = a->synth_layers,
+                          .seed = a->sp.seed, .sparse = a->sparse };
+    synth_gguf_info in;
+    char err[512];
+    if (synth_gguf_write(&o, a->out_path, &in, err, sizeof err)) die("%s", err);
+    fprintf(stderr, "clgemma: wrote %s: %s, %u layers, %u tensors, %.2f GiB in %.1f s (%.0f MB/s%s); types: %s\n",
+            a->out_path, in.name, in.n_layer, in.n_tensors, in.file_bytes / 1073741824.0, in.seconds,
+            in.file_bytes / 1e6 / (in.seconds > 0 ? in.seconds : 1e-9), a->sparse ? ", sparse" : "", in.types);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli_args a;
@@ -470,6 +519,7 @@ int main(int argc, char **argv)
     if (!strcmp(a.cmd, "tokenize")) return cmd_tokenize(&a);
     if (!strcmp(a.cmd, "logits")) return cmd_logits(&a);
     if (!strcmp(a.cmd, "bench")) return cmd_bench(&a);
+    if (!strcmp(a.cmd, "synth")) return cmd_synth(&a);
     if (!strcmp(a.cmd, "-h") || !strcmp(a.cmd, "--help") || !strcmp(a.cmd, "help")) { usage(); return 0; }
     die("unknown command '%s' (see clgemma --help)", a.cmd);
     return 1;
