@@ -87,6 +87,15 @@ def read(path, head_bytes=64 << 20):
     return L
 
 
+def layer_of(name):
+    """llama.cpp's weight_name_comparer key: the N of "blk.N.", or -1"""
+    if name.startswith("blk."):
+        part = name.split(".")[1]
+        if part.isdigit():
+            return int(part)
+    return -1
+
+
 def nbytes(t, ne):
     blk, size = BLOCK[t]
     rows = 1
