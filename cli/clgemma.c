@@ -174,8 +174,11 @@ static engine *load(const cli_args *a, int max_seqs)
                                   sizeof err))
             die("%s", err);
         const engine_info *in = engine_get_info(e);
-        fprintf(stderr, "clgemma: %s: %u layers, %.2f GiB of weights made on %s in %.2f s; tensor types: %s\n",
-                in->name, in->n_layer, in->weight_bytes / 1073741824.0, in->device, in->load_seconds, in->types);
+        fprintf(stderr, "clgemma: %s: %u layers, %.2f GiB of weights made on %s (+ %.2f GiB in host memory) in "
+                "%.2f s; tensor types: %s; KV %.1f KiB per token + %.1f MiB per sequence (sliding-window rings)\n",
+                in->name, in->n_layer, in->weight_bytes / 1073741824.0, in->device,
+                in->host_weight_bytes / 1073741824.0, in->load_seconds, in->types, in->kv_bytes_per_token / 1024.0,
+                in->kv_ring_bytes_per_seq / 1048576.0);
     } else if (engine_load(&e, a->model, &o, err, sizeof err)) {
         die("%s", err);
     }

@@ -222,8 +222,10 @@ static int load(worker *w)
         return -1;
     }
     const engine_info *info = engine_get_info(w->eng);
-    LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs", cfg->model_id, info->name, info->device,
-        info->n_ctx, info->load_seconds);
+    LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; KV %.1f KiB per token + %.1f MiB per sequence "
+        "(sliding-window rings of %u tokens); %.2f GiB of weights in host memory", cfg->model_id, info->name,
+        info->device, info->n_ctx, info->load_seconds, info->kv_bytes_per_token / 1024.0,
+        info->kv_ring_bytes_per_seq / 1048576.0, info->kv_ring_tokens, info->host_weight_bytes / 1073741824.0);
     return 0;
 }
 

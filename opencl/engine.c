@@ -148,6 +148,53 @@ fail:
     return -1;
 }
 
+/* The KV cache within a third of what the weights leave free: every sequence's ring for the
+ * sliding-window layers, and blocks for the full-attention layers for every sequence to reach
+ * n_ctx where they fit (one sequence's whole context at least). */
+static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char *err, size_t errlen)
+{
+    const model_hparams *hp = &e->m.hp;
+    uint32_t NL = hp->n_layer, *dims = calloc(NL, sizeof *dims), *win = calloc(NL, sizeof *win);
+    if (!dims || !win) { free(dims); free(win); return ERR("out of memory"); }
+    for (uint32_t l = 0; l < NL; l++) {
+        dims[l] = e->m.kv_dims ? e->m.kv_dims[l] : hp->n_kv * hp->head_dim;
+        win[l] = model_layer_window(&e->m, l);
+    }
+    kv_config c = { NL, dims, win, n_seq, n_ctx, e->max_batch };
+    kv_sizes s = kv_plan(&c);
+    uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
+    uint64_t rings = (uint64_t)n_seq * s.ring_per_seq, min_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    uint64_t per_block = s.full_per_token * KV_BLOCK, want = n_seq * min_blocks;
+    uint64_t fit = per_block && room > rings ? (room - rings) / per_block : 0;
+    /* a layer's K (or V) blocks are one buffer: at most the device's max allocation */
+    uint64_t one = s.full_dim_max ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * s.full_dim_max) : 0;
+    if (s.full_dim_max && one < fit) fit = one;
+    uint64_t nb = per_block ? (want < fit ? want : fit) : 0;
+    int rc = 0;
+    if (s.ring_dim_max && (uint64_t)n_seq * s.ring_blocks * KV_BLOCK * 2 * s.ring_dim_max > e->rt.max_alloc) {
+        rc = ERR("the sliding-window KV rings of %u sequences (%u tokens each) exceed the device's max allocation "
+                 "of %.1f MiB per layer buffer (fewer sequences or a smaller batch)", n_seq,
+                 s.ring_blocks * KV_BLOCK, e->rt.max_alloc / 1048576.0);
+    } else if (rings > room || (per_block && nb < min_blocks)) {
+        rc = ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB needed: %.1f MiB for the "
+                 "full-attention layers of one sequence, %.1f MiB for the sliding-window rings of %u sequences; "
+                 "%.1f MiB free after weights, a third of it for the cache; one layer's K or V at most %.1f MiB, "
+                 "the device's max allocation)",
+                 n_ctx, (min_blocks * per_block + rings) / 1048576.0, min_blocks * per_block / 1048576.0,
+                 rings / 1048576.0, n_seq, room * 3 / 1048576.0, e->rt.max_alloc / 1048576.0);
+    } else if (kv_create(&e->kv, &e->rt, &c, (uint32_t)nb, err, errlen)) {
+        rc = -1;
+    } else if (verbose) {
+        fprintf(stderr, "clgemma: KV cache %.1f MiB: %.1f KiB per token (full-attention layers, %llu blocks of %d), "
+                        "%.2f MiB per sequence (sliding-window rings of %u tokens) x %u sequences\n",
+                e->kv.bytes / 1048576.0, s.full_per_token / 1024.0, (unsigned long long)nb, KV_BLOCK,
+                s.ring_per_seq / 1048576.0, s.ring_blocks * KV_BLOCK, n_seq);
+    }
+    free(dims);
+    free(win);
+    return rc;
+}
+
 /* the part of loading shared by files and synthetic models: device, weights, KV cache, buffers */
 static int engine_init(engine *e, const char *path, const engine_opts *opts, double t0, char *err, size_t errlen)
 {
@@ -155,11 +202,17 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     if (rt_create(&e->rt, opts->device, opts->profile, why, sizeof why)) { ERR("%s", why); goto fail; }
     e->rt_ok = 1;
     /* refuse early, with numbers, rather than failing half-way through the upload */
-    uint64_t wbytes = 0;
-    for (size_t i = 0; i < gguf_tensor_count(e->gguf); i++) wbytes += gguf_tensor_at(e->gguf, i)->nbytes;
+    const gguf_tensor *big;
+    uint64_t wbytes = model_device_bytes(e->gguf, &big);
     if (wbytes > e->rt.global_mem) {
         ERR("model needs %.2f GiB of weights but device '%s' has %.2f GiB", wbytes / 1073741824.0, e->rt.device_name,
             e->rt.global_mem / 1073741824.0);
+        goto fail;
+    }
+    if (big && big->nbytes > e->rt.max_alloc) { /* every weight lives in one buffer */
+        ERR("tensor '%.*s' (%.1f MiB) is larger than one buffer may be on device '%s' (max allocation %.1f MiB)",
+            (int)big->name.len, big->name.ptr, big->nbytes / 1048576.0, e->rt.device_name,
+            e->rt.max_alloc / 1048576.0);
         goto fail;
     }
     if (rt_build(&e->rt, NULL, opts->cache_dir, why, sizeof why)) { ERR("%s", why); goto fail; }
@@ -189,24 +242,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
     if (scratch < out_tile) scratch = out_tile;
     if (ops_init(&e->o, &e->rt, scratch, why, sizeof why)) { ERR("%s", why); goto fail; }
-    /* KV pool: every sequence may reach n_ctx, within a third of what the weights leave free */
-    uint64_t per_tok = 0;
-    uint32_t dims[1024];
-    for (uint32_t l = 0; l < hp->n_layer; l++) { dims[l] = e->m.kv_dims ? e->m.kv_dims[l] : hp->n_kv * hp->head_dim; per_tok += 2ull * 2 * dims[l]; }
-    uint64_t want_blocks = (uint64_t)n_seq * ((n_ctx + KV_BLOCK - 1) / KV_BLOCK);
-    uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
-    uint64_t fit = room / (per_tok * KV_BLOCK);
-    uint64_t min_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    uint64_t nb = want_blocks < fit ? want_blocks : fit;
-    if (nb < min_blocks) {
-        ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB needed, %.1f MiB free after weights)",
-            n_ctx, min_blocks * KV_BLOCK * per_tok / 1048576.0, room * 3 / 1048576.0);
-        goto fail;
-    }
-    if (kv_create(&e->kv, &e->rt, hp->n_layer, dims, n_seq, n_ctx, (uint32_t)nb, why, sizeof why)) {
-        ERR("%s", why);
-        goto fail;
-    }
+    if (kv_init(e, n_ctx, n_seq, opts->verbose, err, errlen)) goto fail;
     if (fwd_bufs_create(&e->b, &e->m, &e->rt, e->max_batch, max_out, n_ctx, why, sizeof why)) {
         ERR("%s", why);
         goto fail;
@@ -249,6 +285,11 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->n_embd = hp->n_embd;
     in->weight_bytes = e->m.weight_bytes;
     in->device_bytes = e->m.weight_bytes + e->kv.bytes;
+    in->host_weight_bytes = e->m.host_bytes;
+    in->kv_bytes = e->kv.bytes;
+    in->kv_bytes_per_token = e->kv.sizes.full_per_token;
+    in->kv_ring_bytes_per_seq = e->kv.sizes.ring_per_seq;
+    in->kv_ring_tokens = e->kv.sizes.ring_blocks * KV_BLOCK;
     in->device_total = e->rt.global_mem;
     in->tensor_cores = e->o.has_mma;
     in->int8_decode = e->o.mvq[GGML_TYPE_Q4_K] != NULL;
@@ -326,7 +367,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, NULL);
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
-    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0 };
+    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0 };
     /* int8 activations only for decode steps (one token per sequence): prompt logits keep the
      * f16/f32 accuracy the goldens hold them to (int8 X moved Gemma 3's by up to 0.48, over 0.35) */
     int decode = 1;
@@ -392,7 +433,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             for (int j = 0; j <= i; j++) kv_trim(&e->kv, items[j].seq, (uint32_t)e->kv.seq_len[items[j].seq]);
             free(refs);
             return ERR("KV cache full: no free blocks for sequence %d (pool of %u blocks of %d tokens)", items[i].seq,
-                       e->kv.n_blocks, KV_BLOCK);
+                       e->kv.pool[KV_FULL].n_blocks, KV_BLOCK);
         }
     }
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);

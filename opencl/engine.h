@@ -35,6 +35,12 @@ typedef struct engine_info {
     uint64_t weight_bytes;   /* device memory held by weights */
     uint64_t device_bytes;   /* all device memory the engine allocated */
     uint64_t device_total;   /* CL_DEVICE_GLOBAL_MEM_SIZE */
+    uint64_t host_weight_bytes; /* weights kept in host memory, a few rows read per step (Gemma 4
+                              * E-models' per-layer token embeddings): device memory they save */
+    uint64_t kv_bytes;       /* device memory of the KV cache (part of device_bytes) */
+    uint64_t kv_bytes_per_token;    /* K and V of one token in the full-attention layers */
+    uint64_t kv_ring_bytes_per_seq; /* fixed per sequence: the sliding-window layers' rings */
+    uint32_t kv_ring_tokens;        /* tokens a ring holds (window + a forward chunk); 0: no ring */
     double load_seconds;
     char types[256];         /* weight types: "q4_k 302, q5_0 60 (ffn_down, ffn_down_exps), f32 423" */
     int tensor_cores;        /* batches above 4 tokens run on f16-input tensor-core kernels */

@@ -5,38 +5,109 @@
 #include <stdlib.h>
 #include <string.h>
 
-int kv_create(kv_cache *kv, cl_runtime *rt, uint32_t n_layer, const uint32_t *kv_dims, uint32_t n_seq,
-              uint32_t n_ctx, uint32_t n_blocks, char *err, size_t errlen)
+uint32_t kv_ring_blocks(uint32_t window, uint32_t max_chunk, uint32_t max_blocks)
+{
+    /* a chunk's first query needs keys from window - 1 before it, its last key lands max_chunk - 1
+     * after it: n positions at once. Position p sits in slot p mod (ring x KV_BLOCK) of the ring's
+     * blocks, so n consecutive positions never share a slot when the ring holds n of them */
+    uint64_t n = (uint64_t)window + (max_chunk ? max_chunk : 1) - 1;
+    uint64_t r = (n + KV_BLOCK - 1) / KV_BLOCK;
+    return r < max_blocks ? (uint32_t)r : max_blocks;
+}
+
+/* the pool of layer l: a window whose ring would span the whole context is a full layer */
+static int layer_pool(const kv_config *c, uint32_t l, uint32_t max_blocks)
+{
+    uint32_t w = c->window ? c->window[l] : 0;
+    return w && kv_ring_blocks(w, c->max_chunk, max_blocks) < max_blocks ? KV_RING : KV_FULL;
+}
+
+kv_sizes kv_plan(const kv_config *c)
+{
+    kv_sizes s = { 0, 0, 0, 0, 0 };
+    uint32_t max_blocks = (c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    uint64_t ring_per_tok = 0;
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        uint64_t b = 2ull * 2 * c->dims[l]; /* K and V, half */
+        if (layer_pool(c, l, max_blocks) == KV_FULL) {
+            s.full_per_token += b;
+            if (c->dims[l] > s.full_dim_max) s.full_dim_max = c->dims[l];
+        } else {
+            uint32_t r = kv_ring_blocks(c->window[l], c->max_chunk, max_blocks);
+            if (r > s.ring_blocks) s.ring_blocks = r; /* one ring for every window: the largest */
+            if (c->dims[l] > s.ring_dim_max) s.ring_dim_max = c->dims[l];
+            ring_per_tok += b;
+        }
+    }
+    s.ring_per_seq = ring_per_tok * s.ring_blocks * KV_BLOCK;
+    return s;
+}
+
+static int pool_create(kv_pool *p, cl_runtime *rt, uint32_t n_seq, uint32_t max_blocks, uint32_t n_blocks,
+                       uint32_t ring, char *err, size_t errlen)
+{
+    p->n_blocks = n_blocks;
+    p->ring = ring;
+    p->table = calloc((size_t)n_seq * max_blocks, sizeof *p->table);
+    p->seq_blocks = calloc(n_seq, sizeof *p->seq_blocks);
+    p->free_list = malloc((n_blocks ? n_blocks : 1) * sizeof *p->free_list);
+    if (!p->table || !p->seq_blocks || !p->free_list) {
+        snprintf(err, errlen, "out of host memory for the KV cache");
+        return -1;
+    }
+    for (uint32_t b = 0; b < n_blocks; b++) p->free_list[b] = (int32_t)(n_blocks - 1 - b);
+    p->n_free = n_blocks;
+    p->block_table = rt_alloc(rt, (size_t)n_seq * max_blocks * sizeof(int32_t), p->table, err, errlen);
+    return p->block_table ? 0 : -1;
+}
+
+static void pool_destroy(kv_pool *p)
+{
+    if (p->block_table) clReleaseMemObject(p->block_table);
+    free(p->table); free(p->seq_blocks); free(p->free_list);
+    memset(p, 0, sizeof *p);
+}
+
+int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, uint32_t full_blocks, char *err, size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
-    kv->n_layer = n_layer;
-    kv->n_seq = n_seq;
-    kv->max_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    kv->n_blocks = n_blocks;
-    kv->k = calloc(n_layer, sizeof *kv->k);
-    kv->v = calloc(n_layer, sizeof *kv->v);
-    kv->table = calloc((size_t)n_seq * kv->max_blocks, sizeof *kv->table);
-    kv->seq_blocks = calloc(n_seq, sizeof *kv->seq_blocks);
-    kv->seq_len = malloc(n_seq * sizeof *kv->seq_len);
-    kv->free_list = malloc(n_blocks * sizeof *kv->free_list);
-    if (!kv->k || !kv->v || !kv->table || !kv->seq_blocks || !kv->seq_len || !kv->free_list) {
+    kv->n_layer = c->n_layer;
+    kv->n_seq = c->n_seq;
+    kv->max_blocks = (c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    kv->sizes = kv_plan(c);
+    kv->k = calloc(c->n_layer, sizeof *kv->k);
+    kv->v = calloc(c->n_layer, sizeof *kv->v);
+    kv->layer_pool = calloc(c->n_layer, 1);
+    kv->seq_len = malloc(c->n_seq * sizeof *kv->seq_len);
+    if (!kv->k || !kv->v || !kv->layer_pool || !kv->seq_len) {
         snprintf(err, errlen, "out of host memory for the KV cache");
         kv_destroy(kv);
         return -1;
     }
-    for (uint32_t s = 0; s < n_seq; s++) kv->seq_len[s] = -1;
-    for (uint32_t b = 0; b < n_blocks; b++) kv->free_list[b] = (int32_t)(n_blocks - 1 - b);
-    kv->n_free = n_blocks;
-    for (uint32_t l = 0; l < n_layer; l++) {
-        if (kv_dims[l] == 0) continue; /* layers that reuse another layer's KV own none */
-        size_t bytes = (size_t)n_blocks * KV_BLOCK * kv_dims[l] * 2;
+    for (uint32_t s = 0; s < c->n_seq; s++) kv->seq_len[s] = -1;
+    int used[KV_POOLS] = { 0, 0 };
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        kv->layer_pool[l] = (uint8_t)layer_pool(c, l, kv->max_blocks);
+        used[kv->layer_pool[l]] |= c->dims[l] != 0;
+    }
+    uint32_t nb[KV_POOLS] = { full_blocks, kv->sizes.ring_blocks * c->n_seq };
+    for (int p = 0; p < KV_POOLS; p++) {
+        if (!used[p]) continue;
+        if (pool_create(&kv->pool[p], rt, c->n_seq, kv->max_blocks, nb[p], p == KV_RING ? kv->sizes.ring_blocks : 0,
+                        err, errlen)) {
+            kv_destroy(kv);
+            return -1;
+        }
+        kv->bytes += (uint64_t)c->n_seq * kv->max_blocks * sizeof(int32_t);
+    }
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        if (c->dims[l] == 0) continue; /* layers that reuse another layer's KV own none */
+        size_t bytes = (size_t)kv->pool[kv->layer_pool[l]].n_blocks * KV_BLOCK * c->dims[l] * 2;
         kv->k[l] = rt_alloc(rt, bytes, NULL, err, errlen);
         kv->v[l] = kv->k[l] ? rt_alloc(rt, bytes, NULL, err, errlen) : NULL;
         if (!kv->v[l]) { kv_destroy(kv); return -1; }
         kv->bytes += 2 * bytes;
     }
-    kv->block_table = rt_alloc(rt, (size_t)n_seq * kv->max_blocks * sizeof(int32_t), kv->table, err, errlen);
-    if (!kv->block_table) { kv_destroy(kv); return -1; }
     return 0;
 }
 
@@ -46,25 +117,35 @@ void kv_destroy(kv_cache *kv)
         if (kv->k && kv->k[l]) clReleaseMemObject(kv->k[l]);
         if (kv->v && kv->v[l]) clReleaseMemObject(kv->v[l]);
     }
-    if (kv->block_table) clReleaseMemObject(kv->block_table);
-    free(kv->k); free(kv->v); free(kv->table); free(kv->seq_blocks); free(kv->seq_len); free(kv->free_list);
+    for (int p = 0; p < KV_POOLS; p++) pool_destroy(&kv->pool[p]);
+    free(kv->k); free(kv->v); free(kv->layer_pool); free(kv->seq_len);
     memset(kv, 0, sizeof *kv);
 }
 
 int kv_seq_new(kv_cache *kv)
 {
     for (uint32_t s = 0; s < kv->n_seq; s++)
-        if (kv->seq_len[s] < 0) { kv->seq_len[s] = 0; kv->seq_blocks[s] = 0; return (int)s; }
+        if (kv->seq_len[s] < 0) {
+            kv->seq_len[s] = 0;
+            for (int p = 0; p < KV_POOLS; p++)
+                if (kv->pool[p].table) kv->pool[p].seq_blocks[s] = 0;
+            return (int)s;
+        }
     return -1;
 }
 
 void kv_trim(kv_cache *kv, int seq, uint32_t len)
 {
     uint32_t keep = (len + KV_BLOCK - 1) / KV_BLOCK;
-    int32_t *row = kv->table + (size_t)seq * kv->max_blocks;
-    while (kv->seq_blocks[seq] > keep) {
-        kv->free_list[kv->n_free++] = row[--kv->seq_blocks[seq]];
-        row[kv->seq_blocks[seq]] = 0;
+    for (int i = 0; i < KV_POOLS; i++) {
+        kv_pool *p = &kv->pool[i];
+        if (!p->table) continue;
+        int32_t *row = p->table + (size_t)seq * kv->max_blocks;
+        while (p->seq_blocks[seq] > keep) {
+            uint32_t b = --p->seq_blocks[seq];
+            if (!p->ring || b < p->ring) p->free_list[p->n_free++] = row[b]; /* entries past the ring alias it */
+            row[b] = 0;
+        }
     }
 }
 
@@ -79,32 +160,45 @@ int kv_reserve(kv_cache *kv, int seq, uint32_t new_len)
 {
     uint32_t need = (new_len + KV_BLOCK - 1) / KV_BLOCK;
     if (need > kv->max_blocks) return -1;
-    int32_t *row = kv->table + (size_t)seq * kv->max_blocks;
-    while (kv->seq_blocks[seq] < need) {
-        if (kv->n_free == 0) return -1;
-        row[kv->seq_blocks[seq]++] = kv->free_list[--kv->n_free];
-        kv->dirty = 1;
+    for (int i = 0; i < KV_POOLS; i++) {
+        kv_pool *p = &kv->pool[i];
+        if (!p->table) continue;
+        int32_t *row = p->table + (size_t)seq * kv->max_blocks;
+        while (p->seq_blocks[seq] < need) {
+            uint32_t b = p->seq_blocks[seq];
+            if (p->ring && b >= p->ring) {
+                row[b] = row[b % p->ring]; /* the ring block that held the keys one ring earlier */
+            } else {
+                if (p->n_free == 0) return -1;
+                row[b] = p->free_list[--p->n_free];
+            }
+            p->seq_blocks[seq]++;
+            p->dirty = 1;
+        }
     }
     return 0;
 }
 
 int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
 {
-    if (!kv->dirty) return 0;
-    /* blocking: the host table may change before a non-blocking copy would run */
-    cl_int e = clEnqueueWriteBuffer(rt->q, kv->block_table, CL_TRUE, 0,
-                                    (size_t)kv->n_seq * kv->max_blocks * sizeof(int32_t), kv->table, 0, NULL, NULL);
-    if (e != CL_SUCCESS) { snprintf(err, errlen, "KV block table upload: %s", rt_errstr(e)); return -1; }
-    kv->dirty = 0;
+    for (int i = 0; i < KV_POOLS; i++) {
+        kv_pool *p = &kv->pool[i];
+        if (!p->dirty) continue;
+        /* blocking: the host table may change before a non-blocking copy would run */
+        cl_int e = clEnqueueWriteBuffer(rt->q, p->block_table, CL_TRUE, 0,
+                                        (size_t)kv->n_seq * kv->max_blocks * sizeof(int32_t), p->table, 0, NULL, NULL);
+        if (e != CL_SUCCESS) { snprintf(err, errlen, "KV block table upload: %s", rt_errstr(e)); return -1; }
+        p->dirty = 0;
+    }
     return 0;
 }
 
 kv_view kv_layer_k(const kv_cache *kv, uint32_t l)
 {
-    return (kv_view){ kv->k[l], kv->block_table, kv->max_blocks, KV_BLOCK };
+    return (kv_view){ kv->k[l], kv->pool[kv->layer_pool[l]].block_table, kv->max_blocks, KV_BLOCK };
 }
 
 kv_view kv_layer_v(const kv_cache *kv, uint32_t l)
 {
-    return (kv_view){ kv->v[l], kv->block_table, kv->max_blocks, KV_BLOCK };
+    return (kv_view){ kv->v[l], kv->pool[kv->layer_pool[l]].block_table, kv->max_blocks, KV_BLOCK };
 }

@@ -1,6 +1,14 @@
 /* kv.h — paged KV cache: per layer a pool of fixed-size blocks on the device (half precision),
- * and per sequence a table of the blocks holding its positions. Blocks are handed out on demand
- * and returned when a sequence is freed. */
+ * and per sequence a table of the blocks holding its positions. Every attention kernel finds
+ * position p of a sequence in table entry p / KV_BLOCK; the cache decides what those entries are:
+ *   full-attention layers: blocks handed out on demand as a sequence grows, returned when it is
+ *     freed (one pool and table shared by those layers);
+ *   sliding-window layers: a ring of kv_ring_blocks() blocks per sequence, entry b being ring
+ *     block b % ring, so keys older than the window share their block with newer ones and a long
+ *     context costs these layers a fixed amount per sequence.
+ * The ring holds the window plus one forward chunk of a sequence (a chunk writes all its keys
+ * before its attention runs), rounded up to whole blocks. Layers that read another
+ * layer's cache (Gemma 4 KV sharing) own none and follow their donor. */
 #ifndef CLGEMMA_KV_H
 #define CLGEMMA_KV_H
 
@@ -9,29 +17,62 @@
 
 #define KV_BLOCK 32
 
-typedef struct kv_cache {
-    uint32_t n_layer, n_seq, max_blocks, n_blocks;  /* max_blocks per sequence; n_blocks in the pool */
-    cl_mem *k, *v;            /* per layer: [n_blocks][n_kv][KV_BLOCK][head_dim] half */
-    cl_mem block_table;       /* [n_seq][max_blocks] int */
+typedef struct kv_config {
+    uint32_t n_layer;
+    const uint32_t *dims;     /* per layer n_kv * head_dim of its own cache (0: reads another layer's) */
+    const uint32_t *window;   /* per layer sliding window in keys (0: full attention); NULL: all full */
+    uint32_t n_seq, n_ctx;
+    uint32_t max_chunk;       /* tokens of one sequence in one forward chunk at most */
+} kv_config;
+
+/* what a config costs: K and V bytes per token of the full layers (all of them together), and
+ * per sequence the ring blocks and bytes of the sliding layers */
+typedef struct kv_sizes {
+    uint64_t full_per_token;
+    uint64_t ring_per_seq;
+    uint32_t ring_blocks;     /* 0: no sliding layer keeps a ring */
+    uint32_t full_dim_max, ring_dim_max; /* the widest layer of each pool (its buffers are the largest) */
+} kv_sizes;
+
+enum { KV_FULL, KV_RING, KV_POOLS };
+
+/* the blocks and tables of one kind of layer */
+typedef struct kv_pool {
+    uint32_t n_blocks;
+    uint32_t ring;            /* blocks per sequence at most, table entry b = entry b % ring (0: grows) */
+    cl_mem block_table;       /* [n_seq][max_blocks] int (NULL: no layer uses this pool) */
     int32_t *table;           /* host copy */
-    uint32_t *seq_blocks;     /* blocks held per sequence */
-    int32_t *seq_len;         /* tokens per sequence; -1 = slot free */
+    uint32_t *seq_blocks;     /* table entries in use per sequence */
     int32_t *free_list;
     uint32_t n_free;
     int dirty;
-    uint64_t bytes;
+} kv_pool;
+
+typedef struct kv_cache {
+    uint32_t n_layer, n_seq, max_blocks;  /* max_blocks: table entries per sequence (n_ctx / KV_BLOCK) */
+    kv_pool pool[KV_POOLS];
+    uint8_t *layer_pool;      /* per layer KV_FULL or KV_RING */
+    cl_mem *k, *v;            /* per layer: [n_blocks of its pool][n_kv][KV_BLOCK][head_dim] half */
+    int32_t *seq_len;         /* tokens per sequence; -1 = slot free */
+    uint64_t bytes;           /* device memory of the blocks and tables */
+    kv_sizes sizes;
 } kv_cache;
 
-int  kv_create(kv_cache *kv, cl_runtime *rt, uint32_t n_layer, const uint32_t *kv_dims /* n_kv*head_dim per layer */,
-               uint32_t n_seq, uint32_t n_ctx, uint32_t n_blocks, char *err, size_t errlen);
+/* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
+uint32_t kv_ring_blocks(uint32_t window, uint32_t max_chunk, uint32_t max_blocks);
+kv_sizes kv_plan(const kv_config *c);
+/* full_blocks: blocks in the full layers' pool, shared by all sequences; every sequence gets its
+ * whole ring in the sliding layers' pool */
+int  kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, uint32_t full_blocks, char *err, size_t errlen);
 void kv_destroy(kv_cache *kv);
 int  kv_seq_new(kv_cache *kv);
 void kv_seq_free(kv_cache *kv, int seq);
-/* makes room for positions [0, new_len) of seq; returns -1 when the pool is exhausted */
+/* makes room for positions [0, new_len) of seq; returns -1 when a pool is exhausted (kv_trim undoes
+ * what was reserved) */
 int  kv_reserve(kv_cache *kv, int seq, uint32_t new_len);
 /* gives back blocks beyond len (undo of a failed reserve) */
 void kv_trim(kv_cache *kv, int seq, uint32_t len);
-/* uploads the block table if it changed */
+/* uploads the block tables that changed */
 int  kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen);
 kv_view kv_layer_k(const kv_cache *kv, uint32_t l);
 kv_view kv_layer_v(const kv_cache *kv, uint32_t l);

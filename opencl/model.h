@@ -36,7 +36,8 @@ typedef struct model {
     cl_mem output_norm;
     layer_weights *layers;
     cl_mem freq_local, freq_global; /* RoPE frequency per rotated pair */
-    uint64_t weight_bytes;
+    uint64_t weight_bytes;    /* device memory of the weights */
+    uint64_t host_bytes;      /* weights kept in host memory, a few rows read per step */
     size_t max_weight_elems;  /* largest layer matrix (GEMM scratch sizing) */
 } model;
 
@@ -75,9 +76,15 @@ typedef struct fwd_args {
     uint32_t ntok, n_out;
     uint32_t max_pos;
     const int32_t *seq;       /* host copy of the tokens' sequences (NULL: unknown) */
+    const int32_t *ids;       /* host copy of the token ids (tables kept on the host read their rows) */
 } fwd_args;
 
 int  model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);
+/* device memory a file's weights need: every tensor but those the loader keeps in host memory;
+ * *largest: the largest of those tensors (NULL if none) */
+uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest);
+/* the sliding window of layer l's attention in keys (0: full attention) */
+uint32_t model_layer_window(const model *m, uint32_t l);
 void model_free(model *m);
 int  fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_tok, uint32_t max_out,
                      uint32_t n_ctx, char *err, size_t errlen);
@@ -88,6 +95,8 @@ int  model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
 /* Gemma 4 (model_gemma4.c); model_load/fwd_bufs_create/model_forward/model_free dispatch to these */
 int  gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);
 void gemma4_model_free(model *m);
+int  gemma4_on_host(const gguf_tensor *t);
+uint32_t gemma4_layer_window(const model *m, uint32_t l);
 int  gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen);
 int  gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
 

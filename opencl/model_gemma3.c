@@ -181,6 +181,25 @@ fail:
     return -1;
 }
 
+uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest)
+{
+    uint64_t n = 0;
+    *largest = NULL;
+    for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (gemma4_on_host(t)) continue;
+        n += t->nbytes;
+        if (!*largest || t->nbytes > (*largest)->nbytes) *largest = t;
+    }
+    return n;
+}
+
+uint32_t model_layer_window(const model *m, uint32_t l)
+{
+    if (m->g4) return gemma4_layer_window(m, l);
+    return m->layers[l].is_swa ? m->hp.window : 0;
+}
+
 static void rel(cl_mem *m)
 {
     if (*m) clReleaseMemObject(*m);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "errf.h"
+#include "host_table.h"
 #include "ops_gemma4.h"
 #include "synth.h"
 
@@ -47,7 +48,8 @@ typedef struct gemma4_model {
     ops_g4 g;
     g4_layer *L;
     uint32_t n_ple, n_expert, n_used, n_ff_exp, first_shared;
-    weight ple_tok, ple_proj;
+    host_table *ple_tok;      /* per-layer token embeddings: host memory, the step's rows gathered */
+    weight ple_proj;
     cl_mem ple_norm;
 } gemma4_model;
 
@@ -352,8 +354,12 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     }
     if (g->n_ple) {
         uint64_t LP = (uint64_t)NL * g->n_ple;
-        if (ld_mat(f, rt, "per_layer_token_embd.weight", LP, hp->n_vocab, 1, &g->ple_tok, B, err, errlen) ||
-            ld_mat(f, rt, "per_layer_model_proj.weight", H, LP, 1, &g->ple_proj, B, err, errlen) ||
+        const gguf_tensor *pt;
+        if (find_t(f, "per_layer_token_embd.weight", LP, hp->n_vocab, 1, 0, &pt, err, errlen)) goto fail;
+        if (!(g->ple_tok = malloc(sizeof *g->ple_tok))) { ERR("out of memory"); goto fail; }
+        if (host_table_open(g->ple_tok, pt, err, errlen)) { free(g->ple_tok); g->ple_tok = NULL; goto fail; }
+        m->host_bytes += pt->nbytes;
+        if (ld_mat(f, rt, "per_layer_model_proj.weight", H, LP, 1, &g->ple_proj, B, err, errlen) ||
             ld_vec(f, rt, "per_layer_proj_norm.weight", g->n_ple, &g->ple_norm, B, err, errlen))
             goto fail;
         if (LP * H > m->max_weight_elems) m->max_weight_elems = LP * H;
@@ -429,6 +435,10 @@ fail:
     return -1;
 }
 
+int gemma4_on_host(const gguf_tensor *t) { return gguf_str_eq(t->name, "per_layer_token_embd.weight"); }
+
+uint32_t gemma4_layer_window(const model *m, uint32_t l) { return m->g4->L[l].w.is_swa ? m->hp.window : 0; }
+
 void gemma4_model_free(model *m)
 {
     gemma4_model *g = m->g4;
@@ -451,7 +461,8 @@ void gemma4_model_free(model *m)
             }
             free(g->L);
         }
-        rel(&g->ple_tok.buf);
+        if (g->ple_tok) host_table_close(g->ple_tok);
+        free(g->ple_tok);
         rel(&g->ple_proj.buf);
         rel(&g->ple_norm);
         if (g->g.rt) ops_g4_destroy(&g->g);
@@ -487,7 +498,7 @@ int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, s
         b->ext[i] = rt_alloc(rt, 4 * sz[i], NULL, err, errlen);
         if (!b->ext[i]) return -1;
     }
-    return 0;
+    return g->ple_tok ? host_table_stage(g->ple_tok, rt, b->max_tok, err, errlen) : 0;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
@@ -559,7 +570,11 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
     if (P) {
         /* ple[t][il] = (rms(proj(x0)/sqrt(H), ple_norm) + tok_ple[t][il] * sqrt(P)) / sqrt(2) */
         uint32_t LP = NL * P;
-        if (op_embed(o, &g->ple_tok, b->ids, T, sqrtf((float)P), b->ext[X_PLE_TOK], err, errlen) ||
+        weight rows;
+        cl_mem idx;
+        if (!a->ids) return ERR("internal: the per-layer embeddings need the batch's token ids on the host");
+        if (host_table_gather(g->ple_tok, o->rt, a->ids, T, &rows, &idx, err, errlen) ||
+            op_embed(o, &rows, idx, T, sqrtf((float)P), b->ext[X_PLE_TOK], err, errlen) ||
             g4_matmul(o, G, &g->ple_proj, b->x, H, b->ext[X_PLE], LP, T, err, errlen) ||
             op_scale(o, b->ext[X_PLE], 1.0f / sqrtf((float)H), T * LP, err, errlen) ||
             op_rmsnorm(o, b->ext[X_PLE], g->ple_norm, b->ext[X_PLE], T * NL, P, eps, err, errlen) ||

@@ -285,14 +285,47 @@ int synth_build(const char *model, const char *type, int layers, void **buf, siz
     return 0;
 }
 
+/* ---- the same bytes on the host: 70_synth.cl's byte functions compiled here too ------------ */
+
+static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+#define SYN_FN static
+#define uint uint32_t
+#define ulong uint64_t
+#define as_uint f_bits
+#include "kernels/70_synth.cl"
+#undef SYN_FN
+#undef uint
+#undef ulong
+#undef as_uint
+
+static int fill_type_ok(uint32_t ty)
+{
+    return ty == GGML_TYPE_F32 || ty == GGML_TYPE_F16 || ty == GGML_TYPE_BF16 || ty == GGML_TYPE_Q8_0 ||
+           ty == GGML_TYPE_Q5_0 || ty == GGML_TYPE_Q4_K;
+}
+
+static uint32_t fill_seed(const gguf_tensor *t)
+{
+    uint32_t seed = 2166136261u; /* FNV-1a of the name */
+    for (uint64_t i = 0; i < t->name.len; i++) seed = (seed ^ (uint8_t)t->name.ptr[i]) * 16777619u;
+    return seed;
+}
+
+int synth_bytes(const gguf_tensor *t, uint64_t off, size_t n, uint8_t *dst, char *err, size_t errlen)
+{
+    if (!fill_type_ok(t->type)) return ERR("synthetic fill: type %s not supported", ggml_type_name(t->type));
+    if (off > t->nbytes || n > t->nbytes - off) return ERR("synthetic fill: bytes past the end of the tensor");
+    uint32_t seed = fill_seed(t);
+    float amp = sqrtf(3.0f / (float)t->ne[0]);
+    for (size_t i = 0; i < n; i++) dst[i] = (uint8_t)syn_byte(off + i, t->type, amp, seed);
+    return 0;
+}
+
 int synth_fill(cl_runtime *rt, cl_mem m, const gguf_tensor *t, char *err, size_t errlen)
 {
     uint32_t ty = t->type;
-    if (ty != GGML_TYPE_F32 && ty != GGML_TYPE_F16 && ty != GGML_TYPE_BF16 && ty != GGML_TYPE_Q8_0 &&
-        ty != GGML_TYPE_Q5_0 && ty != GGML_TYPE_Q4_K)
-        return ERR("synthetic fill: type %s not supported", ggml_type_name(ty));
-    uint32_t seed = 2166136261u; /* FNV-1a of the name */
-    for (uint64_t i = 0; i < t->name.len; i++) seed = (seed ^ (uint8_t)t->name.ptr[i]) * 16777619u;
+    if (!fill_type_ok(ty)) return ERR("synthetic fill: type %s not supported", ggml_type_name(ty));
+    uint32_t seed = fill_seed(t);
     float amp = sqrtf(3.0f / (float)t->ne[0]);
     cl_ulong nbytes = t->nbytes;
     cl_kernel k = rt_kernel(rt, "synth_fill", err, errlen);

@@ -42,5 +42,8 @@ int synth_build(const char *model, const char *type, int layers, void **buf, siz
 /* fills device buffer m (t->nbytes bytes) with valid random blocks of t's type, seeded by its name.
  * Types: F32, F16, BF16, Q8_0, Q5_0, Q4_K. Enqueued only (no wait). */
 int synth_fill(cl_runtime *rt, cl_mem m, const gguf_tensor *t, char *err, size_t errlen);
+/* the same bytes [off, off + n) of t made on the host, bit for bit (for tables the engine keeps in
+ * host memory) */
+int synth_bytes(const gguf_tensor *t, uint64_t off, size_t n, uint8_t *dst, char *err, size_t errlen);
 
 #endif

@@ -6,7 +6,7 @@
  * test_fill: synth_fill of every type, dequantised by the deq_* kernels (themselves checked
  *   against gguf-py in test_kernels): finite, standard deviation near 1/sqrt(row length), mean
  *   near 0, deterministic per name and different across names; a size that is not a multiple of
- *   4 bytes fills its tail. */
+ *   4 bytes fills its tail; synth_bytes makes the same bytes on the host. */
 #include "check.h"
 #include "gguf.h"
 #include "ops.h"
@@ -118,6 +118,14 @@ static void fill_case(uint32_t type, uint32_t cols, uint32_t rows)
     CHECK(synth_fill(&RT, m, &t, err, sizeof err) == 0, "%s", err);
     clEnqueueReadBuffer(RT.q, m, CL_TRUE, 0, nbytes, b, 0, NULL, NULL);
     CHECK(!memcmp(a, b, nbytes), "%s: two fills of one name differ", ggml_type_name(type));
+    /* the host makes the same bytes (tables kept in host memory), whole and from an odd offset */
+    CHECK(synth_bytes(&t, 0, nbytes, b, err, sizeof err) == 0 && !memcmp(a, b, nbytes), "%s: synth_bytes differs "
+          "from synth_fill", ggml_type_name(type));
+    uint64_t off = nbytes / 3 + 1;
+    CHECK(synth_bytes(&t, off, nbytes - off, b, err, sizeof err) == 0 && !memcmp(a + off, b, nbytes - off),
+          "%s: synth_bytes from offset %llu differs from synth_fill", ggml_type_name(type), (unsigned long long)off);
+    CHECK(synth_bytes(&t, off, nbytes, b, err, sizeof err) != 0, "%s: synth_bytes past the end accepted",
+          ggml_type_name(type));
     /* the last bytes (a tail when nbytes % 4 != 0) were written: not all still the poison */
     int tail_poison = 1;
     for (uint64_t i = nbytes - (nbytes % 4 ? nbytes % 4 : 4); i < nbytes; i++) tail_poison &= a[i] == 0xA5;
