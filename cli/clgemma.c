@@ -20,8 +20,10 @@
 #include <time.h>
 
 #include "engine.h"
+#include "gguf.h"
 #include "runtime.h"
 #include "synth_gguf.h"
+#include "tokenizer_gguf.h"
 
 /* fetched by deploy/fetch_llama_ref.sh: the real Gemma 4 vocabulary */
 #define SYNTH_VOCAB ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf"
@@ -217,9 +219,34 @@ static void step_or_die(engine *e, engine_item *items, int n)
     if (engine_step(e, items, n, err, sizeof err)) die("%s", err);
 }
 
+/* without --chat only the vocabulary is read: vocab-only GGUFs (no tensors) work too */
+static int tokenize_vocab(const cli_args *a)
+{
+    if (!a->model) die("%s", "tokenize: -m FILE is required");
+    char err[512], msg[1024];
+    gguf_file *f;
+    tokenizer *t;
+    if (gguf_open(&f, a->model, err, sizeof err)) die("%s", err);
+    if (tokenizer_from_gguf(&t, f, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "%s: %s", a->model, err);
+        die("%s", msg);
+    }
+    gguf_close(f);
+    size_t len = strlen(a->prompts[0]);
+    int n = tokenizer_encode(t, a->prompts[0], len, 1, 1, NULL, 0);
+    int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * (n + 1)) : NULL;
+    if (!ids || tokenizer_encode(t, a->prompts[0], len, 1, 1, ids, n) != n) die("%s", "tokenizer failed");
+    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+    printf("\n");
+    free(ids);
+    tokenizer_destroy(t);
+    return 0;
+}
+
 static int cmd_tokenize(const cli_args *a)
 {
     if (a->n_prompts != 1) die("%s", "tokenize needs exactly one -p TEXT");
+    if (!a->chat) return tokenize_vocab(a);
     engine *e = load(a, 1);
     int n;
     int32_t *ids = encode_prompt(e, a->prompts[0], a->chat, &n);

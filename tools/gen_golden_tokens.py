@@ -2,11 +2,10 @@
 """Writes tests/golden/tokens.json: llama.cpp's tokenization of a fixed corpus on the real
 Gemma 3 vocabulary, used by tests/unit/test_tokenizer.c to check opencl/tokenizer.c.
 
-Uses llama-cpp-python's low-level bindings (llama_tokenize / llama_token_to_piece) directly:
-the high-level Llama.detokenize() uses a 32-byte piece buffer (Gemma has 48-byte pieces) and
-strips a leading space after BOS, neither of which is llama.cpp's own behaviour.
+Uses llama.cpp's llama_tokenize / llama_token_to_piece through tools/gen_tokenizer_ref.py
+(llama-cpp-python's low-level bindings; see there why not the high-level API).
 
-    .venv/bin/python tools/gen_golden_tokens.py [model.gguf] [out.json]
+    .venv-ref/bin/python tools/gen_golden_tokens.py [model.gguf] [out.json]
 
 Per case: ids for add_special=True with parse_special=True ("ids_special") and False
 ("ids_plain"); the concatenated llama_token_to_piece() of ids_special with special=False
@@ -14,12 +13,11 @@ Per case: ids for add_special=True with parse_special=True ("ids_special") and F
 (render_special=False, BOS dropped) equals the text. Plus FNV-1a-64 hashes over every token's
 piece, so the test covers all 262144 pieces without storing them.
 """
-import ctypes
 import json
 import os
 import sys
 
-import llama_cpp
+from gen_tokenizer_ref import Vocab, version
 
 MODEL = sys.argv[1] if len(sys.argv) > 1 else "models/gemma-3-270m-q4_k_m.gguf"
 OUT = sys.argv[2] if len(sys.argv) > 2 else "tests/golden/tokens.json"
@@ -122,36 +120,9 @@ NO_ROUNDTRIP = {"unusual", "bin_bad_leads"}
 def main():
     if not os.path.exists(MODEL):
         sys.exit(f"{MODEL} missing: run make model")
-    llama_cpp.llama_backend_init()
-    mparams = llama_cpp.llama_model_default_params()
-    mparams.vocab_only = True
-    model = llama_cpp.llama_model_load_from_file(MODEL.encode(), mparams)
-    if not model:
-        sys.exit("cannot load " + MODEL)
-    vocab = llama_cpp.llama_model_get_vocab(model)
-    n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
-
-    def tokenize(b, add_special, parse_special):
-        cap = len(b) + 16
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(vocab, b, len(b), buf, cap, add_special, parse_special)
-        assert n >= 0, n
-        return list(buf[:n])
-
-    pbuf = ctypes.create_string_buffer(4096)
-
-    def piece(i, special):
-        n = llama_cpp.llama_token_to_piece(vocab, i, pbuf, len(pbuf), 0, special)
-        assert 0 <= n <= len(pbuf), n
-        return pbuf.raw[:n]
-
-    def fnv_pieces(special):
-        h = 0xCBF29CE484222325
-        for i in range(n_vocab):
-            p = piece(i, special)
-            for byte in len(p).to_bytes(4, "little") + p:
-                h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-        return f"{h:016x}"
+    ref = Vocab(MODEL)
+    n_vocab = ref.n_vocab
+    tokenize, piece, fnv_pieces = ref.tokenize, ref.piece, ref.fnv_pieces
 
     names = set()
     cases = []
@@ -192,10 +163,10 @@ def main():
 
     out = {
         "model": os.path.basename(MODEL),
-        "generator": "llama-cpp-python " + llama_cpp.__version__,
+        "generator": version(),
         "n_vocab": n_vocab,
-        "bos": llama_cpp.llama_vocab_bos(vocab),
-        "eos": llama_cpp.llama_vocab_eos(vocab),
+        "bos": ref.bos,
+        "eos": ref.eos,
         "pieces_fnv1a64": fnv_pieces(False),
         "pieces_special_fnv1a64": fnv_pieces(True),
         "cases": cases,
@@ -211,7 +182,7 @@ def main():
             f.write("  " + json.dumps(c, ensure_ascii=True, separators=(", ", ": ")))
             f.write(",\n" if i + 1 < len(cases) else "\n")
         f.write(" ]\n}\n")
-    llama_cpp.llama_model_free(model)
+    ref.close()
     print(f"wrote {OUT}: {len(cases)} cases, n_vocab {n_vocab}")
 
 

@@ -1,16 +1,21 @@
-/* fuzz_tokenizer.c — libFuzzer harness for opencl/tokenizer.c on the real Gemma vocabulary.
+/* fuzz_tokenizer.c — libFuzzer harness for opencl/tokenizer*.c on the real Gemma vocabularies:
+ * Gemma 3's SentencePiece ("llama") and Gemma 4's BPE ("gemma4").
  *
- * Input: first byte = flags (bit 0: add_special), the rest = text. For both parse_special
- * settings it checks that
+ * Input: first byte = flags (bit 0: add_special, bit 3: Gemma 4), the rest = text. For both
+ * parse_special settings it checks that
  *   - the count from a cap-0 call equals what a full call returns, every id is in range, and a
  *     call with a smaller cap writes the same prefix;
  *   - decoding with render_special gives the text back, up to U+2581 vs ' ' (a literal U+2581
  *     decodes to a space, and a bad UTF-8 lead byte can swallow an escaped space, which then
- *     decodes as raw U+2581 bytes — both llama.cpp behaviours);
+ *     decodes as raw U+2581 bytes — both llama.cpp behaviours); for Gemma 4 the text as
+ *     llama.cpp's code-point round trip leaves it (each byte that starts no sequence becomes
+ *     U+FFFD, overlong forms their code point), recomputed here from the rules;
+ *   - tokenizer_detokenize gives a length, writes no more than asked, and fails only on bad ids;
  * then it reads the input as int32 token ids (valid and not) and checks tokenizer_piece and the
  * streaming decoder: invalid ids are rejected, and stream output is always valid UTF-8; and it
  * streams the text as <0xXX> byte tokens: valid UTF-8 out, equal to the text when that is valid.
- * Build and run: tests/suites/fuzz_tokenizer.sh. Vocabulary: $CLGEMMA_MODEL or the default. */
+ * Build and run: tests/suites/fuzz_tokenizer.sh. Vocabularies: $CLGEMMA_MODEL or the default
+ * Gemma 3 model, and $CLGEMMA_GEMMA4_VOCAB or llama.cpp's ggml-vocab-gemma-4.gguf in .cache. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,24 +24,33 @@
 #include "gguf.h"
 #include "tokenizer.h"
 #include "tokenizer_gguf.h"
+#include "tok_test.h"
 
-static tokenizer *tok; /* loaded once; read-only afterwards */
+static tokenizer *tok_spm, *tok_bpe; /* loaded once; read-only afterwards */
+static const tokenizer *tok;         /* the one this input uses */
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc; (void)argv;
-    const char *path = getenv("CLGEMMA_MODEL");
-    if (!path || !*path) path = "models/gemma-3-270m-q4_k_m.gguf";
+static tokenizer *load(const char *env, const char *def) {
+    const char *path = getenv(env);
+    if (!path || !*path) path = def;
     char err[256];
     gguf_file *f;
+    tokenizer *t;
     if (gguf_open(&f, path, err, sizeof err) != 0) {
-        fprintf(stderr, "fuzz_tokenizer: cannot open %s: %s (run make model)\n", path, err);
+        fprintf(stderr, "fuzz_tokenizer: cannot open %s: %s\n", path, err);
         exit(1);
     }
-    if (tokenizer_from_gguf(&tok, f, err, sizeof err) != 0) {
-        fprintf(stderr, "fuzz_tokenizer: %s\n", err);
+    if (tokenizer_from_gguf(&t, f, err, sizeof err) != 0) {
+        fprintf(stderr, "fuzz_tokenizer: %s: %s\n", path, err);
         exit(1);
     }
     gguf_close(f);
+    return t;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    tok_spm = load("CLGEMMA_MODEL", "models/gemma-3-270m-q4_k_m.gguf");
+    tok_bpe = load("CLGEMMA_GEMMA4_VOCAB", ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf");
     return 0;
 }
 
@@ -52,17 +66,39 @@ static size_t norm(char *s, size_t n) {
     return o;
 }
 
-static int valid_utf8(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
+/* llama.cpp's code-point round trip (unicode_cpts_from_utf8, then back to UTF-8): the lead
+ * byte's high bits give the length, continuation bytes are checked, overlong forms and
+ * surrogates pass, anything else (and anything past U+10FFFF, where llama.cpp aborts) is one
+ * U+FFFD per byte. out has room for 3 * len bytes; returns the length. */
+static size_t cp_roundtrip(const unsigned char *s, size_t len, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
         unsigned char c = s[i];
-        size_t need = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        if (!need || i + need > n) return 0;
-        for (size_t k = 1; k < need; k++) if ((s[i + k] & 0xc0) != 0x80) return 0;
-        if ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] > 0x9f) ||
-            (c == 0xf0 && s[i + 1] < 0x90) || (c == 0xf4 && s[i + 1] > 0x8f)) return 0;
-        i += need;
+        size_t k = c < 0x80 ? 1 : c < 0xc0 ? 0 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : c < 0xf8 ? 4 : 0;
+        uint32_t cp = k == 1 ? c : k ? (uint32_t)(c & (0x7f >> k)) : 0;
+        for (size_t j = 1; j < k; j++) {
+            if (i + j >= len || (s[i + j] & 0xc0) != 0x80) { k = 0; break; }
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if (k == 0 || cp > 0x10ffff) { memcpy(out + o, "\xef\xbf\xbd", 3); o += 3; i++; continue; }
+        if (cp < 0x80) out[o++] = (char)cp;
+        else if (cp < 0x800) { out[o++] = (char)(0xc0 | cp >> 6); out[o++] = (char)(0x80 | (cp & 63)); }
+        else if (cp < 0x10000) {
+            out[o++] = (char)(0xe0 | cp >> 12); out[o++] = (char)(0x80 | (cp >> 6 & 63)); out[o++] = (char)(0x80 | (cp & 63));
+        } else {
+            out[o++] = (char)(0xf0 | cp >> 18); out[o++] = (char)(0x80 | (cp >> 12 & 63));
+            out[o++] = (char)(0x80 | (cp >> 6 & 63)); out[o++] = (char)(0x80 | (cp & 63));
+        }
+        i += k;
     }
-    return 1;
+    return o;
+}
+
+static void check_detokenize(const int32_t *ids, int n) {
+    int k = tokenizer_detokenize(tok, ids, n, 1, 1, NULL, 0);
+    REQUIRE(k >= 0);
+    char small[8] = { 0 };
+    REQUIRE(tokenizer_detokenize(tok, ids, n, 0, 0, small, 4) >= 0);
 }
 
 static void check_encode(const char *text, size_t len, int add_special, int parse_special) {
@@ -91,20 +127,27 @@ static void check_encode(const char *text, size_t len, int add_special, int pars
         REQUIRE(k >= 0 && (size_t)k <= cap - l);
         l += (size_t)k;
     }
-    char *want = malloc(len + 1);
+    char *want = malloc(3 * len + 1);
     REQUIRE(want);
-    if (len) memcpy(want, text, len);
-    size_t wl = norm(want, len);
+    size_t wl = len;
+    if (tokenizer_model(tok) == TOK_MODEL_GEMMA4) wl = cp_roundtrip((const unsigned char *)text, len, want);
+    else if (len) memcpy(want, text, len);
+    wl = norm(want, wl);
     l = norm(out, l);
     REQUIRE(l == wl && memcmp(out, want, l) == 0);
+    check_detokenize(ids, n);
     free(want); free(out); free(ids);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!size) {
+        tok = tok_spm;
+        check_encode("", 0, 1, 1);
+        tok = tok_bpe;
         check_encode("", 0, 1, 1);
         return 0;
     }
+    tok = data[0] & 8 ? tok_bpe : tok_spm;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     int add_special = data[0] & 1;

@@ -1,24 +1,27 @@
 #!/bin/sh
-# Builds tests/unit/test_tokenizer.c with the tokenizer and GGUF reader under AddressSanitizer +
-# UndefinedBehaviorSanitizer (leak checking on) and runs it. The test's PASS/FAIL lines pass
+# Builds tests/unit/test_tokenizer.c (Gemma 3, SentencePiece) and test_tokenizer_gemma4.c
+# (Gemma 4, BPE) with the tokenizer and GGUF reader under AddressSanitizer +
+# UndefinedBehaviorSanitizer (leak checking on) and runs them. The tests' PASS/FAIL lines pass
 # through; any sanitizer report aborts the run, which fails the suite.
 cd "$(dirname "$0")/../.." || exit 1
 CC=${CC:-cc}
 out=build/asan
 mkdir -p "$out"
-if ! $CC -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
-        -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-        -Iopencl -Itests/unit -o "$out/test_tokenizer" \
-        tests/unit/test_tokenizer.c opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
-    echo "FAIL asan_tokenizer: build failed"
-    exit 1
-fi
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$out/test_tokenizer"
-rc=$?
-if [ "$rc" -ne 0 ]; then
-    echo "FAIL asan_tokenizer: exit status $rc (sanitizer report or failed checks above)"
-    exit 1
-fi
+for t in test_tokenizer test_tokenizer_gemma4; do
+    if ! $CC -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
+            -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
+            -Iopencl -Itests/unit -o "$out/$t" \
+            "tests/unit/$t.c" opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
+        echo "FAIL asan_tokenizer: $t: build failed"
+        exit 1
+    fi
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "$out/$t"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        echo "FAIL asan_tokenizer: $t: exit status $rc (sanitizer report or failed checks above)"
+        exit 1
+    fi
+done
 echo "PASS asan_tokenizer"

@@ -9,6 +9,10 @@ if [ ! -f "$model" ]; then
     echo "FAIL fuzz_tokenizer: $model missing: run make model"
     exit 1
 fi
+if ! sh deploy/fetch_llama_ref.sh >/dev/null; then
+    echo "FAIL fuzz_tokenizer: cannot fetch llama.cpp's Gemma 4 vocabulary (deploy/fetch_llama_ref.sh)"
+    exit 1
+fi
 if ! command -v clang >/dev/null 2>&1; then
     echo "FAIL fuzz_tokenizer: clang not found"
     exit 1
@@ -16,16 +20,20 @@ fi
 mkdir -p "$out/corpus_tokenizer"
 if ! clang -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
         -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-        -Iopencl -o "$out/fuzz_tokenizer" \
+        -Iopencl -Itests/unit -o "$out/fuzz_tokenizer" \
         tests/fuzz/fuzz_tokenizer.c opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
     echo "FAIL fuzz_tokenizer: build failed"
     exit 1
 fi
-# a few seeds: chat markup, user-defined whitespace runs, byte fallback, invalid UTF-8
+# a few seeds: chat markup, user-defined whitespace runs, byte fallback, invalid UTF-8; the
+# first byte's bit 3 picks the Gemma 4 vocabulary
 c=$out/corpus_tokenizer
 printf '\001<start_of_turn>user\nHi<end_of_turn>\n' > "$c/seed_chat"
 printf '\000a  b\t\tc\n\n\n   d</s><b>x</b>' > "$c/seed_ws"
 printf '\004\360\240\200\200 \342\226\201 \377\376 <unused0><0x41>' > "$c/seed_bytes"
+printf '\011<|turn>user\nHi <|"|>x<|"|><turn|>\n<|turn>model\n<|channel>t<channel|>' > "$c/seed_g4_chat"
+printf '\010a  b\t\tc\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n d </s>' > "$c/seed_g4_ws"
+printf '\014\360\240\200\200 \342\226\201 \377\300\240\300\212\355\240\200\364\220\200\200 \344\270' > "$c/seed_g4_bytes"
 log=$out/fuzz_tokenizer.log
 CLGEMMA_MODEL=$model ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$out/fuzz_tokenizer" -max_total_time="$secs" -max_len=2048 -print_final_stats=1 \

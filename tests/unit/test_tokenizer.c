@@ -10,7 +10,7 @@
 #include "gguf.h"
 #include "tokenizer.h"
 #include "tokenizer_gguf.h"
-#include "tok_json.h"
+#include "tok_test.h"
 
 #define GOLDEN "tests/golden/tokens.json"
 
@@ -33,47 +33,9 @@ static size_t n_cases;
 static tokenizer *tok;
 static double build_ms, build_wall_ms;
 
-/* Timing bounds use this thread's CPU time: the build machine is shared (parallel builds of
- * other parts), and waiting for a core is not the tokenizer's cost. Wall time is printed too. */
-static double cpu_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static double wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int32_t *ids_of(const jval *a, int *n) {
-    *n = 0;
-    if (!a || a->type != J_ARR) return NULL;
-    int32_t *ids = malloc((a->n ? a->n : 1) * sizeof *ids);
-    for (size_t i = 0; i < a->n; i++) ids[i] = (int32_t)a->items[i].num;
-    *n = (int)a->n;
-    return ids;
-}
-
-/* decodes a J_STR of hex digits in place */
-static int unhex(jval *v) {
-    if (!v || v->type != J_STR || v->len % 2) return -1;
-    size_t n = 0;
-    for (size_t i = 0; i < v->len; i += 2) {
-        char b[3] = { v->str[i], v->str[i + 1], 0 }, *e;
-        long x = strtol(b, &e, 16);
-        if (*e) return -1;
-        v->str[n++] = (char)x;
-    }
-    v->len = n;
-    return 0;
-}
-
 static int load_golden(void) {
-    if (jload(GOLDEN, &golden_root)) return -1;
-    const jval *cs = jget(&golden_root, "cases");
-    if (!cs || cs->type != J_ARR) return -1;
+    const jval *cs = jload_cases(GOLDEN, &golden_root);
+    if (!cs) return -1;
     n_cases = cs->n;
     cases = calloc(n_cases, sizeof *cases);
     for (size_t i = 0; i < n_cases; i++) {
@@ -94,57 +56,6 @@ static int load_golden(void) {
         if (!cases[i].ids_special || !cases[i].ids_plain) return -1;
     }
     return 0;
-}
-
-static int ids_eq(const int32_t *a, int na, const int32_t *b, int nb) {
-    return na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof *a) == 0);
-}
-
-static void print_ids(const char *label, const int32_t *ids, int n) {
-    printf("  %s (%d):", label, n);
-    for (int i = 0; i < n && i < 64; i++) printf(" %d", ids[i]);
-    printf("%s\n", n > 64 ? " ..." : "");
-}
-
-/* encodes with a buffer of exactly the right size, found by a first call with cap 0 */
-static int32_t *encode_alloc(const char *text, size_t len, int add_special, int parse_special, int *n) {
-    *n = tokenizer_encode(tok, text, len, add_special, parse_special, NULL, 0);
-    if (*n < 0) return NULL;
-    int32_t *ids = malloc((size_t)(*n ? *n : 1) * sizeof *ids);
-    int m = tokenizer_encode(tok, text, len, add_special, parse_special, ids, *n);
-    if (m != *n) { free(ids); *n = -1; return NULL; }
-    return ids;
-}
-
-/* concatenated pieces; *len gets the length */
-static char *decode_alloc(const int32_t *ids, int n, int render_special, size_t *len) {
-    size_t cap = 64, l = 0;
-    char *out = malloc(cap);
-    for (int i = 0; i < n; i++) {
-        int k = tokenizer_piece(tok, ids[i], render_special, NULL, 0);
-        if (k < 0) { free(out); return NULL; }
-        while (l + (size_t)k + 1 > cap) out = realloc(out, cap *= 2);
-        tokenizer_piece(tok, ids[i], render_special, out + l, k);
-        l += (size_t)k;
-    }
-    out[l] = 0;
-    *len = l;
-    return out;
-}
-
-static int valid_utf8(const unsigned char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        size_t need = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        if (!need || i + need > n) return 0;
-        for (size_t k = 1; k < need; k++) if ((s[i + k] & 0xc0) != 0x80) return 0;
-        if (c == 0xe0 && s[i + 1] < 0xa0) return 0;
-        if (c == 0xed && s[i + 1] > 0x9f) return 0;
-        if (c == 0xf0 && s[i + 1] < 0x90) return 0;
-        if (c == 0xf4 && s[i + 1] > 0x8f) return 0;
-        i += need;
-    }
-    return 1;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -181,7 +92,7 @@ static void check_golden(int parse_special) {
         const int32_t *want = parse_special ? c->ids_special : c->ids_plain;
         int nwant = parse_special ? c->n_special : c->n_plain;
         int n;
-        int32_t *got = encode_alloc(c->text, c->len, 1, parse_special, &n);
+        int32_t *got = encode_alloc(tok, c->text, c->len, 1, parse_special, &n);
         CHECK(got && ids_eq(got, n, want, nwant), "case %s (parse_special=%d) differs from llama.cpp", c->name, parse_special);
         if (!got || !ids_eq(got, n, want, nwant)) {
             failures++;
@@ -190,7 +101,7 @@ static void check_golden(int parse_special) {
         }
         free(got);
         /* without add_special: the same minus the leading BOS */
-        got = encode_alloc(c->text, c->len, 0, parse_special, &n);
+        got = encode_alloc(tok, c->text, c->len, 0, parse_special, &n);
         CHECK(got && nwant >= 1 && want[0] == 2 && ids_eq(got, n, want + 1, nwant - 1),
               "case %s (parse_special=%d, no BOS) differs", c->name, parse_special);
         free(got);
@@ -208,37 +119,18 @@ static void test_golden_decode(void) {
     for (size_t i = 0; i < n_cases; i++) {
         const gcase *c = &cases[i];
         size_t l;
-        char *d = decode_alloc(c->ids_special, c->n_special, 0, &l);
+        char *d = pieces_alloc(tok, c->ids_special, c->n_special, 0, &l);
         CHECK(d && l == c->dec_len && !memcmp(d, c->dec, l), "case %s: decode differs (got %zu bytes, want %zu)", c->name, l, c->dec_len);
         free(d);
-        d = decode_alloc(c->ids_special, c->n_special, 1, &l);
+        d = pieces_alloc(tok, c->ids_special, c->n_special, 1, &l);
         CHECK(d && l == c->dec_sp_len && !memcmp(d, c->dec_sp, l), "case %s: decode with specials differs", c->name);
         free(d);
     }
 }
 
-static uint64_t fnv_pieces(int render_special) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    char buf[256];
-    for (uint32_t id = 0; id < tokenizer_n_vocab(tok); id++) {
-        int n = tokenizer_piece(tok, (int32_t)id, render_special, buf, (int)sizeof buf);
-        if (n < 0 || n > (int)sizeof buf) return 0;
-        unsigned char hdr[4] = { (unsigned char)n, (unsigned char)(n >> 8), (unsigned char)(n >> 16), (unsigned char)(n >> 24) };
-        for (int k = 0; k < 4; k++) { h ^= hdr[k]; h *= 0x100000001b3ull; }
-        for (int k = 0; k < n; k++) { h ^= (unsigned char)buf[k]; h *= 0x100000001b3ull; }
-    }
-    return h;
-}
-
 static void test_all_pieces(void) {
-    const jval *a = jget(&golden_root, "pieces_fnv1a64"), *b = jget(&golden_root, "pieces_special_fnv1a64");
-    CHECK(a && b && a->type == J_STR && b->type == J_STR, "golden piece hashes missing");
-    if (!a || !b || a->type != J_STR || b->type != J_STR) return;
-    char got[17];
-    snprintf(got, sizeof got, "%016llx", (unsigned long long)fnv_pieces(0));
-    CHECK(!strcmp(got, a->str), "hash of all pieces %s, llama.cpp %s", got, a->str);
-    snprintf(got, sizeof got, "%016llx", (unsigned long long)fnv_pieces(1));
-    CHECK(!strcmp(got, b->str), "hash of all pieces (special) %s, llama.cpp %s", got, b->str);
+    char why[160];
+    CHECK(check_piece_hashes(tok, &golden_root, why, sizeof why) == 0, "%s", why);
     char buf[64];
     CHECK(tokenizer_piece(tok, 106, 0, buf, sizeof buf) == 0, "control rendered without render_special");
     CHECK(tokenizer_piece(tok, 106, 1, buf, sizeof buf) == 13 && !memcmp(buf, "<end_of_turn>", 13), "control render");
@@ -255,9 +147,9 @@ static void test_roundtrip(void) {
         const gcase *c = &cases[i];
         if (c->special_text) continue;
         int n;
-        int32_t *ids = encode_alloc(c->text, c->len, 0, 0, &n);
+        int32_t *ids = encode_alloc(tok, c->text, c->len, 0, 0, &n);
         size_t l = 0;
-        char *d = ids ? decode_alloc(ids, n, 0, &l) : NULL;
+        char *d = ids ? pieces_alloc(tok, ids, n, 0, &l) : NULL;
         int same = d && l == c->len && !memcmp(d, c->text, l);
         CHECK(same == c->roundtrip, "case %s: round trip %d, llama.cpp %d", c->name, same, c->roundtrip);
         /* the two known exceptions: a literal U+2581 comes back as a space; a bad UTF-8 lead
@@ -271,9 +163,9 @@ static void test_roundtrip(void) {
         const gcase *c = &cases[i];
         if (!strcmp(c->name, "unusual") || !strcmp(c->name, "bin_bad_leads")) continue;
         int n;
-        int32_t *ids = encode_alloc(c->text, c->len, 0, 1, &n);
+        int32_t *ids = encode_alloc(tok, c->text, c->len, 0, 1, &n);
         size_t l = 0;
-        char *d = ids ? decode_alloc(ids, n, 1, &l) : NULL;
+        char *d = ids ? pieces_alloc(tok, ids, n, 1, &l) : NULL;
         CHECK(d && l == c->len && !memcmp(d, c->text, l), "case %s: special round trip", c->name);
         free(ids); free(d);
     }
@@ -281,9 +173,9 @@ static void test_roundtrip(void) {
     /* invalid UTF-8 without spaces goes through byte fallback and comes back byte for byte */
     static const char bad[] = "\xff\xfeok\xc3\x28\xe2\x82\xf0\x9f\x98\x80\x80\xed\xa0\x80" "end\xc3";
     int n;
-    int32_t *ids = encode_alloc(bad, sizeof bad - 1, 0, 0, &n);
+    int32_t *ids = encode_alloc(tok, bad, sizeof bad - 1, 0, 0, &n);
     size_t l = 0;
-    char *d = ids ? decode_alloc(ids, n, 0, &l) : NULL;
+    char *d = ids ? pieces_alloc(tok, ids, n, 0, &l) : NULL;
     CHECK(d && l == sizeof bad - 1 && !memcmp(d, bad, l), "invalid UTF-8 does not round-trip");
     free(ids); free(d);
 }
@@ -525,19 +417,8 @@ int main(void) {
     const char *model = getenv("CLGEMMA_MODEL");
     if (!model || !*model) model = "models/gemma-3-270m-q4_k_m.gguf";
     check_current = "test_tokenizer_setup";
-    char err[256] = "";
-    gguf_file *f = NULL;
-    if (gguf_open(&f, model, err, sizeof err) != 0) {
-        printf("FAIL test_tokenizer_setup: cannot open %s (%s): run make model\n", model, err);
-        return 1;
-    }
-    double t0 = cpu_ms(), w0 = wall_ms();
-    int rc = tokenizer_from_gguf(&tok, f, err, sizeof err);
-    build_ms = cpu_ms() - t0;
-    build_wall_ms = wall_ms() - w0;
-    gguf_close(f); /* the tokenizer keeps its own copy */
-    if (rc != 0) {
-        printf("FAIL test_tokenizer_setup: tokenizer_from_gguf: %s\n", err);
+    if (load_timed(model, check_current, &tok, &build_ms, &build_wall_ms)) {
+        printf("  (run make model)\n");
         return 1;
     }
     if (load_golden() != 0) {
