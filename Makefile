@@ -3,7 +3,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iopencl -MMD -MP
-LDLIBS  := -lclblast -lOpenCL -lm -lpthread
+LDLIBS  := -lclblast -lOpenCL -ljson-c -lm -lpthread
 FCGI_LDLIBS := -lfcgi -ljson-c
 
 ENGINE_SRCS := $(wildcard opencl/*.c)

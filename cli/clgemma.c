@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <json-c/json.h>
+
 #include "engine.h"
 #include "gguf.h"
 #include "runtime.h"
@@ -187,28 +189,31 @@ static engine *load(const cli_args *a, int max_seqs)
     return e;
 }
 
-/* the prompt as ids: chat template when asked; BOS and special-token parsing as llama.cpp does */
+/* the prompt as ids: with --chat, one user message through the model's chat template (its text is never
+ * parsed for control tokens); else BOS and special-token parsing as llama.cpp does */
 static int32_t *encode_prompt(engine *e, const char *text, int chat, int *n)
 {
-    const char *src = text;
-    char *buf = NULL;
     if (chat) {
-        chat_msg m = { "user", text };
-        int need = engine_chat_prompt(e, &m, 1, 1, NULL, 0);
-        if (need < 0) die("%s", "chat template failed");
-        buf = malloc((size_t)need + 1);
-        if (!buf) die("%s", "out of memory");
-        engine_chat_prompt(e, &m, 1, 1, buf, (size_t)need + 1);
-        src = buf;
+        json_object *msgs = json_object_new_array(), *m = json_object_new_object();
+        if (!msgs || !m || json_object_array_add(msgs, m)) die("%s", "out of memory");
+        json_object_object_add(m, "role", json_object_new_string("user"));
+        json_object_object_add(m, "content", json_object_new_string(text));
+        engine_chat_opts co = { 1, 0 };
+        char err[512];
+        int32_t *ids;
+        int cnt = engine_chat_encode(e, msgs, NULL, &co, &ids, err, sizeof err);
+        json_object_put(msgs);
+        if (cnt < 0) die("chat template: %s", err);
+        *n = cnt;
+        return ids;
     }
     const tokenizer *t = engine_tokenizer(e);
-    size_t len = strlen(src);
-    int cnt = tokenizer_encode(t, src, len, 1, 1, NULL, 0);
+    size_t len = strlen(text);
+    int cnt = tokenizer_encode(t, text, len, 1, 1, NULL, 0);
     if (cnt < 0) die("%s", "tokenizer failed");
     int32_t *ids = malloc(sizeof(int32_t) * (cnt + 1));
     if (!ids) die("%s", "out of memory");
-    tokenizer_encode(t, src, len, 1, 1, ids, cnt);
-    free(buf);
+    tokenizer_encode(t, text, len, 1, 1, ids, cnt);
     *n = cnt;
     return ids;
 }

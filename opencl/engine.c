@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <json-c/json.h>
+
 #include "chat.h"
 #include "gguf.h"
 #include "kv.h"
@@ -29,6 +31,7 @@ struct engine {
     fwd_bufs b;
     tokenizer *tok;
     chat_family family;
+    chat_kind chat;       /* the chat template's renderer */
     int32_t stop_ids[8];
     int n_stop;
     uint32_t max_batch;
@@ -250,6 +253,15 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     e->h_logits = malloc(sizeof(float) * hp->n_vocab);
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
     e->family = chat_family_from_arch(hp->arch);
+    /* the file's chat template when clgemma knows it; else the family's, said once */
+    gguf_str tmpl;
+    char note[512];
+    int has_tmpl = gguf_get_str(e->gguf, "tokenizer.chat_template", &tmpl);
+    e->chat = chat_pick(hp->arch, has_tmpl == 0 ? tmpl.ptr : NULL, has_tmpl == 0 ? tmpl.len : 0, note, sizeof note);
+    if (has_tmpl == -2)
+        snprintf(note, sizeof note, "tokenizer.chat_template is not a string; chat uses clgemma's built-in %s template",
+                 chat_kind_name(e->chat));
+    if (note[0] && e->tok) fprintf(stderr, "clgemma: %s: %s\n", path, note);
     e->n_stop = 0;
     /* Gemma 3 ends a turn with <end_of_turn>; Gemma 4 with <turn|>, and hands over to a tool
      * with <|tool_response>. The file's eot id (if any) is honoured too. */
@@ -319,9 +331,51 @@ void engine_destroy(engine *e)
 const engine_info *engine_get_info(const engine *e) { return &e->info; }
 const tokenizer *engine_tokenizer(const engine *e) { return e->tok; }
 
+int engine_chat_encode(const engine *e, struct json_object *messages, struct json_object *tools,
+                       const engine_chat_opts *o, int32_t **ids, char *err, size_t errlen)
+{
+    *ids = NULL;
+    if (!e->tok) { snprintf(err, errlen, "this model has no tokenizer"); return -2; }
+    char bos[64] = "";
+    int32_t b = tokenizer_bos(e->tok);
+    int bl = b >= 0 ? tokenizer_piece(e->tok, b, 1, bos, (int)sizeof bos - 1) : 0;
+    bos[bl > 0 && bl < (int)sizeof bos ? bl : 0] = 0;
+    chat_opts co = { o->add_generation_prompt, o->enable_thinking, bos[0] ? bos : NULL };
+    chat_text t;
+    int rc = chat_render(e->chat, messages, tools, &co, &t, err, errlen);
+    if (rc) return rc == -1 ? -1 : -2;
+    int n = chat_tokenize(&t, e->tok, ids);
+    chat_text_free(&t);
+    if (n < 0) { snprintf(err, errlen, "tokenizing the chat prompt failed (out of memory)"); return -2; }
+    return n;
+}
+
+const char *engine_chat_template(const engine *e) { return chat_kind_name(e->chat); }
+
 int engine_chat_prompt(const engine *e, const chat_msg *msgs, int n, int add_generation_prompt, char *out, size_t cap)
 {
-    return chat_format(e->family, msgs, n, add_generation_prompt, out, cap);
+    json_object *arr = json_object_new_array();
+    for (int i = 0; arr && i < n; i++) {
+        json_object *m = json_object_new_object();
+        if (!m || json_object_array_add(arr, m)) { json_object_put(m); json_object_put(arr); return -1; }
+        json_object_object_add(m, "role", msgs[i].role ? json_object_new_string(msgs[i].role) : NULL);
+        json_object_object_add(m, "content", msgs[i].content ? json_object_new_string(msgs[i].content) : NULL);
+    }
+    if (!arr) return -1;
+    chat_opts co = { add_generation_prompt, 0, NULL };
+    chat_text t;
+    char err[256];
+    int rc = chat_render(e->chat, arr, NULL, &co, &t, err, sizeof err);
+    json_object_put(arr);
+    if (rc) return -1;
+    if (cap) {
+        size_t k = t.len < cap ? t.len : cap - 1;
+        memcpy(out, t.text, k);
+        out[k] = 0;
+    }
+    int len = (int)t.len;
+    chat_text_free(&t);
+    return len;
 }
 
 int engine_is_stop_token(const engine *e, int32_t id)

@@ -62,8 +62,20 @@ void engine_destroy(engine *e);
 const engine_info *engine_get_info(const engine *e);
 const tokenizer   *engine_tokenizer(const engine *e);
 
-/* Chat template of the model's family applied to messages; writes a NUL-terminated prompt
- * (without BOS: encode with add_special=1). Returns bytes needed (excluding NUL), -1 on error. */
+/* Chat: the file's chat template applied to an OpenAI-style conversation, rendered natively as jinja2
+ * renders it (opencl/chat.h: tokenizer.chat_template when clgemma knows the text, else the architecture
+ * family's). messages: a json-c array of {role, content, tool_calls, ...}; tools: NULL or the `tools` array.
+ * Returns the prompt's token count with *ids malloc'd (BOS first; control tokens only where the template
+ * writes them, never from message text); -1 when the template refuses the conversation (a client error,
+ * err says why); -2 on other failures (no tokenizer, out of memory). */
+struct json_object;
+typedef struct engine_chat_opts { int add_generation_prompt; int enable_thinking; } engine_chat_opts;
+int engine_chat_encode(const engine *e, struct json_object *messages, struct json_object *tools,
+                       const engine_chat_opts *o, int32_t **ids, char *err, size_t errlen);
+/* the template in use: "gemma4", "gemma4-interleaved", "gemma4-31b", "gemma3" */
+const char *engine_chat_template(const engine *e);
+/* The same rendering as text, without BOS and thinking off, for plain role/content messages: writes a
+ * NUL-terminated prompt; returns bytes needed (excluding NUL), -1 when refused or out of memory. */
 typedef struct chat_msg { const char *role; const char *content; } chat_msg;
 int engine_chat_prompt(const engine *e, const chat_msg *msgs, int n, int add_generation_prompt,
                        char *out, size_t cap);
