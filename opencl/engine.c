@@ -151,9 +151,10 @@ fail:
     return -1;
 }
 
-/* The KV cache within a third of what the weights leave free: every sequence's ring for the
- * sliding-window layers, and blocks for the full-attention layers for every sequence to reach
- * n_ctx where they fit (one sequence's whole context at least). */
+/* The KV cache within a third of what the weights leave free: blocks for every sequence to reach
+ * n_ctx in the full-attention layers and its whole ring in the sliding-window ones where they fit;
+ * else both pools shrink by one factor (sequences then share them as they grow), down to one
+ * sequence's whole context. A layer's K (or V) is one buffer: at most the device's max allocation. */
 static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char *err, size_t errlen)
 {
     const model_hparams *hp = &e->m.hp;
@@ -166,33 +167,39 @@ static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char 
     kv_config c = { NL, dims, win, n_seq, n_ctx, e->max_batch };
     kv_sizes s = kv_plan(&c);
     uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
-    uint64_t rings = (uint64_t)n_seq * s.ring_per_seq, min_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    uint64_t per_block = s.full_per_token * KV_BLOCK, want = n_seq * min_blocks;
-    uint64_t fit = per_block && room > rings ? (room - rings) / per_block : 0;
-    /* a layer's K (or V) blocks are one buffer: at most the device's max allocation */
-    uint64_t one = s.full_dim_max ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * s.full_dim_max) : 0;
-    if (s.full_dim_max && one < fit) fit = one;
-    uint64_t nb = per_block ? (want < fit ? want : fit) : 0;
-    int rc = 0;
-    if (s.ring_dim_max && (uint64_t)n_seq * s.ring_blocks * KV_BLOCK * 2 * s.ring_dim_max > e->rt.max_alloc) {
-        rc = ERR("the sliding-window KV rings of %u sequences (%u tokens each) exceed the device's max allocation "
-                 "of %.1f MiB per layer buffer (fewer sequences or a smaller batch)", n_seq,
-                 s.ring_blocks * KV_BLOCK, e->rt.max_alloc / 1048576.0);
-    } else if (rings > room || (per_block && nb < min_blocks)) {
-        rc = ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB needed: %.1f MiB for the "
-                 "full-attention layers of one sequence, %.1f MiB for the sliding-window rings of %u sequences; "
-                 "%.1f MiB free after weights, a third of it for the cache; one layer's K or V at most %.1f MiB, "
-                 "the device's max allocation)",
-                 n_ctx, (min_blocks * per_block + rings) / 1048576.0, min_blocks * per_block / 1048576.0,
-                 rings / 1048576.0, n_seq, room * 3 / 1048576.0, e->rt.max_alloc / 1048576.0);
-    } else if (kv_create(&e->kv, &e->rt, &c, (uint32_t)nb, err, errlen)) {
-        rc = -1;
-    } else if (verbose) {
-        fprintf(stderr, "clgemma: KV cache %.1f MiB: %.1f KiB per token (full-attention layers, %llu blocks of %d), "
-                        "%.2f MiB per sequence (sliding-window rings of %u tokens) x %u sequences\n",
-                e->kv.bytes / 1048576.0, s.full_per_token / 1024.0, (unsigned long long)nb, KV_BLOCK,
-                s.ring_per_seq / 1048576.0, s.ring_blocks * KV_BLOCK, n_seq);
+    /* per pool: bytes of one block over all its layers, blocks one sequence needs, the widest layer */
+    uint64_t per_block[KV_POOLS] = { s.full_per_token * KV_BLOCK,
+                                     s.ring_blocks ? s.ring_per_seq / s.ring_blocks : 0 };
+    uint64_t one_seq[KV_POOLS] = { (n_ctx + KV_BLOCK - 1) / KV_BLOCK, s.ring_blocks };
+    uint32_t dim_max[KV_POOLS] = { s.full_dim_max, s.ring_dim_max };
+    uint64_t want = 0, least = 0, nb[KV_POOLS];
+    for (int p = 0; p < KV_POOLS; p++) {
+        want += n_seq * one_seq[p] * per_block[p];
+        least += one_seq[p] * per_block[p];
     }
+    int rc = 0;
+    for (int p = 0; p < KV_POOLS; p++) {
+        nb[p] = per_block[p] ? n_seq * one_seq[p] : 0;
+        if (want > room) nb[p] = (uint64_t)((double)nb[p] * room / want);
+        uint64_t cap = dim_max[p] ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * dim_max[p]) : 0;
+        if (nb[p] > cap) nb[p] = cap;
+        if (per_block[p] && nb[p] < one_seq[p]) rc = -1;
+    }
+    if (rc) {
+        ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB for one sequence: %.1f KiB per token "
+            "in the full-attention layers, %.1f MiB of sliding-window ring; %.1f MiB free after weights, a third of "
+            "it for the cache; one layer's K or V at most %.1f MiB, the device's max allocation)",
+            n_ctx, least / 1048576.0, s.full_per_token / 1024.0, s.ring_per_seq / 1048576.0, room * 3 / 1048576.0,
+            e->rt.max_alloc / 1048576.0);
+    } else {
+        uint32_t blocks[KV_POOLS] = { (uint32_t)nb[KV_FULL], (uint32_t)nb[KV_RING] };
+        rc = kv_create(&e->kv, &e->rt, &c, blocks, err, errlen);
+    }
+    if (!rc && verbose)
+        fprintf(stderr, "clgemma: KV cache %.1f MiB: %.1f KiB per token (full-attention layers, %u blocks of %d) + "
+                        "%.2f MiB per sequence (sliding-window rings of %u tokens, %u blocks); %u sequences\n",
+                e->kv.bytes / 1048576.0, s.full_per_token / 1024.0, (uint32_t)nb[KV_FULL], KV_BLOCK,
+                s.ring_per_seq / 1048576.0, s.ring_blocks * KV_BLOCK, (uint32_t)nb[KV_RING], n_seq);
     free(dims);
     free(win);
     return rc;
@@ -486,8 +493,9 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         if (kv_reserve(&e->kv, items[i].seq, (uint32_t)(e->kv.seq_len[items[i].seq] + items[i].n_tokens))) {
             for (int j = 0; j <= i; j++) kv_trim(&e->kv, items[j].seq, (uint32_t)e->kv.seq_len[items[j].seq]);
             free(refs);
-            return ERR("KV cache full: no free blocks for sequence %d (pool of %u blocks of %d tokens)", items[i].seq,
-                       e->kv.pool[KV_FULL].n_blocks, KV_BLOCK);
+            return ERR("KV cache full: no free blocks for sequence %d (pools of %u full-attention and %u "
+                       "sliding-window blocks of %d tokens)", items[i].seq, e->kv.pool[KV_FULL].n_blocks,
+                       e->kv.pool[KV_RING].n_blocks, KV_BLOCK);
         }
     }
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);

@@ -68,7 +68,8 @@ static void pool_destroy(kv_pool *p)
     memset(p, 0, sizeof *p);
 }
 
-int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, uint32_t full_blocks, char *err, size_t errlen)
+int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t blocks[KV_POOLS], char *err,
+              size_t errlen)
 {
     memset(kv, 0, sizeof *kv);
     kv->n_layer = c->n_layer;
@@ -90,10 +91,9 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, uint32_t full_bl
         kv->layer_pool[l] = (uint8_t)layer_pool(c, l, kv->max_blocks);
         used[kv->layer_pool[l]] |= c->dims[l] != 0;
     }
-    uint32_t nb[KV_POOLS] = { full_blocks, kv->sizes.ring_blocks * c->n_seq };
     for (int p = 0; p < KV_POOLS; p++) {
         if (!used[p]) continue;
-        if (pool_create(&kv->pool[p], rt, c->n_seq, kv->max_blocks, nb[p], p == KV_RING ? kv->sizes.ring_blocks : 0,
+        if (pool_create(&kv->pool[p], rt, c->n_seq, kv->max_blocks, blocks[p], p == KV_RING ? kv->sizes.ring_blocks : 0,
                         err, errlen)) {
             kv_destroy(kv);
             return -1;
@@ -173,7 +173,9 @@ int kv_reserve(kv_cache *kv, int seq, uint32_t new_len)
                 row[b] = p->free_list[--p->n_free];
             }
             p->seq_blocks[seq]++;
-            p->dirty = 1;
+            uint32_t s = (uint32_t)seq, none = p->dirty_lo >= p->dirty_hi;
+            p->dirty_lo = none || s < p->dirty_lo ? s : p->dirty_lo;
+            p->dirty_hi = none || s >= p->dirty_hi ? s + 1 : p->dirty_hi;
         }
     }
     return 0;
@@ -183,12 +185,14 @@ int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
 {
     for (int i = 0; i < KV_POOLS; i++) {
         kv_pool *p = &kv->pool[i];
-        if (!p->dirty) continue;
-        /* blocking: the host table may change before a non-blocking copy would run */
-        cl_int e = clEnqueueWriteBuffer(rt->q, p->block_table, CL_TRUE, 0,
-                                        (size_t)kv->n_seq * kv->max_blocks * sizeof(int32_t), p->table, 0, NULL, NULL);
+        if (p->dirty_lo >= p->dirty_hi) continue;
+        /* the changed sequences' rows; blocking: the host table may change before a non-blocking copy would run */
+        size_t row = (size_t)kv->max_blocks * sizeof(int32_t);
+        cl_int e = clEnqueueWriteBuffer(rt->q, p->block_table, CL_TRUE, p->dirty_lo * row,
+                                        (p->dirty_hi - p->dirty_lo) * row,
+                                        p->table + (size_t)p->dirty_lo * kv->max_blocks, 0, NULL, NULL);
         if (e != CL_SUCCESS) { snprintf(err, errlen, "KV block table upload: %s", rt_errstr(e)); return -1; }
-        p->dirty = 0;
+        p->dirty_lo = p->dirty_hi = 0;
     }
     return 0;
 }

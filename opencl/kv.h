@@ -3,9 +3,9 @@
  * position p of a sequence in table entry p / KV_BLOCK; the cache decides what those entries are:
  *   full-attention layers: blocks handed out on demand as a sequence grows, returned when it is
  *     freed (one pool and table shared by those layers);
- *   sliding-window layers: a ring of kv_ring_blocks() blocks per sequence, entry b being ring
- *     block b % ring, so keys older than the window share their block with newer ones and a long
- *     context costs these layers a fixed amount per sequence.
+ *   sliding-window layers: a ring of kv_ring_blocks() blocks per sequence at most, entry b being
+ *     ring block b % ring, so keys older than the window share their block with newer ones and a
+ *     long context costs these layers a fixed amount per sequence (their own pool).
  * The ring holds the window plus one forward chunk of a sequence (a chunk writes all its keys
  * before its attention runs), rounded up to whole blocks. Layers that read another
  * layer's cache (Gemma 4 KV sharing) own none and follow their donor. */
@@ -45,7 +45,7 @@ typedef struct kv_pool {
     uint32_t *seq_blocks;     /* table entries in use per sequence */
     int32_t *free_list;
     uint32_t n_free;
-    int dirty;
+    uint32_t dirty_lo, dirty_hi; /* sequences whose rows changed since the last upload: [lo, hi) */
 } kv_pool;
 
 typedef struct kv_cache {
@@ -61,9 +61,10 @@ typedef struct kv_cache {
 /* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
 uint32_t kv_ring_blocks(uint32_t window, uint32_t max_chunk, uint32_t max_blocks);
 kv_sizes kv_plan(const kv_config *c);
-/* full_blocks: blocks in the full layers' pool, shared by all sequences; every sequence gets its
- * whole ring in the sliding layers' pool */
-int  kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, uint32_t full_blocks, char *err, size_t errlen);
+/* blocks[KV_FULL], blocks[KV_RING]: the pools' sizes, shared by all sequences, which take blocks as
+ * they grow (a ring's at most sizes.ring_blocks) */
+int  kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t blocks[KV_POOLS], char *err,
+               size_t errlen);
 void kv_destroy(kv_cache *kv);
 int  kv_seq_new(kv_cache *kv);
 void kv_seq_free(kv_cache *kv, int seq);

@@ -78,37 +78,43 @@ static uint32_t check_pool(const kv_cache *kv, int pi, const char *what)
     return held;
 }
 
-static void test_tables(void)
+/* random growth of 3 sequences over pools of full_nb and ring_nb blocks; a reserve that fails is
+ * undone and the sequence restarted, as engine_step and its caller would */
+static void tables_walk(uint32_t full_nb, uint32_t ring_nb)
 {
-    reseed(__func__);
     const uint32_t dims[4] = { 64, 128, 0, 64 }, win[4] = { 40, 0, 40, 0 }; /* layer 2 reads layer 0's cache */
     kv_config c = { 4, dims, win, 3, 640, 24 };
-    kv_sizes sz = kv_plan(&c);
-    uint32_t ring = kv_ring_blocks(40, 24, 20);
-    CHECK(sz.ring_blocks == ring && sz.full_per_token == 2 * 2 * (128 + 64) &&
-              sz.ring_per_seq == 2ull * 2 * 64 * ring * KV_BLOCK,
-          "kv_plan: ring %u blocks, %llu bytes per token, %llu per sequence", sz.ring_blocks,
-          (unsigned long long)sz.full_per_token, (unsigned long long)sz.ring_per_seq);
+    uint32_t ring = kv_ring_blocks(40, 24, 20), blocks[KV_POOLS] = { full_nb, ring_nb };
     kv_cache kv;
-    if (kv_create(&kv, &RT, &c, 30, err, sizeof err)) die("kv_create");
+    if (kv_create(&kv, &RT, &c, blocks, err, sizeof err)) die("kv_create");
     CHECK(kv.layer_pool[0] == KV_RING && kv.layer_pool[1] == KV_FULL && kv.layer_pool[3] == KV_FULL &&
-              kv.pool[KV_RING].n_blocks == 3 * ring && kv.pool[KV_FULL].n_blocks == 30,
+              kv.pool[KV_RING].ring == ring && kv.pool[KV_RING].n_blocks == ring_nb &&
+              kv.pool[KV_FULL].n_blocks == full_nb && kv.pool[KV_FULL].ring == 0,
           "layer pools %d %d %d, pools of %u / %u blocks", kv.layer_pool[0], kv.layer_pool[1], kv.layer_pool[3],
-          kv.pool[KV_RING].n_blocks, kv.pool[KV_FULL].n_blocks);
+          kv.pool[KV_FULL].n_blocks, kv.pool[KV_RING].n_blocks);
     int s0 = kv_seq_new(&kv), s1 = kv_seq_new(&kv), s2 = kv_seq_new(&kv);
     CHECK(s0 == 0 && s1 == 1 && s2 == 2 && kv_seq_new(&kv) == -1, "sequence slots %d %d %d", s0, s1, s2);
-    uint32_t len[3] = { 0, 0, 0 };
-    for (int step = 0; step < 60; step++) {
+    uint32_t len[3] = { 0, 0, 0 }, fails = 0;
+    for (int step = 0; step < 200 && !check_failures_here; step++) {
         int s = (int)irand(3);
         uint32_t n = 1 + irand(24), want = len[s] + n;
         if (want > 640) continue;
+        uint32_t free0[KV_POOLS] = { kv.pool[KV_FULL].n_free, kv.pool[KV_RING].n_free };
         if (kv_reserve(&kv, s, want)) {
-            kv_trim(&kv, s, len[s]); /* full pool exhausted: undo, as engine_step does */
-            CHECK(kv.pool[KV_FULL].n_free < (want + KV_BLOCK - 1) / KV_BLOCK - (len[s] + KV_BLOCK - 1) / KV_BLOCK,
-                  "reserve failed with %u full blocks free", kv.pool[KV_FULL].n_free);
+            kv_trim(&kv, s, len[s]);
+            /* it failed because a pool had fewer free blocks than the growth needs, and the undo
+             * gave back exactly what the attempt took */
+            uint32_t b0 = (len[s] + KV_BLOCK - 1) / KV_BLOCK, b1 = (want + KV_BLOCK - 1) / KV_BLOCK;
+            uint32_t ring_need = (b1 < ring ? b1 : ring) - (b0 < ring ? b0 : ring);
+            CHECK(free0[KV_FULL] < b1 - b0 || free0[KV_RING] < ring_need, "reserve failed with %u / %u blocks free "
+                  "for %u / %u", free0[KV_FULL], free0[KV_RING], b1 - b0, ring_need);
+            CHECK(kv.pool[KV_FULL].n_free == free0[KV_FULL] && kv.pool[KV_RING].n_free == free0[KV_RING],
+                  "undo left %u / %u free, had %u / %u", kv.pool[KV_FULL].n_free, kv.pool[KV_RING].n_free,
+                  free0[KV_FULL], free0[KV_RING]);
             kv_seq_free(&kv, s);
             CHECK(kv_seq_new(&kv) == s, "freed slot %d not reused", s);
             len[s] = 0;
+            fails++;
         } else {
             len[s] = want;
             kv.seq_len[s] = (int32_t)want;
@@ -120,19 +126,35 @@ static void test_tables(void)
             want_held += b < ring ? b : ring;
         }
         CHECK(held == want_held, "ring pool holds %u blocks, sequences need %u", held, want_held);
-        if (check_failures_here) break;
     }
+    CHECK(fails > 0, "the pools (%u / %u blocks) never ran out", full_nb, ring_nb);
     CHECK(kv_sync(&kv, &RT, err, sizeof err) == 0, "kv_sync: %s", err);
     for (int s = 0; s < 3; s++) kv_seq_free(&kv, s);
-    CHECK(kv.pool[KV_FULL].n_free == 30 && kv.pool[KV_RING].n_free == 3 * ring, "blocks left after freeing: %u / %u",
-          30 - kv.pool[KV_FULL].n_free, 3 * ring - kv.pool[KV_RING].n_free);
+    CHECK(kv.pool[KV_FULL].n_free == full_nb && kv.pool[KV_RING].n_free == ring_nb,
+          "blocks held after freeing every sequence: %u / %u", full_nb - kv.pool[KV_FULL].n_free,
+          ring_nb - kv.pool[KV_RING].n_free);
+    kv_destroy(&kv);
+}
+
+static void test_tables(void)
+{
+    reseed(__func__);
+    const uint32_t dims[4] = { 64, 128, 0, 64 }, win[4] = { 40, 0, 40, 0 };
+    kv_config c = { 4, dims, win, 3, 640, 24 };
+    kv_sizes sz = kv_plan(&c);
+    uint32_t ring = kv_ring_blocks(40, 24, 20);
+    CHECK(sz.ring_blocks == ring && sz.full_per_token == 2 * 2 * (128 + 64) &&
+              sz.ring_per_seq == 2ull * 2 * 64 * ring * KV_BLOCK && sz.full_dim_max == 128 && sz.ring_dim_max == 64,
+          "kv_plan: ring %u blocks, %llu bytes per token, %llu per sequence", sz.ring_blocks,
+          (unsigned long long)sz.full_per_token, (unsigned long long)sz.ring_per_seq);
+    tables_walk(30, 3 * ring);      /* the full pool runs out */
+    tables_walk(3 * 20, 2 * ring);  /* the ring pool runs out */
     /* a window as long as the context is a full layer: no ring pool at all */
     const uint32_t wide[4] = { 640, 0, 640, 0 };
     kv_config c2 = { 4, dims, wide, 3, 640, 24 };
     kv_sizes s2z = kv_plan(&c2);
     CHECK(s2z.ring_blocks == 0 && s2z.ring_per_seq == 0 && s2z.full_per_token == 2 * 2 * (128 + 64 + 64),
           "window covering the context: ring %u blocks", s2z.ring_blocks);
-    kv_destroy(&kv);
 }
 
 /* ------------------------------------------------------------------ attention through the ring */
@@ -173,7 +195,8 @@ static void test_ring_attention(void)
     kv_config c = { NL, dims, win, NSEQ, CTX, CHUNK };
     kv_cache kv;
     uint32_t max_blocks = CTX / KV_BLOCK;
-    if (kv_create(&kv, &RT, &c, NSEQ * max_blocks, err, sizeof err)) die("kv_create");
+    uint32_t blocks[KV_POOLS] = { NSEQ * max_blocks, NSEQ * kv_ring_blocks(WIN, CHUNK, max_blocks) };
+    if (kv_create(&kv, &RT, &c, blocks, err, sizeof err)) die("kv_create");
     uint32_t ring = kv.pool[KV_RING].ring;
     CHECK(ring > 0 && ring < max_blocks && kv.layer_pool[0] == KV_RING, "no ring (%u blocks)", ring);
     for (int l = 0; l < NL; l++) { /* unwritten slots hold NaN */
