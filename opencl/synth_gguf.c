@@ -95,14 +95,16 @@ static int ends_with(const char *s, const char *t)
 
 /* ---- the tensor list --------------------------------------------------------------------- */
 
-enum { FILL_MAT, FILL_ONE, FILL_QK, FILL_ROPE, FILL_LSCALE };
+enum { FILL_MAT, FILL_ONE, FILL_QK, FILL_ROUTER, FILL_ROPE, FILL_LSCALE };
 
-/* values by name: norms and the router/expert scales near 1, the rest by the row length; Q and K
+/* values by name: norms and the router/expert scales near 1, the rest by the row length. Q and K
  * norms near hd^-1/4, so that with Gemma 4's attention scale of 1 the scores of unit-RMS heads
- * are O(1) as in trained models, not a one-hot softmax of N(0, hd) scores */
+ * are O(1) as in trained models, not a one-hot softmax of N(0, hd) scores. Router weights of unit
+ * variance: the router's input has norm ~1, so its logits do too and the top-k choices are
+ * distinct, as a trained router's are, rather than near-ties that float rounding flips. */
 static const struct { const char *part; uint8_t fill; } FILLS[] = {
     { "rope_freqs.weight", FILL_ROPE }, { "layer_output_scale.weight", FILL_LSCALE },
-    { "attn_q_norm.weight", FILL_QK }, { "attn_k_norm.weight", FILL_QK },
+    { "attn_q_norm.weight", FILL_QK }, { "attn_k_norm.weight", FILL_QK }, { "ffn_gate_inp.weight", FILL_ROUTER },
     { "norm", FILL_ONE }, { ".scale", FILL_ONE },
 };
 
@@ -354,6 +356,7 @@ static int write_data(gguf_writer *w, const model *m, uint64_t seed, int sparse,
         float lo = -amp, hi = amp;
         if (fill == FILL_ONE) { lo = 0.9f; hi = 1.1f; }
         if (fill == FILL_QK) { lo = 0.9f / sqrtf(sqrtf((float)t->ne[0])); hi = lo * 1.1f / 0.9f; }
+        if (fill == FILL_ROUTER) { lo = -sqrtf(3.0f); hi = sqrtf(3.0f); }
         if (fill == FILL_LSCALE) { lo = 0.5f; hi = 0.9f; } /* checkpoints carry a scalar below 1 */
         if (fill == FILL_ROPE) { /* F32: the first n_rot pairs rotate, the rest are frozen */
             float *f = (float *)buf;

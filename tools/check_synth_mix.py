@@ -15,9 +15,11 @@ of October 2026: run with .venv-ref/bin/python; the float64 reference runs in .v
    tensor names, types, shapes, offsets; file size) must equal `clgemma synth --mix` of the same
    shape (general.name aside). --write-golden saves llama.cpp's layouts for make test
    (tests/synth_gemma4_check.py).
-3. run: llama.cpp loads each q8_0 / q4_k_m test-shape file written by clgemma synth and evaluates
-   a prompt; its logits at every position are compared with tools/ref_gemma4.py (float64) on the
-   same weights, and printed (llama.cpp keeps K/V in f16 as clgemma does).
+3. run: llama.cpp loads each f32 / q8_0 / q4_k_m test-shape file written by clgemma synth and
+   evaluates a prompt; its logits at every position are compared with tools/ref_gemma4.py (float64)
+   on the same weights: within 3e-3 of the logit range for f32 weights (llama.cpp keeps K/V in f16
+   as clgemma does), printed only for quantized weights (llama.cpp's CPU kernels round activations
+   to 8 bits, which these random models amplify).
 Prints one PASS/FAIL line per check; exit status 1 on any FAIL.
 """
 import argparse
@@ -173,7 +175,7 @@ np.save(sys.argv[4], m.forward(ids))
 
 def check_run(cli, vocab, tmp, ref_py):
     for model in TINY:
-        for mix in ("q8_0", "q4_k_m"):
+        for mix in ("f32", "q8_0", "q4_k_m"):
             name = "llama_run.%s.%s" % (model, mix)
             f = os.path.join(tmp, model + "-" + mix + ".gguf")
             synth(cli, vocab, model, mix, f)
@@ -193,19 +195,41 @@ def check_run(cli, vocab, tmp, ref_py):
             out = os.path.join(tmp, "ref.npy")
             p = subprocess.run([ref_py, "-c", REF_SNIPPET, HERE, twin, ",".join(map(str, ids)), out],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            os.remove(f)
+            os.remove(twin)
             if p.returncode:
                 result(name, "ref_gemma4.py failed: %s" % p.stderr.decode()[-300:])
                 continue
             ref = np.load(out)
             rng = float(ref.max() - ref.min())
-            d = float(np.abs(got - ref).max())
-            fin = bool(np.isfinite(got).all())
-            why = "" if fin and d <= 3e-3 * rng else "max |llama.cpp - ref| %.3g over %d positions (range %.2f)%s" % (
-                d, len(ids), rng, "" if fin else ", NaN/inf")
-            result(name, why, "llama.cpp loads it; %d positions, max |llama.cpp - ref_gemma4| %.2e, range %.2f, "
-                   "argmax equal at %d/%d" % (len(ids), d, rng, int((got.argmax(1) == ref.argmax(1)).sum()), len(ids)))
-            os.remove(f)
-            os.remove(twin)
+            d = np.abs(got - ref).max(axis=1)
+            same = int((got.argmax(1) == ref.argmax(1)).sum())
+            # f32 weights: llama.cpp's CPU products are float (K/V in f16, as clgemma's), so the same
+            # function to ~5e-4 of the range; quantized weights: its kernels round the activations to
+            # 8 bits (Q8_0 / Q8_K), which these random models amplify (and near-tied routers flip), so
+            # those runs only show that llama.cpp loads and runs the file, with the distance printed
+            why = "" if np.isfinite(got).all() else "NaN/inf in llama.cpp's logits"
+            if not why and mix == "f32" and d.max() > 3e-3 * rng:
+                why = "max |llama.cpp - ref| %.3g over %d positions > 3e-3 of the range %.2f" % (d.max(), len(ids), rng)
+            result(name, why, "llama.cpp loads and runs it: %d positions, max |llama.cpp - ref_gemma4| %.2e "
+                   "(median over positions %.2e), range %.2f, same argmax at %d/%d" % (
+                       len(ids), d.max(), float(np.median(d)), rng, same, len(ids)))
+
+
+def write_golden(path, golden):
+    """one metadata pair or tensor per line"""
+    src = ("llama-cpp-python 0.3.36 (llama.cpp of October 2026) llama_model_quantize of `clgemma synth MODEL "
+           "--mix bf16` (tools/check_synth_mix.py); kv rows: key, GGUF value type, element type, value "
+           "(tokenizer.* and general.name values null); tensor rows: name, ggml type, ne, data offset")
+    with open(path, "w") as f:
+        f.write('{"source": %s,\n"layouts": {\n' % json.dumps(src))
+        for i, (key, L) in enumerate(golden.items()):
+            f.write('%s: {"size": %d,\n"kv": [\n' % (json.dumps(key), L["size"]))
+            f.write(",\n".join(json.dumps(r, ensure_ascii=False) for r in L["kv"]))
+            f.write('],\n"tensors": [\n')
+            f.write(",\n".join(json.dumps(r) for r in L["tensors"]))
+            f.write("]}%s\n" % ("," if i + 1 < len(golden) else ""))
+        f.write("}}\n")
 
 
 def main():
@@ -226,12 +250,7 @@ def main():
         if not a.skip_run:
             check_run(a.cli, a.vocab, tmp, a.ref_python)
     if a.write_golden and not fails:
-        with open(a.write_golden, "w") as f:
-            json.dump({"source": "llama-cpp-python 0.3.36 (llama.cpp of October 2026) llama_model_quantize of "
-                                 "`clgemma synth MODEL --mix bf16` (tools/check_synth_mix.py); tokenizer.* and "
-                                 "general.name values left out (null)",
-                       "layouts": golden}, f, indent=0)
-            f.write("\n")
+        write_golden(a.write_golden, golden)
         print("wrote %s" % a.write_golden)
     print("%d failed" % fails)
     return 1 if fails else 0
