@@ -9,7 +9,8 @@
 #               shape (golden from llama.cpp itself), gguf-py dequantizes every block finite, and
 #               clgemma loads the file as it is: logits within tolerance of the float64 reference
 #               tools/ref_gemma4.py on the same weights, greedy decoding of a few tokens
-# Also: the same seed gives the same bytes, and bad arguments give one line on stderr and exit 1.
+# Also: the same seed gives the same bytes; bad arguments, a full disk and a write that fails half way
+# give one line on stderr and exit 1, and leave no partial file.
 cd "$(dirname "$0")/../.." || exit 1
 CLI=build/clgemma
 PY=.venv/bin/python
@@ -65,5 +66,11 @@ err_case too_many_layers "has 1..6 layers" synth gemma4-tiny --layers 7 -o "$tmp
 err_case missing_vocab "No such file" synth gemma4-tiny -o "$tmp/x.gguf" --vocab "$tmp/none.gguf"
 err_case bad_vocab "vocabulary" synth gemma4-tiny -o "$tmp/x.gguf" --vocab "$tmp/notgguf.bin"
 err_case unwritable "cannot create" synth gemma4-tiny -o "$tmp/no/such/dir/x.gguf" --vocab "$VOCAB"
+[ -w /dev/full ] && err_case disk_full "No space left" synth gemma4-tiny -o /dev/full --vocab "$VOCAB"
+# a write that fails half way (a file size limit of a few MiB) removes the partial file
+(trap '' XFSZ; ulimit -f 4096; err_case file_too_large "File too large" synth gemma4-tiny -o "$tmp/part.gguf" \
+  --vocab "$VOCAB"; exit $fails) || fails=1
+if [ -e "$tmp/part.gguf" ]; then echo "FAIL partial_removed: $tmp/part.gguf left behind"; fails=1
+else echo "PASS partial_removed"; fi
 err_case extra_model "one MODEL" synth gemma4-tiny gemma4-31b -o "$tmp/x.gguf"
 exit $fails
