@@ -53,9 +53,10 @@ int32_t  tokenizer_find(const tokenizer *t, const char *piece);
 /* 1 for control tokens (end of generation candidates are chosen by the caller) */
 int      tokenizer_is_control(const tokenizer *t, int32_t id);
 /* 1 for tokens llama.cpp treats as end of generation: eos plus control tokens known by text
- * ("<end_of_turn>", "<eos>", "</s>", "<|im_end|>", ...). Such texts are forced to CONTROL, as
- * llama.cpp does: Gemma's "</s>" (USER_DEFINED in the GGUF) is then matched in text only with
- * parse_special and rendered only with render_special. */
+ * ("<end_of_turn>", "<eos>", "</s>", "<turn|>", "<|tool_response>", ...). Such texts are forced
+ * to CONTROL, as llama.cpp does: Gemma 3's "</s>" (USER_DEFINED in the GGUF) is then matched in
+ * text only with parse_special and rendered only with render_special. llama.cpp's exceptions
+ * hold too: with "<|tool_response>" (Gemma 4) "</s>" is ordinary text. */
 int      tokenizer_is_eog(const tokenizer *t, int32_t id);
 /* lstrip/rstrip attributes of a special token (llama.cpp sets these per model name): when the
  * token is matched in text, adjacent whitespace on that side is dropped. 0, or -1 for a bad id. */

@@ -7,7 +7,9 @@
  *     length and continuation bytes are checked, but overlong forms and surrogates are accepted
  *     (so "\xc0\x8a" becomes "\n"); a byte that starts no such sequence becomes U+FFFD.
  *     Sequences above U+10FFFF (F4 90.. to F7 ..) make llama.cpp throw from its C API (an abort
- *     in practice); we treat their lead byte as invalid (U+FFFD) instead.
+ *     in practice); we treat their lead byte as invalid (U+FFFD) instead. An overlong space
+ *     comes out as a raw ' ' (spaces were escaped before), on which llama.cpp's merge lookup
+ *     asserts when it has a neighbour; here it is just a symbol no merge names.
  *  2. The pre-tokenizer "[^\n]+|[\n]+": runs of newlines and runs of anything else. A run of
  *     newlines that is itself a piece is that token (llama.cpp PR 21343).
  *  3. Per run: one symbol per character, then repeatedly join the adjacent pair with the
@@ -19,7 +21,6 @@
 #include "tokenizer_int.h"
 #include "errf.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
