@@ -3,7 +3,8 @@
  * shortest round-trip form), str.strip() with Unicode whitespace, upper()/lower(), dictsort (case-insensitive,
  * stable). Limits, documented rather than hidden: repr escapes the non-printable code points listed in
  * nonprint[] but not unassigned ones; case mapping covers ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic and
- * fullwidth Latin (plus ß -> SS, İ -> i̇), other letters are left as they are. */
+ * fullwidth Latin (plus ß -> SS, İ -> i̇), other letters are left as they are; integers beyond 64 bits arrive
+ * clamped by json-c's parser (Python keeps them exact). */
 #include "chat_int.h"
 
 #include <math.h>
