@@ -9,8 +9,10 @@ Uses llama.cpp's llama_tokenize / llama_token_to_piece through tools/gen_tokeniz
 
 Per case: ids for add_special=True with parse_special=True ("ids_special") and False
 ("ids_plain"); the concatenated llama_token_to_piece() of ids_special with special=False
-("decode") and special=True ("decode_special"); "roundtrip": whether the decode of ids_plain
-(render_special=False, BOS dropped) equals the text. Plus FNV-1a-64 hashes over every token's
+("decode") and special=True ("decode_special"); llama_detokenize() of ids_special with
+remove_special and unparse_special both False ("detok") and both True ("detok_special"), and of
+ids_special without its BOS ("detok_nobos": add_space_prefix strips the first piece's space);
+"roundtrip": whether the decode of ids_plain (render_special=False, BOS dropped) equals the text. Plus FNV-1a-64 hashes over every token's
 piece, so the test covers all 262144 pieces without storing them.
 """
 import json
@@ -135,6 +137,8 @@ def main():
         dec = b"".join(piece(i, False) for i in ids_special)
         dec_sp = b"".join(piece(i, True) for i in ids_special)
         dec_plain = b"".join(piece(i, False) for i in ids_plain)
+        det, det_sp = ref.detokenize(ids_special, False, False), ref.detokenize(ids_special, True, True)
+        det_nb = ref.detokenize(ids_special[1:], False, False)
         roundtrip = dec_plain == b
         if not special_text and name not in NO_ROUNDTRIP:
             assert roundtrip, (name, dec_plain, b)
@@ -148,6 +152,9 @@ def main():
                 "ids_plain": ids_plain,
                 "decode_hex": dec.hex(),
                 "decode_special_hex": dec_sp.hex(),
+                "detok_hex": det.hex(),
+                "detok_special_hex": det_sp.hex(),
+                "detok_nobos_hex": det_nb.hex(),
             })
             continue
         cases.append({
@@ -159,6 +166,9 @@ def main():
             "ids_plain": ids_plain,
             "decode": dec.decode("utf-8"),
             "decode_special": dec_sp.decode("utf-8"),
+            "detok": det.decode("utf-8"),
+            "detok_special": det_sp.decode("utf-8"),
+            "detok_nobos": det_nb.decode("utf-8"),
         })
 
     out = {

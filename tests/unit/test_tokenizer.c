@@ -25,6 +25,7 @@ typedef struct gcase {
     int32_t *ids_plain; int n_plain;
     const char *dec; size_t dec_len;
     const char *dec_sp; size_t dec_sp_len;
+    jbytes detok, detok_sp, detok_nb; /* llama_detokenize(ids_special): (0, 0), (remove, unparse), (0, 0) without BOS */
 } gcase;
 
 static jval golden_root;
@@ -50,10 +51,14 @@ static int load_golden(void) {
         }
         if (!name || !text || !dec || !dsp || !st || !rt) return -1;
         cases[i] = (gcase){ name->str, binary, text->str, text->len, st->boolean, rt->boolean, NULL, 0, NULL, 0,
-                            dec->str, dec->len, dsp->str, dsp->len };
+                            dec->str, dec->len, dsp->str, dsp->len, { 0 }, { 0 }, { 0 } };
+        cases[i].detok = jget_bytes(c, "detok");
+        cases[i].detok_sp = jget_bytes(c, "detok_special");
+        cases[i].detok_nb = jget_bytes(c, "detok_nobos");
         cases[i].ids_special = ids_of(jget(c, "ids_special"), &cases[i].n_special);
         cases[i].ids_plain = ids_of(jget(c, "ids_plain"), &cases[i].n_plain);
-        if (!cases[i].ids_special || !cases[i].ids_plain) return -1;
+        if (!cases[i].ids_special || !cases[i].ids_plain || !cases[i].detok.ok || !cases[i].detok_sp.ok || !cases[i].detok_nb.ok)
+            return -1;
     }
     return 0;
 }
@@ -125,6 +130,17 @@ static void test_golden_decode(void) {
         d = pieces_alloc(tok, c->ids_special, c->n_special, 1, &l);
         CHECK(d && l == c->dec_sp_len && !memcmp(d, c->dec_sp, l), "case %s: decode with specials differs", c->name);
         free(d);
+        /* llama_detokenize: the first piece loses its leading space unless a BOS was removed */
+        for (int k = 0; k < 3; k++) {
+            const int32_t *ids = c->ids_special + (k == 2);
+            int ni = c->n_special - (k == 2), opt = k == 1;
+            const jbytes want = k == 0 ? c->detok : k == 1 ? c->detok_sp : c->detok_nb;
+            int n = tokenizer_detokenize(tok, ids, ni, opt, opt, NULL, 0);
+            d = n >= 0 ? malloc((size_t)n + 1) : NULL;
+            CHECK(d && tokenizer_detokenize(tok, ids, ni, opt, opt, d, n) == n && bytes_eq(d, (size_t)n, want),
+                  "case %s: detokenize (variant %d) differs", c->name, k);
+            free(d);
+        }
     }
 }
 
@@ -356,6 +372,14 @@ static void test_synthetic_vocab(void) {
     CHECK(tokenizer_piece(t, UNK, 1, buf, sizeof buf) == 5, "unknown with render_special");
     /* "</s>" is an end-of-generation text: forced CONTROL */
     CHECK(tokenizer_is_eog(t, EOS) && tokenizer_is_control(t, EOS), "</s> eog");
+    /* llama_detokenize with add_space_prefix: the first piece loses one leading space, unless a
+     * BOS was removed before it (then the space is kept) or it comes after the BOS */
+    char dt[16];
+    const int32_t d1[] = { SPA, SP }, d2[] = { BOS, SPA, EOS };
+    CHECK(tokenizer_detokenize(t, d1, 2, 0, 0, dt, sizeof dt) == 2 && !memcmp(dt, "a ", 2), "detokenize strip");
+    CHECK(tokenizer_detokenize(t, d2, 3, 1, 0, dt, sizeof dt) == 2 && !memcmp(dt, " a", 2), "detokenize after removed BOS");
+    CHECK(tokenizer_detokenize(t, d2, 3, 0, 0, dt, sizeof dt) == 2 && !memcmp(dt, " a", 2), "detokenize after BOS");
+    CHECK(tokenizer_detokenize(t, d2, 3, 0, 1, dt, sizeof dt) == 9 && !memcmp(dt, "<s> a</s>", 9), "detokenize unparse");
     /* empty text: BOS and EOS only */
     CHECK(tokenizer_encode(t, "", 0, 1, 1, ids, 32) == 2 && ids[0] == BOS && ids[1] == EOS, "empty text");
 #undef EXPECT

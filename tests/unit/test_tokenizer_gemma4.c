@@ -27,11 +27,9 @@
 #define VOCAB ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf"
 #define GOLDEN "tests/golden/tokens_gemma4.json"
 
-typedef struct bytes { const char *p; size_t n; int ok; } bytes;
-
 typedef struct gcase {
     const char *name;
-    bytes text, pieces, pieces_sp, detok, detok_sp, detok_pl;
+    jbytes text, pieces, pieces_sp, detok, detok_sp, detok_pl;
     int32_t *ids_sp; int n_sp;
     int32_t *ids_pl; int n_pl;
 } gcase;
@@ -41,17 +39,6 @@ static gcase *cases;
 static size_t n_cases;
 static tokenizer *tok;
 static double load_ms, load_wall_ms;
-
-/* "key" as UTF-8 text or "key_hex" as hex digits */
-static bytes get_bytes(const jval *c, const char *key) {
-    const jval *v = jget(c, key);
-    if (v && v->type == J_STR) return (bytes){ v->str, v->len, 1 };
-    char hk[64];
-    snprintf(hk, sizeof hk, "%s_hex", key);
-    jval *h = (jval *)jget(c, hk);
-    if (unhex(h)) return (bytes){ NULL, 0, 0 };
-    return (bytes){ h->str, h->len, 1 };
-}
 
 static int load_golden(void) {
     const jval *cs = jload_cases(GOLDEN, &golden);
@@ -63,12 +50,12 @@ static int load_golden(void) {
         const jval *name = jget(c, "name");
         gcase *g = &cases[i];
         g->name = name && name->type == J_STR ? name->str : "?";
-        g->text = get_bytes(c, "text");
-        g->pieces = get_bytes(c, "pieces");
-        g->pieces_sp = get_bytes(c, "pieces_special");
-        g->detok = get_bytes(c, "detok");
-        g->detok_sp = get_bytes(c, "detok_special");
-        g->detok_pl = get_bytes(c, "detok_plain");
+        g->text = jget_bytes(c, "text");
+        g->pieces = jget_bytes(c, "pieces");
+        g->pieces_sp = jget_bytes(c, "pieces_special");
+        g->detok = jget_bytes(c, "detok");
+        g->detok_sp = jget_bytes(c, "detok_special");
+        g->detok_pl = jget_bytes(c, "detok_plain");
         g->ids_sp = ids_of(jget(c, "ids_special"), &g->n_sp);
         g->ids_pl = ids_of(jget(c, "ids_plain"), &g->n_pl);
         if (!g->text.ok || !g->pieces.ok || !g->pieces_sp.ok || !g->detok.ok || !g->detok_sp.ok || !g->detok_pl.ok ||
@@ -78,7 +65,6 @@ static int load_golden(void) {
     return 0;
 }
 
-static int bytes_eq(const char *a, size_t na, bytes b) { return na == b.n && (na == 0 || !memcmp(a, b.p, na)); }
 
 static char *detok_alloc(const int32_t *ids, int n, int remove_special, int unparse_special, size_t *len) {
     int k = tokenizer_detokenize(tok, ids, n, remove_special, unparse_special, NULL, 0);

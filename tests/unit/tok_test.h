@@ -207,6 +207,21 @@ TT_FN int unhex(jval *v) {
     return 0;
 }
 
+/* bytes of a golden field: "key" as UTF-8 text, or "key_hex" as hex digits (decoded in place) */
+typedef struct jbytes { const char *p; size_t n; int ok; } jbytes;
+
+TT_FN jbytes jget_bytes(const jval *obj, const char *key) {
+    const jval *v = jget(obj, key);
+    if (v && v->type == J_STR) return (jbytes){ v->str, v->len, 1 };
+    char hk[64];
+    snprintf(hk, sizeof hk, "%s_hex", key);
+    jval *h = (jval *)jget(obj, hk);
+    if (unhex(h)) return (jbytes){ NULL, 0, 0 };
+    return (jbytes){ h->str, h->len, 1 };
+}
+
+TT_FN int bytes_eq(const char *a, size_t na, jbytes b) { return b.ok && na == b.n && (na == 0 || !memcmp(a, b.p, na)); }
+
 /* ------------------------------------------------------------------ tokenizer helpers */
 
 /* Timing bounds use this thread's CPU time: the build machine is shared (parallel builds of
