@@ -56,6 +56,7 @@ model: setup
 test: setup
 	@$(MAKE) --no-print-directory all
 	@sh deploy/fetch_model.sh
+	@sh deploy/fetch_llama_ref.sh >/dev/null
 	@sh tests/run_all.sh
 
 # MODEL=path/to/file.gguf picks another GGUF for run and serve (default: the Gemma 3 270M base model,
