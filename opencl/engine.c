@@ -151,10 +151,11 @@ fail:
     return -1;
 }
 
-/* The KV cache within a third of what the weights leave free: blocks for every sequence to reach
- * n_ctx in the full-attention layers and its whole ring in the sliding-window ones where they fit;
- * else both pools shrink by one factor (sequences then share them as they grow), down to one
- * sequence's whole context. A layer's K (or V) is one buffer: at most the device's max allocation. */
+/* The KV cache within a third of what the weights leave free. Rings first: each sequence's is what
+ * lets it run at all (every sequence gets one where that leaves room for one whole context in the
+ * full-attention layers, else as many as do); then the full-attention blocks, for every sequence to
+ * reach n_ctx where they fit, one sequence's whole context at least. Sequences take blocks of both
+ * pools as they grow. A layer's K (or V) is one buffer: at most the device's max allocation. */
 static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char *err, size_t errlen)
 {
     const model_hparams *hp = &e->m.hp;
@@ -167,39 +168,39 @@ static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char 
     kv_config c = { NL, dims, win, n_seq, n_ctx, e->max_batch };
     kv_sizes s = kv_plan(&c);
     uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
-    /* per pool: bytes of one block over all its layers, blocks one sequence needs, the widest layer */
-    uint64_t per_block[KV_POOLS] = { s.full_per_token * KV_BLOCK,
-                                     s.ring_blocks ? s.ring_per_seq / s.ring_blocks : 0 };
-    uint64_t one_seq[KV_POOLS] = { (n_ctx + KV_BLOCK - 1) / KV_BLOCK, s.ring_blocks };
-    uint32_t dim_max[KV_POOLS] = { s.full_dim_max, s.ring_dim_max };
-    uint64_t want = 0, least = 0, nb[KV_POOLS];
-    for (int p = 0; p < KV_POOLS; p++) {
-        want += n_seq * one_seq[p] * per_block[p];
-        least += one_seq[p] * per_block[p];
+    uint64_t ctx_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
+    /* bytes of one block over all the pool's layers; blocks one buffer may hold */
+    uint64_t fb = s.full_per_token * KV_BLOCK, rb = s.ring_blocks ? s.ring_per_seq / s.ring_blocks : 0;
+    uint64_t fcap = s.full_dim_max ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * s.full_dim_max) : 0;
+    uint64_t rcap = s.ring_dim_max ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * s.ring_dim_max) : 0;
+    uint64_t one_full = fb ? ctx_blocks * fb : 0, nr = 0, nf = 0;
+    if (rb) {
+        nr = (uint64_t)n_seq * s.ring_blocks;
+        if (nr * rb + one_full > room) nr = room > one_full ? (room - one_full) / rb : 0;
+        if (nr > rcap) nr = rcap;
+    }
+    if (fb) {
+        nf = (uint64_t)n_seq * ctx_blocks;
+        uint64_t left = room - nr * rb; /* nr * rb <= room */
+        if (nf * fb > left) nf = left / fb;
+        if (nf > fcap) nf = fcap;
     }
     int rc = 0;
-    for (int p = 0; p < KV_POOLS; p++) {
-        nb[p] = per_block[p] ? n_seq * one_seq[p] : 0;
-        if (want > room) nb[p] = (uint64_t)((double)nb[p] * room / want);
-        uint64_t cap = dim_max[p] ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * dim_max[p]) : 0;
-        if (nb[p] > cap) nb[p] = cap;
-        if (per_block[p] && nb[p] < one_seq[p]) rc = -1;
-    }
-    if (rc) {
-        ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB for one sequence: %.1f KiB per token "
-            "in the full-attention layers, %.1f MiB of sliding-window ring; %.1f MiB free after weights, a third of "
-            "it for the cache; one layer's K or V at most %.1f MiB, the device's max allocation)",
-            n_ctx, least / 1048576.0, s.full_per_token / 1024.0, s.ring_per_seq / 1048576.0, room * 3 / 1048576.0,
-            e->rt.max_alloc / 1048576.0);
+    if ((rb && nr < s.ring_blocks) || (fb && nf < ctx_blocks)) {
+        rc = ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB for one sequence: %.1f KiB per token "
+                 "in the full-attention layers, %.1f MiB of sliding-window ring; %.1f MiB free after weights, a third "
+                 "of it for the cache; one layer's K or V at most %.1f MiB, the device's max allocation)",
+                 n_ctx, (one_full + s.ring_per_seq) / 1048576.0, s.full_per_token / 1024.0, s.ring_per_seq / 1048576.0,
+                 room * 3 / 1048576.0, e->rt.max_alloc / 1048576.0);
     } else {
-        uint32_t blocks[KV_POOLS] = { (uint32_t)nb[KV_FULL], (uint32_t)nb[KV_RING] };
+        uint32_t blocks[KV_POOLS] = { (uint32_t)nf, (uint32_t)nr };
         rc = kv_create(&e->kv, &e->rt, &c, blocks, err, errlen);
     }
     if (!rc && verbose)
         fprintf(stderr, "clgemma: KV cache %.1f MiB: %.1f KiB per token (full-attention layers, %u blocks of %d) + "
                         "%.2f MiB per sequence (sliding-window rings of %u tokens, %u blocks); %u sequences\n",
-                e->kv.bytes / 1048576.0, s.full_per_token / 1024.0, (uint32_t)nb[KV_FULL], KV_BLOCK,
-                s.ring_per_seq / 1048576.0, s.ring_blocks * KV_BLOCK, (uint32_t)nb[KV_RING], n_seq);
+                e->kv.bytes / 1048576.0, s.full_per_token / 1024.0, (uint32_t)nf, KV_BLOCK,
+                s.ring_per_seq / 1048576.0, s.ring_blocks * KV_BLOCK, (uint32_t)nr, n_seq);
     free(dims);
     free(win);
     return rc;

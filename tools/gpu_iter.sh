@@ -2,7 +2,7 @@
 # Quick iteration on the GPU machine (run there from the repo root, $OUT set by the device tool):
 # kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
 # then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the test binaries
-# (build/tests/test_kernels, test_kernels_rows, test_kernels_attn, test_gemma4). The full tables come
+# (build/tests/test_kernels, test_kernels_rows, test_kernels_attn, test_kv_ring, test_gemma4). The full tables come
 # from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
 #   tools/gpu_iter.sh [tests] [prefill] [decode] [dprof] [ab] [exp] [groups] [ptx]   (sections to run; default all)
 . .gpu/gpu-env.sh >/dev/null 2>&1
@@ -11,7 +11,7 @@ what=" ${*:-tests prefill decode ptx} "
 S=--synthetic
 on() { [[ "$what" == *" $1 "* ]]; }
 if on tests; then
-  for t in test_kernels test_kernels_rows test_kernels_attn; do
+  for t in test_kernels test_kernels_rows test_kernels_attn test_kv_ring; do
     timeout 150 build/tests/$t >> $OUT/tk.txt 2>&1; echo "$t rc=$?"
   done; echo "kernel tests: $(grep -c ^PASS $OUT/tk.txt) passed, $(grep -c ^FAIL $OUT/tk.txt) failed"
   grep -E "FAIL|error" $OUT/tk.txt | head -8
