@@ -343,7 +343,10 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     } else {
         m->output = m->tok_embd;
     }
-    if (gguf_find_tensor(f, "rope_freqs.weight")) {
+    int any_full = 0;
+    for (uint32_t l = 0; l < NL; l++) any_full |= !swa[l];
+    /* full layers' proportional RoPE lives only in these divisors (llama.cpp requires them too) */
+    if (any_full || gguf_find_tensor(f, "rope_freqs.weight")) {
         const gguf_tensor *t;
         if (find_t(f, "rope_freqs.weight", (uint64_t)rot_full / 2, 1, 1, 1, &t, err, errlen) ||
             need_host(t, "rope_freqs.weight", err, errlen))

@@ -5,8 +5,13 @@
 
 Files: notgguf.bin, truncated.gguf (first 1 MB of the real model), arch_llama.gguf (valid GGUF, unknown
 architecture), iq2.gguf (gemma3 metadata, a tensor of unsupported type IQ2_XXS), huge.gguf (a sparse
-file whose tensors need more memory than any test device has; the data is never read)."""
+file whose tensors need more memory than any test device has; the data is never read), and copies of the
+converter-made Gemma 4 Q4_K_M fixture (tests/fixtures/gemma4_dense_q4_k_m.gguf, written by llama.cpp's
+convert_hf_to_gguf.py and llama-quantize) with one thing broken: g4_no_key.gguf (a required key renamed),
+g4_shape.gguf (a norm of the wrong length), g4_type.gguf (a norm stored as F16), g4_no_merges.gguf
+(tokenizer.ggml.merges renamed), g4_tokenizer.gguf (tokenizer.ggml.model "gemma9")."""
 import os
+import struct
 import sys
 
 import numpy as np
@@ -60,3 +65,26 @@ w.write_header_to_file(); w.write_kv_data_to_file(); w.write_ti_data_to_file(); 
 size = os.path.getsize(path)
 align = (size + 31) // 32 * 32
 os.truncate(path, align + n_rows * 256 * 4)
+
+
+def patched(src, dst, find, after, new):
+    """src with the bytes at (the first occurrence of find) + after replaced by new"""
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    at = data.find(find)
+    if at < 0:
+        sys.exit(f"make_bad_models.py: {find!r} not in {src}")
+    data[at + after:at + after + len(new)] = new
+    with open(os.path.join(out, dst), "wb") as f:
+        f.write(data)
+
+
+# a tensor-directory entry is the name, n_dims (u32), ne[] (u64 each), type (u32), offset (u64)
+g4 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "gemma4_dense_q4_k_m.gguf")
+key = b"gemma4.attention.key_length_swa"
+patched(g4, "g4_no_key.gguf", key, len(key) - 1, b"x")
+patched(g4, "g4_shape.gguf", b"blk.0.attn_q_norm.weight", 24 + 4, struct.pack("<Q", 16))
+patched(g4, "g4_type.gguf", b"blk.2.ffn_norm.weight", 21 + 4 + 8, struct.pack("<I", int(GGMLQuantizationType.F16)))
+patched(g4, "g4_no_merges.gguf", b"tokenizer.ggml.merges", 20, b"x")
+model_key = b"tokenizer.ggml.model"
+patched(g4, "g4_tokenizer.gguf", model_key + struct.pack("<IQ", 8, 6) + b"gemma4", len(model_key) + 12 + 5, b"9")

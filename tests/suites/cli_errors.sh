@@ -25,6 +25,12 @@ case_ truncated "remain" $CLI generate -m "$tmp/truncated.gguf" -p hi
 case_ unknown_arch "unsupported architecture" $CLI generate -m "$tmp/arch_llama.gguf" -p hi
 case_ unsupported_type "unsupported type" $CLI generate -m "$tmp/iq2.gguf" -p hi
 case_ larger_than_device "GiB" $CLI generate -m "$tmp/huge.gguf" -p hi
+# copies of a converter-made Gemma 4 Q4_K_M file with one thing broken
+case_ g4_missing_key "key_length_swa" $CLI generate -m "$tmp/g4_no_key.gguf" -p hi
+case_ g4_tensor_shape "attn_q_norm" $CLI generate -m "$tmp/g4_shape.gguf" -p hi
+case_ g4_tensor_type "ffn_norm" $CLI generate -m "$tmp/g4_type.gguf" -p hi
+case_ g4_missing_merges "merges" $CLI generate -m "$tmp/g4_no_merges.gguf" -p hi
+case_ g4_unknown_tokenizer "gemma9" $CLI generate -m "$tmp/g4_tokenizer.gguf" -p hi
 case_ no_opencl_device "OpenCL" env OCL_ICD_VENDORS="$tmp/novendors" OPENCL_VENDOR_PATH="$tmp/novendors" $CLI generate -m "$M" -p hi
 case_ bad_device "device" $CLI generate -m "$M" -p hi --device 7:3
 case_ prompt_over_context "context" $CLI generate -m "$M" --ctx 16 -p "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
