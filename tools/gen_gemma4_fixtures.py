@@ -382,6 +382,10 @@ def build_variant(name: str, tokdir: Path, tok) -> dict:
                     assert int(np.argmax(llama_rows[j])) == g[j], (name, t, si, j, g)
                     check["llama_greedy_steps_checked"][t] += 1
             entry["greedy"][t], entry["greedy_gap"][t] = g, r6(gaps)
+            if refs[t].n_expert:
+                tr: dict = {}
+                refs[t].forward(toks + g, trace=tr)
+                entry.setdefault("router_gap", {})[t] = r6(tr["router_gap_pos"])
             entry["greedy_llama"][t] = llama[t]["sequences"][si]["greedy"]
         check["llama_greedy_steps_total"] += N_GREEDY
         seq_out.append(entry)

@@ -173,9 +173,10 @@ class Gemma4Model:
                 order = np.argsort(-p, axis=-1, kind="stable")
                 top = order[:, : self.n_expert_used]
                 if trace is not None and self.n_expert_used < self.n_expert:
-                    srt = np.take_along_axis(logits, order, -1)       # gap in router logits
-                    gap = float((srt[:, self.n_expert_used - 1] - srt[:, self.n_expert_used]).min())
-                    trace["router_gap"] = min(trace.get("router_gap", math.inf), gap)
+                    srt = np.take_along_axis(logits, order, -1)       # gap in router logits, per position
+                    gap = srt[:, self.n_expert_used - 1] - srt[:, self.n_expert_used]
+                    trace["router_gap"] = min(trace.get("router_gap", math.inf), float(gap.min()))
+                    trace["router_gap_pos"] = np.minimum(trace.get("router_gap_pos", np.inf), gap)
                 w = np.take_along_axis(p, top, -1)
                 w = w / w.sum(-1, keepdims=True) * t[b + "ffn_down_exps.scale"][top]
                 h2 = self.rms(x, t[b + "pre_ffw_norm_2.weight"])
