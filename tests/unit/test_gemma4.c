@@ -300,7 +300,9 @@ static void check_tokens(engine *e, const golden *g, const char *path)
 static void run_file(const golden *g, const char *variant, int ti)
 {
     char path[256];
-    engine_opts opts = { .n_ctx = 128, .max_seqs = 4 };
+    /* forward chunks of 24 tokens: the sliding layers keep a KV ring of one 32-token block (window 8 +
+     * a chunk's 23 more keys), which the 49-token sequences and their greedy steps wrap (kv.h) */
+    engine_opts opts = { .n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 24 };
     engine *e = NULL;
     uint32_t V = g->V;
     snprintf(path, sizeof path, "tests/fixtures/gemma4_%s%s.gguf", variant, suffix[ti]);
