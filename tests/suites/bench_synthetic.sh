@@ -37,14 +37,7 @@ EOF
   if [ -n "$why" ]; then echo "FAIL $name: $why"; fails=1
   else echo "PASS $name (${secs}s: $(cat "$tmp/out"))"; fi
 }
-err_case() { # name, expected word, args...
-  name=$1; word=$2; shift 2
-  $CLI "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-  if [ "$rc" -eq 0 ] || [ "$rc" -gt 128 ]; then echo "FAIL $name: exit status $rc"; fails=1
-  elif [ "$(wc -l < "$tmp/err")" -ne 1 ] || ! grep -qi -- "$word" "$tmp/err"; then
-    echo "FAIL $name: expected one line with '$word': $(head -c 300 "$tmp/err")"; fails=1
-  else echo "PASS $name ($(cat "$tmp/err"))"; fi
-}
+. tests/lib/err_case.sh
 # the whole E2B (35 layers, PLE, KV sharing, double-wide MLP) at its real size; its per-layer
 # token embeddings (2,380 MiB at q8_0, over the 2 GiB max allocation) stay in host memory
 bench e2b_q8_0_full "synthetic gemma4-e2b q8_0" "q8_0.*(+ 2.32 GiB in host memory)" \

@@ -49,14 +49,7 @@ rm -f "$tmp/a.gguf" "$tmp/b.gguf" "$tmp/c.gguf"
 if $CLI synth --help 2>"$tmp/err" && grep -q "clgemma synth MODEL" "$tmp/err"; then echo "PASS help"
 else echo "FAIL help: clgemma synth --help: $(head -c 300 "$tmp/err")"; fails=1; fi
 
-err_case() { # name, expected word, args...
-  name=$1; word=$2; shift 2
-  $CLI "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
-  if [ "$rc" -eq 0 ] || [ "$rc" -gt 128 ]; then echo "FAIL $name: exit status $rc"; fails=1
-  elif [ "$(wc -l < "$tmp/err")" -ne 1 ] || ! grep -qi -- "$word" "$tmp/err"; then
-    echo "FAIL $name: expected one line with '$word': $(head -c 300 "$tmp/err")"; fails=1
-  else echo "PASS $name ($(cat "$tmp/err"))"; fi
-}
+. tests/lib/err_case.sh
 printf 'not a gguf' > "$tmp/notgguf.bin"
 err_case unknown_model "unknown model" synth gemma4-7b -o "$tmp/x.gguf" --vocab "$VOCAB"
 err_case unknown_mix "unknown --mix" synth gemma4-tiny -o "$tmp/x.gguf" --mix q3_k --vocab "$VOCAB"
