@@ -42,6 +42,8 @@ typedef struct cli_args {
     int n_prompts;
     int n_predict, n_prompt_bench, reps, batch, ctx;
     int chat, ids, profile;
+    const char *settings[RT_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
+    int n_settings;
     sampler_params sp;
 } cli_args;
 
@@ -93,9 +95,10 @@ static void usage(void)
             "       clgemma batch -m FILE -p TEXT [-p TEXT ...] [-n N] [--ids]\n"
             "       clgemma tokenize -m FILE -p TEXT\n"
             "       clgemma logits -m FILE -p TEXT -o OUT.f32\n"
-            "       clgemma bench -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n"
+            "       clgemma bench -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile] [--set NAME=VALUE ...]\n"
             "       clgemma bench --synthetic gemma4-26b-a4b|gemma4-31b|gemma4-e4b|gemma4-e2b --type q4_k|q8_0|bf16\n"
-            "                     [-p 512] [-n 128] [-r 3] [-b 1] [--profile]\n"
+            "                     [-p 512] [-n 128] [-r 3] [-b 1] [--profile] [--set NAME=VALUE ...]\n"
+            "                     --set: a measurement setting (kill switch or threshold, docs/PERF.md)\n"
             "       clgemma synth MODEL -o OUT.gguf [--mix q4_k_m|q8_0|q4_k|bf16|f32] [--vocab VOCAB.gguf]\n"
             "                     [--layers N] [--seed S] [--sparse]\n"
             "                     a Gemma 4 GGUF with random weights and llama.cpp's names, keys and type mix;\n"
@@ -146,6 +149,12 @@ static void parse(cli_args *a, int argc, char **argv)
         else if (!strcmp(f, "--chat")) a->chat = 1;
         else if (!strcmp(f, "--ids")) a->ids = 1;
         else if (!strcmp(f, "--profile")) a->profile = 1;
+        else if (!strcmp(f, "--set")) {
+            const char *v = NEXT();
+            if (!strchr(v, '=') || v[0] == '=') die("--set wants NAME=VALUE, got '%s'", v);
+            if (a->n_settings == RT_MAX_SETTINGS) die("too many --set (at most %s)", "32");
+            a->settings[a->n_settings++] = v;
+        }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
         else if (!strcmp(f, "--mix")) a->mix = NEXT();
         else if (!strcmp(f, "--vocab")) a->vocab = NEXT();
@@ -165,7 +174,10 @@ static engine *load(const cli_args *a, int max_seqs)
     if (!a->synthetic && (a->synth_type || a->synth_layers)) die("%s", "--type and --layers need --synthetic");
     if (a->synthetic && a->model) die("%s", "bench: give -m FILE or --synthetic, not both");
     if (!a->model && !a->synthetic) die("%s: -m FILE is required", a->cmd);
+    if (a->n_settings && strcmp(a->cmd, "bench")) die("%s: --set is only for bench (measurements)", a->cmd);
     engine_opts o = { 0 };
+    o.settings = a->settings;
+    o.n_settings = a->n_settings;
     o.device = a->device;
     o.n_ctx = a->ctx;
     o.max_seqs = max_seqs;

@@ -212,6 +212,13 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     char why[512];
     if (rt_create(&e->rt, opts->device, opts->profile, why, sizeof why)) { ERR("%s", why); goto fail; }
     e->rt_ok = 1;
+    if (opts->n_settings < 0 || opts->n_settings > RT_MAX_SETTINGS) {
+        ERR("%d settings (at most %d)", opts->n_settings, RT_MAX_SETTINGS);
+        goto fail;
+    }
+    e->rt.settings = opts->settings;
+    e->rt.n_settings = opts->n_settings;
+    if (rt_settings_check(&e->rt, why, sizeof why)) { ERR("%s", why); goto fail; }
     /* refuse early, with numbers, rather than failing half-way through the upload */
     const gguf_tensor *big;
     uint64_t wbytes = model_device_bytes(e->gguf, &big);
@@ -241,13 +248,12 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
     uint32_t n_seq = opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 8;
     /* tokens per forward chunk: 2048 on a GPU with 16 GiB to spare after the weights (prefill
-     * products fill the GPU with 128 x 128 tiles, MoE experts see whole tiles of tokens; H200:
-     * 26B-A4B prefill 5,287 -> see docs/PERF.md), else 512; CLGEMMA_MAX_BATCH for measurements */
-    const char *mb = getenv("CLGEMMA_MAX_BATCH");
+     * products fill the GPU with 128 x 128 tiles, MoE experts see whole tiles of tokens; docs/PERF.md,
+     * "Defaults and their measurements"), else 512 */
     uint64_t spare = e->rt.global_mem > e->m.weight_bytes ? e->rt.global_mem - e->m.weight_bytes : 0;
     e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens
-                   : mb && atoi(mb) > 0          ? (uint32_t)atoi(mb)
-                   : e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512;
+                   : (uint32_t)rt_setting_int(&e->rt, "MAX_BATCH", 1,
+                                              e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512);
     uint32_t max_out = n_seq > 16 ? n_seq : 16;
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
@@ -315,8 +321,12 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->int8_decode = e->o.mvq[GGML_TYPE_Q4_K] != NULL;
     types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = now_s() - t0;
+    e->rt.settings = NULL; /* the caller's strings are only borrowed for the load */
+    e->rt.n_settings = 0;
     return 0;
 fail:
+    e->rt.settings = NULL;
+    e->rt.n_settings = 0;
     return -1;
 }
 

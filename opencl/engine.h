@@ -21,6 +21,11 @@ typedef struct engine_opts {
     const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
     int verbose;          /* progress lines on stderr */
     int profile;          /* per-kernel timing through profiling events (slower; bench --profile) */
+    /* measurement settings "NAME=VALUE" (clgemma bench --set; docs/PERF.md lists them): kill
+     * switches of fast paths and tuning thresholds, read while loading; an unknown name fails the
+     * load. The server passes none. */
+    const char *const *settings;
+    int n_settings;
 } engine_opts;
 
 typedef struct engine_info {

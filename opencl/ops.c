@@ -52,12 +52,6 @@ const char *ops_type_suffix(uint32_t t)
 
 int ops_type_supported(uint32_t type) { return ops_type_suffix(type) != NULL; }
 
-int ops_env_on(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0");
-}
-
 int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)
 {
     memset(o, 0, sizeof *o);
@@ -84,13 +78,13 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
             snprintf(name, sizeof name, "mmql_%s", s);
             if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            if (!ops_env_on("CLGEMMA_NO_MMT")) {
+            if (!rt_setting_on(rt, "NO_MMT")) {
                 snprintf(name, sizeof name, "mmt_%s", s);
                 if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
                 snprintf(name, sizeof name, "mmte_%s", s);
-                if (!ops_env_on("CLGEMMA_NO_MMTE") && !(o->mmte[t] = rt_kernel(rt, name, err, errlen))) return -1;
+                if (!rt_setting_on(rt, "NO_MMTE") && !(o->mmte[t] = rt_kernel(rt, name, err, errlen))) return -1;
                 snprintf(name, sizeof name, "deqh_%s", s);
-                if (t != GGML_TYPE_F16 && !ops_env_on("CLGEMMA_NO_MMTA") &&
+                if (t != GGML_TYPE_F16 && !rt_setting_on(rt, "NO_MMTA") &&
                     !(o->deqh[t] = rt_kernel(rt, name, err, errlen)))
                     return -1;
             }
@@ -104,44 +98,38 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
                                      &o->mmq_wg[1][t], NULL);
         }
     }
-    o->has_mma = rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MMA");
+    o->has_mma = rt->is_nvidia && !rt_setting_on(rt, "NO_MMA");
     o->act_int8 = 1;
     if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
     if (o->deqh[GGML_TYPE_F32] && !(o->mmta = rt_kernel(rt, "mmta_f16", err, errlen))) return -1;
     if (ops_int8_init(o, rt, err, errlen)) return -1;
-    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_QKV_ROPE_W") && !(o->qkv_rope_w = rt_kernel(rt, "qkv_rope_w", err, errlen)))
+    if (rt->is_nvidia && !rt_setting_on(rt, "NO_QKV_ROPE_W") && !(o->qkv_rope_w = rt_kernel(rt, "qkv_rope_w", err, errlen)))
         return -1;
-    /* prefill-sized launches: a 16-token decode step of 31B (1,024 rows) is faster on qkv_rope
-     * (H200 31B B=16 890 -> 897 tok/s) */
+    /* prefill-sized launches: a 16-token decode step of 31B (1,024 rows) is faster on qkv_rope */
     o->qkv_rope_w_min_rows = 2048;
-    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
+    if (rt->is_nvidia && !rt_setting_on(rt, "NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
         return -1;
-    if (o->flash && o->mmt_cvt && !ops_env_on("CLGEMMA_NO_ATTN_FA"))
+    if (o->flash && o->mmt_cvt && !rt_setting_on(rt, "NO_ATTN_FA"))
         for (int i = 0; i < 3; i++) {
             char name[32];
             snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
             if (!(o->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
         }
-    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_ATTN_DEC") &&
+    if (rt->is_nvidia && !rt_setting_on(rt, "NO_ATTN_DEC") &&
         (!(o->attn_dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen))))
         return -1;
-    const char *dm = getenv("CLGEMMA_ATTN_DECQ_MAX_TOK");
-    o->attn_decq_max_tok = dm && atoi(dm) > 0 ? (uint32_t)atoi(dm) : 4;
-    if (o->attn_dec[0] && !ops_env_on("CLGEMMA_NO_ATTN_DECQ") &&
+    o->attn_decq_max_tok = (uint32_t)rt_setting_int(rt, "ATTN_DECQ_MAX_TOK", 1, 4);
+    if (o->attn_dec[0] && !rt_setting_on(rt, "NO_ATTN_DECQ") &&
         (!(o->attn_decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
          !(o->attn_decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
         return -1;
     /* keys per split-KV chunk at least: attn_dec's 8 warps take 32 keys per round, and a span in
-     * one chunk needs no merge (H200 31B decode at 64-96 keys: 100.8 tok/s with chunks of 32,
-     * 105.2 of 64, 107.2 of 128; at 1024 keys 98.8 -> 102.2); CLGEMMA_ATTN_MIN_CHUNK overrides */
-    const char *amc = getenv("CLGEMMA_ATTN_MIN_CHUNK");
-    uint32_t want = amc ? (uint32_t)atoi(amc) : o->attn_dec[0] ? 128 : OPS_ATTN_MIN_CHUNK;
-    const char *agc = getenv("CLGEMMA_ATTN_GROUPS_PER_CU");
+     * one chunk needs no merge (docs/PERF.md, "Defaults and their measurements") */
+    uint32_t want = (uint32_t)rt_setting_int(rt, "ATTN_MIN_CHUNK", 0, o->attn_dec[0] ? 128 : OPS_ATTN_MIN_CHUNK);
     /* 3, not 4: a 16-token decode step of 32 heads (512 groups) then keeps one chunk up to 256 keys
-     * and skips the merge (H200 31B B=16 at 128-160 keys: 849 -> 888 tok/s with 3 or 2; E4B, 26B
-     * and B=1 unchanged) */
-    o->attn_groups_per_cu = agc && atoi(agc) > 0 ? (uint32_t)atoi(agc) : 3;
+     * and skips the merge (docs/PERF.md, "Defaults and their measurements") */
+    o->attn_groups_per_cu = (uint32_t)rt_setting_int(rt, "ATTN_GROUPS_PER_CU", 1, 3);
     o->attn_min_chunk = OPS_ATTN_MIN_CHUNK;
     while (o->attn_min_chunk < want && o->attn_min_chunk < OPS_ATTN_CHUNK) o->attn_min_chunk *= 2;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
@@ -155,16 +143,13 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     clGetDeviceInfo(rt->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
     o->local_mem = (size_t)lm;
     /* below ~half a group per compute unit the 128 x 128 tiles leave the GPU part-idle and mmql
-     * does better (H200, prefill 2048: 31B 1,554 / 1,640 / 1,640 tok/s with cu, cu / 2, 0 groups;
-     * E4B 7,245 / 7,401 / 6,772; 26B 5,123 / 5,225 / 5,026); CLGEMMA_MMT_MIN_GROUPS overrides */
-    o->mmt_min_groups = cu / 2;
-    const char *mg = getenv("CLGEMMA_MMT_MIN_GROUPS");
-    if (mg && atoi(mg) >= 0) o->mmt_min_groups = (uint32_t)atoi(mg);
-    /* batched products split k until about this many warps; mmq8p twice as many (H200 31B at 16
-     * tokens: 878 tok/s at 2048, 903 at 4096); CLGEMMA_MMQ_WARPS_TARGET overrides both */
-    const char *wt = getenv("CLGEMMA_MMQ_WARPS_TARGET");
-    o->mmq_warps_target = wt && atoi(wt) > 0 ? (size_t)atoi(wt) : 2048;
-    o->mmq8p_warps_target = wt && atoi(wt) > 0 ? (size_t)atoi(wt) : 4096;
+     * does better (docs/PERF.md, "Defaults and their measurements") */
+    o->mmt_min_groups = (uint32_t)rt_setting_int(rt, "MMT_MIN_GROUPS", 0, (int)(cu / 2));
+    /* batched products split k until about this many warps; mmq8p twice as many, its ring hides
+     * less latency per warp (docs/PERF.md, "Defaults and their measurements") */
+    int wt = rt_setting_int(rt, "MMQ_WARPS_TARGET", 1, 0);
+    o->mmq_warps_target = wt ? (size_t)wt : 2048;
+    o->mmq8p_warps_target = wt ? (size_t)wt : 4096;
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
     o->wg_mv = rt->is_cpu ? 4 : 128;
@@ -174,11 +159,9 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
             CL_SUCCESS || kwg > rt->max_wg)
         kwg = rt->max_wg;
     for (o->norm_wg_max = 64; o->norm_wg_max * 2 <= kwg && o->norm_wg_max < 1024;) o->norm_wg_max *= 2;
-    /* tuning knobs for measurements on new devices (docs/PERF.md); defaults above */
-    const char *kv = getenv("CLGEMMA_MV_WG");
-    if (kv && atoi(kv) >= 1) o->wg_mv = (size_t)atoi(kv);
-    o->mv_tpr_cap = rt->is_nvidia ? 32 : (uint32_t)o->wg_mv;
-    if ((kv = getenv("CLGEMMA_MV_TPR")) && atoi(kv) >= 1) o->mv_tpr_cap = (uint32_t)atoi(kv);
+    /* geometry settings for measurements on new devices (docs/PERF.md); defaults above */
+    o->wg_mv = (size_t)rt_setting_int(rt, "MV_WG", 1, (int)o->wg_mv);
+    o->mv_tpr_cap = (uint32_t)rt_setting_int(rt, "MV_TPR", 1, rt->is_nvidia ? 32 : (int)o->wg_mv);
     if (o->wg_mv > rt->max_wg) o->wg_mv = rt->max_wg;
     if (o->mv_tpr_cap > o->wg_mv) o->mv_tpr_cap = (uint32_t)o->wg_mv;
     o->scratch_elems = scratch_elems;

@@ -159,8 +159,6 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
  * matrices sharing X) and token count (5-16) on the int8 tensor-core kernels (mmq8: X rounded to
  * int8 per 32 values) */
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
-/* a switch in the environment: set, non-empty and not "0" */
-int ops_env_on(const char *name);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):

@@ -170,8 +170,8 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
 {
     cl_kernel dq = l->hd == 256 ? o->attn_decq[0] : l->hd == 512 ? o->attn_decq[1] : NULL;
     /* one launch where the whole batch is 1-4 decode tokens (one per sequence: no token attends
-     * to another's fresh key) in one split-KV slice. H200, 64 keys: 31B B=1 106.97 -> 108.14 tok/s,
-     * 26B-A4B 261.2 -> 270.6; at 16 tokens 31B lost 826 -> 818, so those keep qkv_rope */
+     * to another's fresh key) in one split-KV slice; 16-token steps measured slower this way, so
+     * those keep qkv_rope */
     int one = dq && b->h_seq && b->ntok <= o->attn_decq_max_tok && r->rot % 2 == 0 && r->rot <= l->hd &&
               r->rot <= OPS_ATTN_CHUNK && /* the angles' table is the kernel's score buffer */
               l->nkv && l->nh % l->nkv == 0 && (r->qk_norm != 1 || (r->qw && r->kw));

@@ -9,37 +9,32 @@
 
 int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 {
-    if (rt->is_nvidia && !ops_env_on("CLGEMMA_NO_MVQ")) {
-        /* CLGEMMA_MVQ_R=4: the 4-rows-per-pass variant; CLGEMMA_MVQ_RPG: rows per group (measurements) */
-        const char *r4 = getenv("CLGEMMA_MVQ_R"), *rpg = getenv("CLGEMMA_MVQ_RPG");
-        o->mvq_r = r4 && atoi(r4) == 4 ? 4 : 2;
-        o->mvq_rpg = rpg && atoi(rpg) > 0 ? (uint32_t)atoi(rpg) : 0;
+    if (rt->is_nvidia && !rt_setting_on(rt, "NO_MVQ")) {
+        /* MVQ_R=4: the 4-rows-per-pass variant; MVQ_RPG: rows per group (measurements) */
+        o->mvq_r = rt_setting_int(rt, "MVQ_R", 0, 2) == 4 ? 4 : 2;
+        o->mvq_rpg = (uint32_t)rt_setting_int(rt, "MVQ_RPG", 1, 0);
         static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
         for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
             char name[64];
             snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", ops_type_suffix(mvq_types[i]));
             if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
             snprintf(name, sizeof name, "mvqn_%s", ops_type_suffix(mvq_types[i]));
-            if (!ops_env_on("CLGEMMA_NO_MVQN") && !(o->mvqn[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
+            if (!rt_setting_on(rt, "NO_MVQN") && !(o->mvqn[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
                 return -1;
             snprintf(name, sizeof name, "mvqg_%s", ops_type_suffix(mvq_types[i]));
-            if (!ops_env_on("CLGEMMA_NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
+            if (!rt_setting_on(rt, "NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
                 return -1;
         }
         if (!(o->mvq_xq = rt_kernel(rt, "mvq_xq", err, errlen))) return -1;
         /* X staged per group costs a round trip per 32 blocks before any weight load, in every
-         * group at once; products this large quantize X once beforehand (CLGEMMA_MVQG_MIN_ELEMS,
-         * CLGEMMA_MVQG_RPG for measurements) */
-        const char *me = getenv("CLGEMMA_MVQG_MIN_ELEMS"), *gr = getenv("CLGEMMA_MVQG_RPG");
-        const char *mk = getenv("CLGEMMA_MVQG_MIN_K");
-        o->mvqg_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)32 << 20;
-        o->mvqg_min_k = mk && atoi(mk) >= 0 ? (uint32_t)atoi(mk) : 4096;
+         * group at once; products this large quantize X once beforehand */
+        o->mvqg_min_elems = (size_t)rt_setting_int(rt, "MVQG_MIN_ELEMS", 0, 32 << 20);
+        o->mvqg_min_k = (uint32_t)rt_setting_int(rt, "MVQG_MIN_K", 0, 4096);
         /* rows per group, a whole number of warps (4 rows each): 2 warps measured best on the H200
-         * (31B decode, 2 rows per warp: 95.3 tok/s at 8 warps, 98.8 at 4, 99.8 at 2, 99.1 at 1, 78.5
-         * at 16) */
-        o->mvqg_rpg = gr && atoi(gr) >= 4 ? (uint32_t)atoi(gr) / 4 * 4 : 8;
+         * (docs/PERF.md, "Defaults and their measurements") */
+        o->mvqg_rpg = (uint32_t)rt_setting_int(rt, "MVQG_RPG", 4, 8) / 4 * 4;
     }
-    if (o->has_mma && !ops_env_on("CLGEMMA_NO_MMQ8")) {
+    if (o->has_mma && !rt_setting_on(rt, "NO_MMQ8")) {
         static const uint32_t mmq8_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
         for (size_t i = 0; i < sizeof mmq8_types / sizeof *mmq8_types; i++)
             for (int nt = 0; nt < 2; nt++) {
@@ -51,25 +46,22 @@ int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
                                          &o->mmq8_wg[nt][t], NULL);
             }
         if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
-        if (!ops_env_on("CLGEMMA_NO_MMQ8S") && !(o->mmq8s = rt_kernel(rt, "mmq8s_q4_k_1", err, errlen))) return -1;
-        for (int nt = 0; nt < 2 && !ops_env_on("CLGEMMA_NO_MMQ8P"); nt++) {
+        if (!rt_setting_on(rt, "NO_MMQ8S") && !(o->mmq8s = rt_kernel(rt, "mmq8s_q4_k_1", err, errlen))) return -1;
+        for (int nt = 0; nt < 2 && !rt_setting_on(rt, "NO_MMQ8P"); nt++) {
             char name[32];
             snprintf(name, sizeof name, "mmq8p_q4_k_%d", nt + 1);
             if (!(o->mmq8p[nt] = rt_kernel(rt, name, err, errlen))) return -1;
             clGetKernelWorkGroupInfo(o->mmq8p[nt], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
                                      &o->mmq8p_wg[nt], NULL);
         }
-        const char *ps = getenv("CLGEMMA_MMQ8P_STAGES");
-        /* two stages measured best (H200 31B at 16 tokens: 826 tok/s, three 773; local memory taken
-         * from L1, where the row groups of a compute unit share X) */
-        o->mmq8p_stages = ps && atoi(ps) >= 2 && atoi(ps) <= 4 ? (uint32_t)atoi(ps) : 2;
-        const char *mw = getenv("CLGEMMA_MMQ8_WARPS");
-        o->mmq8_warps = mw && atoi(mw) > 0 ? (size_t)atoi(mw) : 0;
+        /* two stages measured best: deeper rings take local memory from L1, where the row groups
+         * of a compute unit share X (docs/PERF.md, "Defaults and their measurements") */
+        int ps = rt_setting_int(rt, "MMQ8P_STAGES", 2, 2);
+        o->mmq8p_stages = ps <= 4 ? (uint32_t)ps : 2;
+        o->mmq8_warps = (size_t)rt_setting_int(rt, "MMQ8_WARPS", 1, 0);
         /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
-         * of small matrices is bound by host enqueue (H200, Gemma 3 B=16: 6,545 with mmqs, 6,213
-         * with mmq8 and its 64 q8x_quant launches per step); CLGEMMA_MMQ8_MIN_ELEMS overrides */
-        const char *me = getenv("CLGEMMA_MMQ8_MIN_ELEMS");
-        o->mmq8_min_elems = me && atoll(me) >= 0 ? (size_t)atoll(me) : (size_t)4 << 20;
+         * of small matrices is bound by host enqueue (docs/PERF.md, "Defaults and their measurements") */
+        o->mmq8_min_elems = (size_t)rt_setting_int(rt, "MMQ8_MIN_ELEMS", 0, 4 << 20);
         /* producers write mmq8's int8 X for rows this long: shorter ones' products stay on mmqs */
         o->q8x_min_k = 2048;
     }
@@ -180,8 +172,8 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
 int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok, float eps,
                    char *err, size_t errlen)
 {
-    /* one token: the step is bound by its launches there (H200 E4B B=1 192.9 -> 214.5 tok/s); at 4
-     * tokens every group's four chains cost more than the launch saved (B=4 542 -> 527) */
+    /* one token: the step is bound by its launches there; at 4 tokens every group's four chains
+     * cost more than the launch saved */
     if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == c->res_out || o->mvq_r != 2) return 1;
     uint32_t type = outs[0].w->type;
     size_t rows = 0;
@@ -267,8 +259,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
             if (together) break;
             continue;
         }
-        /* warps per group as mmq's split of k (~2k warps in flight, powers of two): H200 31B at
-         * 16 tokens 622 tok/s; filling each compute unit in exactly one wave instead measured 459 */
+        /* warps per group as mmq's split of k (~2k warps in flight, powers of two); filling each
+         * compute unit in exactly one wave instead measured slower */
         size_t ks = o->mmq8_warps ? o->mmq8_warps
                                   : ops_mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
         size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);

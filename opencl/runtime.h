@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define RT_MAX_SETTINGS 32
+
 typedef struct cl_runtime {
     cl_platform_id platform;
     cl_device_id device;
@@ -26,6 +28,10 @@ typedef struct cl_runtime {
     int profiling;
     double build_seconds;
     int cache_hit;
+    /* measurement settings NAME=VALUE (engine_opts.settings, from clgemma bench --set), borrowed
+     * while the engine loads */
+    const char *const *settings;
+    int n_settings;
 } cl_runtime;
 
 /* Lists platforms and devices on stdout (clgemma devices). Returns the number of devices. */
@@ -36,6 +42,15 @@ int  rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_
  * program-binary cache in cache_dir (NULL: default location). */
 int  rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen);
 void rt_destroy(cl_runtime *rt);
+
+/* The value of measurement setting name (e.g. "NO_MMT"), or NULL when it is not set. */
+const char *rt_setting(cl_runtime *rt, const char *name);
+/* 1 when the setting is given and neither empty nor "0" (kill switches of fast paths) */
+int  rt_setting_on(cl_runtime *rt, const char *name);
+/* int value of a setting, or def when it is not set or below min */
+int  rt_setting_int(cl_runtime *rt, const char *name, int min, int def);
+/* -1 with the first setting whose name is not one of the known ones (a misspelt name) */
+int  rt_settings_check(const cl_runtime *rt, char *err, size_t errlen);
 
 cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen);
 cl_mem    rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_t errlen);

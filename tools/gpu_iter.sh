@@ -18,11 +18,12 @@ if on tests; then
   timeout 120 build/tests/test_gemma4 -v > $OUT/tg4.txt 2>&1; echo "test_gemma4 rc=$? $(grep -c PASS $OUT/tg4.txt) passed"
   grep -E "FAIL|gemma4 moe" $OUT/tg4.txt | head -8
 fi
-# b TAG ENV... -- ARGS: one bench line with the median figures and the enqueue time per step
+# b TAG SETTING... -- ARGS: one bench line with the median figures and the enqueue time per step
+# (settings are written CLGEMMA_NAME=VALUE and passed as bench --set NAME=VALUE; X=1 for none)
 b() {
-  tag=$1; shift; envs=()
-  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  j=$(env "${envs[@]}" timeout 100 build/clgemma bench "$@" 2>$OUT/$tag.err)
+  tag=$1; shift; sets=()
+  while [ "$1" != -- ]; do [[ $1 == CLGEMMA_* ]] && sets+=(--set "${1#CLGEMMA_}"); shift; done; shift
+  j=$(timeout 100 build/clgemma bench "$@" "${sets[@]}" 2>$OUT/$tag.err)
   echo "$tag rc=$? $(echo $j | grep -o '"\(prefill\|decode\)_tok_s":[0-9.]*\|"enqueue_ms_per_step":[0-9.]*' | tr '\n' ' ')"
   tail -1 $OUT/$tag.err | grep -i error
 }

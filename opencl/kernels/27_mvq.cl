@@ -79,8 +79,7 @@ inline void mvq_quant_x(global const float *X, uint ldx, global const float *U, 
 {
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, sub = lane % 8;
     int nbk = (int)(k / 32), nb = (int)ntok * nbk;
-    /* one pass's loads at a time: issuing 8 passes' loads together measured slower on the H200
-     * (31B decode 78.9 -> 73.7 tok/s; registers) */
+    /* one pass's loads at a time: issuing 8 passes' loads together measured slower (registers) */
     for (int base = warp * 4; base < nb; base += 32) { /* uniform per warp: shuffles below */
         int bi = base + lane / 8, live = bi < nb;
         int tk = live ? bi / nbk : 0, b = live ? bi % nbk : 0;
@@ -143,7 +142,7 @@ inline float mvq_dot_q4_k##SFX(const mvqp_q4_k *p, int pc, AS const uint *xq, AS
 DEFINE_DOT_Q4_K(local, _l)
 
 /* from global memory: each half-piece of X is one 16-byte load (its word offset is a multiple of 4;
- * 31B decode 106.9 -> 109.6 tok/s over single words) */
+ * faster than single words) */
 inline float mvq_dot_q4_k_g(const mvqp_q4_k *p, int pc, global const uint *xq, global const float *xd,
                             global const float *xs)
 {
@@ -247,8 +246,8 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
 #ifndef MVQ_PF
 #define MVQ_PF 1 /* mvqg on q4_k: passes ahead whose pieces each lane prefetches into L2 (0: none) */
 #endif
-/* the passes ahead mvqg prefetches per type: H200 31B B=1 104.3 -> 106.5 tok/s with one (two:
- * 104.4); E4B's q8_0 lost 218.0 -> 216.4, and mvq (X staged) has no long weight stream */
+/* the passes ahead mvqg prefetches per type: one pays on q4_k, q8_0 lost, and mvq (X staged) has
+ * no long weight stream */
 #define MVQG_PF_q4_k MVQ_PF
 #define MVQG_PF_q8_0 0
 #define MVQG_PF_q5_0 0
@@ -259,7 +258,7 @@ inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return
 
 /* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane). Loading the
  * next piece ahead of the current dot products (and the first pieces before X is quantized) was
- * measured slower on the H200: 31B decode 72.6 -> 50.5 tok/s. The group's rows [g0, g1) against
+ * measured slower. The group's rows [g0, g1) against
  * X quantized in address space AS (SFX: _l local, _g global). */
 #define MVQ_ROWS(T, MVQ_R, SFX, NT, PF)                                                           \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
@@ -348,8 +347,7 @@ DEFINE_MVQ(q5_0, 2, mvq)
 DEFINE_MVQ(q4_k, 4, mvq4)
 DEFINE_MVQ(q8_0, 4, mvq4)
 DEFINE_MVQ(q5_0, 4, mvq4)
-/* 4 rows per warp pass. Measured on the H200 (31B decode): 2 rows 100.8 tok/s, 4 rows 109.6
- * (120 registers), 8 rows 77-79; a one-token build (66 registers, more warps resident) 92 */
+/* 4 rows per warp pass: measured best against 2 and 8 rows and a one-token build (docs/PERF.md) */
 DEFINE_MVQG(q4_k, 4, 4, mvqg)
 DEFINE_MVQG(q8_0, 4, 4, mvqg)
 DEFINE_MVQG(q5_0, 4, 4, mvqg)

@@ -172,8 +172,7 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     for (int i = 0; i < MMQ8_MT; i++)                                                             \
         for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
     int nu = (int)(k / 64);                                                                       \
-    /* one 64-value unit per warp pass: loading two ahead measured slower on the H200 (31B at 16  \
-     * tokens 622 -> 432 tok/s, docs/PERF.md) */                                                 \
+    /* one 64-value unit per warp pass: loading two ahead measured slower (docs/PERF.md)     */ \
     for (int u = warp; u < nu; u += nw) {                                                         \
         uint2 q[MMQ8_MT][2][2];                                                                   \
         float dw[MMQ8_MT][2][2], mw[MMQ8_MT][2][2];                                               \
@@ -231,10 +230,9 @@ DEFINE_MMQ8(q5_0, 2, mma8_u8)
  * tiles are added through local memory at the end. Staged super-blocks are 160 bytes apart
  * (144 + 16): 8-byte nibble reads of 4 rows x 4 lanes fall on distinct banks. Needs row_bytes %
  * 16 == 0 (k a multiple of 256).
- * Built for 8 tokens only (16 rows, 4 super-blocks a stage, one per warp): H200 31B at 8 tokens
- * 388 -> 441-451 tok/s. At 16 tokens mmq8 stays: this kernel took 564 (16 rows) and, as (2, 2)
- * (32 rows, 2 super-blocks a stage, one warp per token tile), 400 against mmq8's 672 — too few
- * groups for the 5,376-row products, and X read from L1 per product (docs/PERF.md 11). */
+ * Built for 8 tokens only (16 rows, 4 super-blocks a stage, one per warp). At 16 tokens mmq8 stays:
+ * this kernel has too few groups for the 5,376-row products, and X is read from L1 per product
+ * (docs/PERF.md 11). */
 
 #define MQS_STAGES 4
 #define MQS_PITCH 10 /* uint4 per staged super-block row (144 bytes + 16) */
@@ -336,7 +334,7 @@ DEFINE_MMQ8S(1, 1)
  * scale headers (16 bytes each) and nibbles (32 bytes each), the unit's int8 X (64 bytes a token)
  * and its X scales. Only warp barriers inside the loop; grid, split of k across warps and arithmetic
  * are mmq8's, except that each row's two sub-block scales are decoded once per unit (lane l, row l)
- * into the place of its header (31B at 16 tokens 842 -> 878 tok/s). The slice is reused for the
+ * into the place of its header. The slice is reused for the
  * partial tiles at the end.
  * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
  * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
@@ -473,8 +471,7 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     MMQ8_STORE(MMQ8_MT, NT)                                                                            \
 }
 
-/* 64 rows per warp (X read half as often per weight byte) measured slower: 138 registers, 31B at
- * 16 tokens 759 tok/s against 825 */
+/* 64 rows per warp (X read half as often per weight byte) measured slower: 138 registers */
 DEFINE_MMQ8P(1)
 DEFINE_MMQ8P(2)
 

@@ -37,4 +37,7 @@ case_ prompt_over_context "context" $CLI generate -m "$M" --ctx 16 -p "one two t
 case_ bad_number "--temp" $CLI generate -m "$M" -p hi --temp warm
 case_ unknown_option "unknown option" $CLI generate -m "$M" -p hi --bogus
 case_ unknown_command "unknown command" $CLI fly
+# measurement settings are bench's alone, and a misspelt one is refused rather than ignored
+case_ unknown_setting "NO_MMTX" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set NO_MMTX=1
+case_ setting_outside_bench "only for bench" $CLI generate -m "$M" -p hi --set NO_MMT=1
 exit $fails

@@ -302,7 +302,10 @@ static void run_file(const golden *g, const char *variant, int ti)
     char path[256];
     /* forward chunks of 24 tokens: the sliding layers keep a KV ring of one 32-token block (window 8 +
      * a chunk's 23 more keys), which the 49-token sequences and their greedy steps wrap (kv.h) */
-    engine_opts opts = { .n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 24 };
+    /* the fixtures' matrices are small: batched decode on the GPU takes the int8 tensor-core
+     * products (mmq8) anyway, so the whole model is checked through them */
+    static const char *const settings[] = { "MMQ8_MIN_ELEMS=0" };
+    engine_opts opts = { .n_ctx = 128, .max_seqs = 4, .max_batch_tokens = 24, .settings = settings, .n_settings = 1 };
     engine *e = NULL;
     uint32_t V = g->V;
     snprintf(path, sizeof path, "tests/fixtures/gemma4_%s%s.gguf", variant, suffix[ti]);
@@ -515,9 +518,6 @@ static void test_gemma4_e(void) { run_variant("e"); }
 
 int main(void)
 {
-    /* the fixtures' matrices are small: batched decode on the GPU takes the int8 tensor-core
-     * products (mmq8) anyway, so the whole model is checked through them */
-    setenv("CLGEMMA_MMQ8_MIN_ELEMS", "0", 1);
     RUN_TEST(test_gemma4_dense);
     RUN_TEST(test_gemma4_moe);
     RUN_TEST(test_gemma4_e);
