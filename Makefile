@@ -2,11 +2,14 @@
 .DEFAULT_GOAL := all
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -Iopencl -MMD -MP
+CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -MMD -MP
 LDLIBS  := -lclblast -lOpenCL -ljson-c -lm -lpthread
 FCGI_LDLIBS := -lfcgi -ljson-c
 
-ENGINE_SRCS := $(wildcard opencl/*.c)
+# the engine's rooms; each folder is on the include path, so headers are named without their folder
+ENGINE_DIRS := opencl opencl/io opencl/models opencl/ops opencl/bench
+CFLAGS  += $(addprefix -I,$(ENGINE_DIRS))
+ENGINE_SRCS := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=build/obj/%.o)
 CLI_SRCS    := $(wildcard cli/*.c)
 CLI_OBJS    := $(CLI_SRCS:%.c=build/obj/%.o)
