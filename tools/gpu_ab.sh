@@ -1,0 +1,59 @@
+#!/bin/bash
+# Before/after table of two clgemma builds in one GPU-machine call (run there from the repo root):
+#   tools/gpu_ab.sh BEFORE_BIN AFTER_BIN [GEMMA3.gguf] [OUTDIR] [ROUNDS]
+# Every row runs both binaries back to back (the order alternates per round), each a median of 3 runs
+# inside bench; the row's figure is the median over ROUNDS (default 2). Rows: the Gemma 3 file's decode
+# B=1/16/64 and prefill 2048 when given (a tools/gguf_sample.py grown copy times the same), and synthetic
+# real-shape Gemma 4 26B-A4B q4_k, 31B q4_k, E4B q8_0 decode B=1, prefill 2048, decode B=16. Each result
+# line is appended to OUTDIR/ab.txt as soon as it exists; the table comes last.
+set -u
+A=$1; B=$2; g3=${3:-}; out=${4:-/tmp/clgemma-ab}; rounds=${5:-2}
+mkdir -p "$out"
+[ -f .gpu/gpu-env.sh ] && . .gpu/gpu-env.sh >/dev/null 2>&1
+export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$out/cache}
+S=--synthetic
+rows=()
+[ -n "$g3" ] && rows+=(
+  "g3_b1|-m $g3 -p 512 -n 128|decode"
+  "g3_b16|-m $g3 -b 16 -p 512 -n 128|decode"
+  "g3_b64|-m $g3 -b 64 -p 128 -n 64|decode"
+  "g3_p2048|-m $g3 -p 2048 -n 16|prefill")
+rows+=(
+  "31b_b1|$S gemma4-31b --type q4_k -p 512 -n 64|decode"
+  "31b_b16|$S gemma4-31b --type q4_k -b 16 -p 128 -n 32|decode"
+  "31b_p2048|$S gemma4-31b --type q4_k -p 2048 -n 4|prefill"
+  "26b_b1|$S gemma4-26b-a4b --type q4_k -p 512 -n 64|decode"
+  "26b_b16|$S gemma4-26b-a4b --type q4_k -b 16 -p 128 -n 32|decode"
+  "26b_p2048|$S gemma4-26b-a4b --type q4_k -p 2048 -n 4|prefill"
+  "e4b_b1|$S gemma4-e4b --type q8_0 -p 512 -n 64|decode"
+  "e4b_b16|$S gemma4-e4b --type q8_0 -b 16 -p 128 -n 32|decode"
+  "e4b_p2048|$S gemma4-e4b --type q8_0 -p 2048 -n 4|prefill")
+one() { # bin tag args metric -> prints the figure (empty on failure)
+  j=$(timeout 120 "$1" bench $3 -r 3 2>>"$out/$2.err")
+  echo "$j" | grep -o "\"$4_tok_s\":[0-9.]*" | cut -d: -f2
+}
+# warm both binaries' program caches first so no row pays a kernel build
+"$A" bench $S gemma4-e4b --type q8_0 --layers 2 -p 16 -n 2 -r 1 >/dev/null 2>&1
+"$B" bench $S gemma4-e4b --type q8_0 --layers 2 -p 16 -n 2 -r 1 >/dev/null 2>&1
+for r in $(seq "$rounds"); do
+  for row in "${rows[@]}"; do
+    IFS='|' read -r tag args metric <<<"$row"
+    if [ $((r % 2)) -eq 1 ]; then a=$(one "$A" "$tag" "$args" "$metric"); b=$(one "$B" "$tag" "$args" "$metric")
+    else b=$(one "$B" "$tag" "$args" "$metric"); a=$(one "$A" "$tag" "$args" "$metric"); fi
+    echo "$tag $r ${a:-NA} ${b:-NA}" | tee -a "$out/ab.txt"
+  done
+done
+python3 - "$out/ab.txt" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    tag, _, a, b = line.split()
+    if a != "NA" and b != "NA":
+        rows.setdefault(tag, ([], []))
+        rows[tag][0].append(float(a)); rows[tag][1].append(float(b))
+print("| row | before tok/s | after tok/s | after/before |")
+print("| --- | --- | --- | --- |")
+for tag, (a, b) in rows.items():
+    ma, mb = statistics.median(a), statistics.median(b)
+    print(f"| {tag} | {ma:,.1f} | {mb:,.1f} | {mb / ma:.3f} |")
+PY
