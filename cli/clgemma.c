@@ -304,6 +304,15 @@ static void emit(engine *e, tok_stream *ts, int32_t id, int as_ids, int first)
     if (n > 0) { fwrite(buf, 1, (size_t)n, stdout); fflush(stdout); }
 }
 
+/* the prompt must leave room in the context; -n past it is a note (generation stops there) */
+static void check_budget(const engine *e, int n_prompt, int n_predict)
+{
+    char why[256];
+    int rc = engine_budget(e, n_prompt, n_predict, why, sizeof why);
+    if (rc == -1) die("%s (use --ctx)", why);
+    if (rc == -2) fprintf(stderr, "clgemma: note: %s; generation stops there\n", why);
+}
+
 static int cmd_generate(const cli_args *a)
 {
     if (a->n_prompts != 1) die("%s", "generate needs exactly one -p TEXT");
@@ -312,16 +321,9 @@ static int cmd_generate(const cli_args *a)
     int n;
     int32_t *ids = encode_prompt(e, a->prompts[0], a->chat, &n);
     int n_predict = a->n_predict >= 0 ? a->n_predict : 128;
-    if (n >= (int)in->n_ctx) {
-        fprintf(stderr, "clgemma: prompt of %d tokens does not fit the context of %u (use --ctx)\n", n, in->n_ctx);
-        exit(1);
-    }
-    if ((long)n + n_predict > (long)in->n_ctx)
-        fprintf(stderr, "clgemma: note: prompt (%d) + %d tokens exceeds the context (%u); generation stops there\n", n,
-                n_predict, in->n_ctx);
+    check_budget(e, n, n_predict);
     sampler *smp;
     if (sampler_create(&smp, &a->sp, in->n_vocab)) die("%s", "out of memory");
-    for (int i = 0; i < n; i++) sampler_accept(smp, ids[i]);
     int seq = engine_seq_new(e);
     tok_stream ts;
     tok_stream_init(&ts, engine_tokenizer(e), 0);
@@ -333,10 +335,11 @@ static int cmd_generate(const cli_args *a)
         t1 = now_s();
         for (;;) {
             int32_t tok = it.token_out;
-            if (engine_is_stop_token(e, tok)) break;
+            engine_stop v = engine_should_stop(e, seq, tok, produced, n_predict);
+            if (v == ENGINE_STOP_TOKEN) break;
             emit(e, &ts, tok, a->ids, produced == 0);
             produced++;
-            if (produced >= n_predict || engine_seq_len(e, seq) + 1 > (int)in->n_ctx) break;
+            if (v == ENGINE_STOP_LENGTH) break;
             it.tokens = &tok;
             it.n_tokens = 1;
             step_or_die(e, &it, 1);
@@ -369,6 +372,7 @@ static int cmd_batch(const cli_args *a)
     engine_item items[MAX_PROMPTS];
     for (int i = 0; i < np; i++) {
         ids[i] = encode_prompt(e, a->prompts[i], a->chat, &len[i]);
+        check_budget(e, len[i], n_predict);
         out[i] = calloc((size_t)n_predict + 1, sizeof(int32_t));
         nout[i] = 0;
         done[i] = n_predict == 0;
@@ -390,9 +394,10 @@ static int cmd_batch(const cli_args *a)
         for (int j = 0; j < ns; j++) {
             int i = map[j];
             int32_t tok = step[j].token_out;
-            if (engine_is_stop_token(e, tok)) { done[i] = 1; continue; }
+            engine_stop v = engine_should_stop(e, seqs[i], tok, nout[i], n_predict);
+            if (v == ENGINE_STOP_TOKEN) { done[i] = 1; continue; }
             out[i][nout[i]++] = tok;
-            if (nout[i] >= n_predict || engine_seq_len(e, seqs[i]) + 1 > (int)in->n_ctx) { done[i] = 1; continue; }
+            if (v == ENGINE_STOP_LENGTH) { done[i] = 1; continue; }
             next[i] = tok;
             step[k] = (engine_item){ .seq = seqs[i], .tokens = &next[i], .n_tokens = 1, .smp = smp[i] };
             map[k++] = i;

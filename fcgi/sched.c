@@ -150,7 +150,6 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
         job_free(j);
         return SCHED_ENOMEM;
     }
-    for (int i = 0; i < j->n_prompt; i++) sampler_accept(j->smp, j->prompt[i]);
 
     pthread_mutex_lock(&s->mu);
     int rc = SCHED_OK;
@@ -177,15 +176,12 @@ static int after_step(sched *s, gen_job *j, int32_t tok, double t)
     if (j->n_gen == 0) metrics_ttft(s->m, t - j->t_arrival);
     else metrics_itl(s->m, t - j->t_last);
     j->t_last = t;
-    if (engine_is_stop_token(s->eng, tok)) { job_finish(s, j, JOB_STOP, NULL); return 1; }
+    engine_stop v = engine_should_stop(s->eng, j->seq, tok, j->n_gen, j->max_tokens);
+    if (v == ENGINE_STOP_TOKEN) { job_finish(s, j, JOB_STOP, NULL); return 1; }
     j->n_gen++;
-    j->last = tok; /* engine_step already told the sampler (penalties) */
+    j->last = tok; /* fed back next step; the engine shows it to the sampler then */
     job_push(j, tok);
-    if (j->n_gen >= j->max_tokens ||
-        (uint32_t)engine_seq_len(s->eng, j->seq) + 1 > engine_get_info(s->eng)->n_ctx) {
-        job_finish(s, j, JOB_LENGTH, NULL);
-        return 1;
-    }
+    if (v == ENGINE_STOP_LENGTH) { job_finish(s, j, JOB_LENGTH, NULL); return 1; }
     return 0;
 }
 

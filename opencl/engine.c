@@ -403,6 +403,30 @@ int engine_is_stop_token(const engine *e, int32_t id)
     return tokenizer_is_eog(e->tok, id); /* llama.cpp's end-of-generation set, e.g. Gemma's </s> */
 }
 
+int engine_budget(const engine *e, int n_prompt, int max_tokens, char *err, size_t errlen)
+{
+    uint32_t n_ctx = e->info.n_ctx;
+    if (n_prompt < 0 || (uint32_t)n_prompt >= n_ctx) {
+        errf(err, errlen, "the prompt is %d tokens; this model's context is %u tokens", n_prompt, n_ctx);
+        return -1;
+    }
+    if (max_tokens < 0) return (int)(n_ctx - (uint32_t)n_prompt);
+    if ((uint64_t)n_prompt + (uint64_t)max_tokens > n_ctx) {
+        errf(err, errlen, "the prompt (%d tokens) plus max_tokens (%d) is more than this model's context of %u tokens",
+             n_prompt, max_tokens, n_ctx);
+        return -2;
+    }
+    return max_tokens;
+}
+
+engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_generated, int max_tokens)
+{
+    if (engine_is_stop_token(e, token)) return ENGINE_STOP_TOKEN;
+    if (n_generated + 1 >= max_tokens || (uint32_t)engine_seq_len(e, seq) + 1 > e->info.n_ctx)
+        return ENGINE_STOP_LENGTH;
+    return ENGINE_GO;
+}
+
 int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
 void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
 int engine_seq_len(const engine *e, int seq)
@@ -465,6 +489,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
             if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
         }
         if (!last || !it->smp) continue;
+        for (int k = 0; k < it->n_tokens; k++) sampler_accept(it->smp, it->tokens[k]);
         if (sampler_is_greedy(it->smp)) {
             it->token_out = ids[r];
         } else {
@@ -545,10 +570,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         free(refs);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
-        e->kv.seq_len[items[i].seq] += items[i].n_tokens;
-        if (items[i].smp) sampler_accept(items[i].smp, items[i].token_out);
-    }
+    for (int i = 0; i < n; i++) e->kv.seq_len[items[i].seq] += items[i].n_tokens;
     free(refs);
     if (e->profiling) clFinish(e->rt.q);
     return 0;
