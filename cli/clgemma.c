@@ -40,7 +40,7 @@ typedef struct cli_args {
     int sparse;           /* synth --sparse: the data left a hole (type checks) */
     const char *prompts[MAX_PROMPTS];
     int n_prompts;
-    int n_predict, n_prompt_bench, reps, batch, ctx;
+    int n_predict, n_prompt_bench, reps, batch, ctx, max_batch;
     int chat, ids, profile;
     const char *settings[RT_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
     int n_settings;
@@ -134,6 +134,7 @@ static void parse(cli_args *a, int argc, char **argv)
         else if (!strcmp(f, "-b")) a->batch = (int)parse_int(f, NEXT(), 1, 256);
         else if (!strcmp(f, "-o")) a->out_path = NEXT();
         else if (!strcmp(f, "--ctx")) a->ctx = (int)parse_int(f, NEXT(), 16, 1 << 20);
+        else if (!strcmp(f, "--max-batch")) a->max_batch = (int)parse_int(f, NEXT(), 1, 65536);
         else if (!strcmp(f, "--temp")) a->sp.temperature = parse_float(f, NEXT(), 0, 100);
         else if (!strcmp(f, "--top-k")) a->sp.top_k = (int)parse_int(f, NEXT(), 0, 1 << 20);
         else if (!strcmp(f, "--top-p")) a->sp.top_p = parse_float(f, NEXT(), 0, 1);
@@ -180,6 +181,7 @@ static engine *load(const cli_args *a, int max_seqs)
     o.n_settings = a->n_settings;
     o.device = a->device;
     o.n_ctx = a->ctx;
+    o.max_batch_tokens = a->max_batch;
     o.max_seqs = max_seqs;
     o.profile = a->profile;
     o.verbose = getenv("CLGEMMA_VERBOSE") != NULL;

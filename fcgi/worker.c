@@ -206,6 +206,7 @@ static int load(worker *w)
     o.device = cfg->devices[w->index][0] ? cfg->devices[w->index] : NULL;
     o.n_ctx = cfg->ctx;
     o.max_seqs = cfg->max_seqs;
+    o.max_batch_tokens = cfg->max_batch;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
     o.verbose = cfg->verbose;
     char err[256];

@@ -252,8 +252,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
      * "Defaults and their measurements"), else 512 */
     uint64_t spare = e->rt.global_mem > e->m.weight_bytes ? e->rt.global_mem - e->m.weight_bytes : 0;
     e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens
-                   : (uint32_t)rt_setting_int(&e->rt, "MAX_BATCH", 1,
-                                              e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512);
+                   : e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512;
     uint32_t max_out = n_seq > 16 ? n_seq : 16;
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */

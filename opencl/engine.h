@@ -17,7 +17,8 @@ typedef struct engine_opts {
     const char *device;   /* "P:D" or NULL: env CLGEMMA_DEVICE, else first GPU, else first device */
     int n_ctx;            /* max tokens per sequence; 0 = min(model's, 8192) */
     int max_seqs;         /* sequences that may be live at once; 0 = 8 */
-    int max_batch_tokens; /* tokens per engine_step; 0 = 512 (longer prefills are chunked) */
+    int max_batch_tokens; /* tokens per forward chunk (longer steps are chunked); 0 = 2048 on a GPU with
+                           * 16 GiB to spare after the weights, else 512 */
     const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
     int verbose;          /* progress lines on stderr */
     int profile;          /* per-kernel timing through profiling events (slower; bench --profile) */
