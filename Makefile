@@ -13,7 +13,7 @@ ENGINE_SRCS := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=build/obj/%.o)
 CLI_SRCS    := $(wildcard cli/*.c)
 CLI_OBJS    := $(CLI_SRCS:%.c=build/obj/%.o)
-FCGI_SRCS   := $(wildcard fcgi/*.c)
+FCGI_SRCS   := $(filter-out fcgi/main.c,$(wildcard fcgi/*.c))
 FCGI_OBJS   := $(FCGI_SRCS:%.c=build/obj/%.o)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
@@ -27,7 +27,7 @@ build/gen/kernels_embed.c: $(KERNELS) tools/embed_kernels.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed_kernels.sh $(KERNELS) > $@
 
-BINS := build/clgemma $(if $(FCGI_SRCS),build/clgemma-fcgi)
+BINS := build/clgemma build/clgemma-fcgi
 
 .PHONY: all test serve stop run model setup clean gpu-prep
 all: $(BINS) $(UNIT_BINS)
@@ -43,12 +43,21 @@ build/obj/%.o: %.c
 build/clgemma: $(CLI_OBJS) build/libclgemma.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/clgemma-fcgi: $(FCGI_OBJS) build/libclgemma.a
+# the server less its main(): clgemma-fcgi and the fcgi unit tests link it
+build/libclgemma-fcgi.a: $(FCGI_OBJS)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+build/clgemma-fcgi: build/obj/fcgi/main.o build/libclgemma-fcgi.a build/libclgemma.a
 	$(CC) $(CFLAGS) -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
 build/tests/%: tests/unit/%.c build/libclgemma.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/unit -o $@ $^ $(LDLIBS)
+
+build/tests/test_fcgi_%: tests/unit/test_fcgi_%.c build/libclgemma-fcgi.a build/libclgemma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/unit -Ifcgi -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
 setup:
 	@sh deploy/setup.sh

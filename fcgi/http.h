@@ -5,7 +5,7 @@
 
 #include <fcgiapp.h>
 #include <stddef.h>
-#include "json_io.h"
+#include "api_error.h"
 
 typedef struct http_req {
     FCGX_Request *fr;
