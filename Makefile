@@ -6,9 +6,11 @@ CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -
 LDLIBS  := -lclblast -lOpenCL -ljson-c -lm -lpthread
 FCGI_LDLIBS := -lfcgi -ljson-c
 
-# the engine's rooms; each folder is on the include path, so headers are named without their folder
-ENGINE_DIRS := opencl opencl/io opencl/models opencl/ops opencl/bench
-CFLAGS  += $(addprefix -I,$(ENGINE_DIRS))
+# the engine's rooms; each folder is on the engine's include path, so headers are named without their
+# folder. fcgi/ and cli/ see only the public headers (opencl/include); unit tests see everything.
+ENGINE_DIRS := opencl opencl/include opencl/io opencl/models opencl/ops opencl/bench
+INC     := $(addprefix -I,$(ENGINE_DIRS))
+build/obj/fcgi/%.o build/obj/cli/%.o: INC := -Iopencl/include
 ENGINE_SRCS := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=build/obj/%.o)
 CLI_SRCS    := $(wildcard cli/*.c)
@@ -38,7 +40,7 @@ build/libclgemma.a: $(ENGINE_OBJS) build/obj/opencl/kernels_embed.o
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
 build/clgemma: $(CLI_OBJS) build/libclgemma.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -53,11 +55,11 @@ build/clgemma-fcgi: build/obj/fcgi/main.o build/libclgemma-fcgi.a build/libclgem
 
 build/tests/%: tests/unit/%.c build/libclgemma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -Itests/unit -o $@ $^ $(LDLIBS)
 
 build/tests/test_fcgi_%: tests/unit/test_fcgi_%.c build/libclgemma-fcgi.a build/libclgemma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -Ifcgi -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -Itests/unit -Ifcgi -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
 setup:
 	@sh deploy/setup.sh

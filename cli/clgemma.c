@@ -17,15 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <json-c/json.h>
 
+#include "clock.h"
 #include "engine.h"
-#include "gguf.h"
-#include "runtime.h"
 #include "synth_gguf.h"
-#include "tokenizer_gguf.h"
 
 /* fetched by deploy/fetch_llama_ref.sh: the real Gemma 4 vocabulary */
 #define SYNTH_VOCAB ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf"
@@ -42,7 +39,7 @@ typedef struct cli_args {
     int n_prompts;
     int n_predict, n_prompt_bench, reps, batch, ctx, max_batch;
     int chat, ids, profile;
-    const char *settings[RT_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
+    const char *settings[ENGINE_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
     int n_settings;
     sampler_params sp;
 } cli_args;
@@ -53,13 +50,6 @@ static void die(const char *fmt, const char *a)
     fprintf(stderr, fmt, a);
     fprintf(stderr, "\n");
     exit(1);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static long parse_int(const char *flag, const char *v, long lo, long hi)
@@ -153,7 +143,7 @@ static void parse(cli_args *a, int argc, char **argv)
         else if (!strcmp(f, "--set")) {
             const char *v = NEXT();
             if (!strchr(v, '=') || v[0] == '=') die("--set wants NAME=VALUE, got '%s'", v);
-            if (a->n_settings == RT_MAX_SETTINGS) die("too many --set (at most %s)", "32");
+            if (a->n_settings == ENGINE_MAX_SETTINGS) die("too many --set (at most %s)", "32");
             a->settings[a->n_settings++] = v;
         }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
@@ -242,15 +232,9 @@ static void step_or_die(engine *e, engine_item *items, int n)
 static int tokenize_vocab(const cli_args *a)
 {
     if (!a->model) die("%s", "tokenize: -m FILE is required");
-    char err[512], msg[1024];
-    gguf_file *f;
+    char err[1024];
     tokenizer *t;
-    if (gguf_open(&f, a->model, err, sizeof err)) die("%s", err);
-    if (tokenizer_from_gguf(&t, f, err, sizeof err)) {
-        snprintf(msg, sizeof msg, "%s: %s", a->model, err);
-        die("%s", msg);
-    }
-    gguf_close(f);
+    if (tokenizer_load(&t, a->model, err, sizeof err)) die("%s", err);
     size_t len = strlen(a->prompts[0]);
     int n = tokenizer_encode(t, a->prompts[0], len, 1, 1, NULL, 0);
     int32_t *ids = n >= 0 ? malloc(sizeof(int32_t) * (n + 1)) : NULL;
@@ -329,12 +313,12 @@ static int cmd_generate(const cli_args *a)
     int seq = engine_seq_new(e);
     tok_stream ts;
     tok_stream_init(&ts, engine_tokenizer(e), 0);
-    double t0 = now_s(), t1 = t0;
+    double t0 = monotonic_seconds(), t1 = t0;
     engine_item it = { .seq = seq, .tokens = ids, .n_tokens = n, .smp = smp };
     int produced = 0;
     if (n_predict > 0) {
         step_or_die(e, &it, 1);
-        t1 = now_s();
+        t1 = monotonic_seconds();
         for (;;) {
             int32_t tok = it.token_out;
             engine_stop v = engine_should_stop(e, seq, tok, produced, n_predict);
@@ -351,7 +335,7 @@ static int cmd_generate(const cli_args *a)
     int tn = a->ids ? 0 : tok_stream_flush(&ts, tail, sizeof tail);
     if (tn > 0) fwrite(tail, 1, (size_t)tn, stdout);
     printf("\n");
-    double t2 = now_s();
+    double t2 = monotonic_seconds();
     fprintf(stderr, "clgemma: %s | load %.2f s | prompt %d tok %.1f tok/s | generated %d tok %.1f tok/s\n", in->device,
             in->load_seconds, n, n / (t1 - t0 > 0 ? t1 - t0 : 1e-9), produced,
             produced > 1 ? (produced - 1) / (t2 - t1) : 0.0);
@@ -468,9 +452,9 @@ static int cmd_bench(const cli_args *a)
     int B = a->batch, np = a->n_prompt_bench, nd = a->n_predict >= 0 ? a->n_predict : 128;
     cli_args a2 = *a;
     if (a2.ctx == 0) a2.ctx = np + nd + 8;
-    double tl = now_s();
+    double tl = monotonic_seconds();
     engine *e = load(&a2, B);
-    double load_s = now_s() - tl;
+    double load_s = monotonic_seconds() - tl;
     const engine_info *in = engine_get_info(e);
     int32_t *prompt = malloc(sizeof(int32_t) * np);
     if (!prompt) die("%s", "out of memory");
@@ -493,18 +477,18 @@ static int cmd_bench(const cli_args *a)
         /* prefill one sequence (the 'prompt processing' figure), then the rest untimed */
         int last = rep == a->reps - 1;
         if (a->profile && last) engine_set_profiling(e, 1);
-        double t0 = now_s();
+        double t0 = monotonic_seconds();
         step_or_die(e, items, 1);
-        pp[rep] = np / (now_s() - t0);
+        pp[rep] = np / (monotonic_seconds() - t0);
         if (a->profile && last) {
             fprintf(stderr, "profile: prefill of %d tokens\n", np);
-            engine_profile_print(e, (now_s() - t0) * 1e3, 1);
+            engine_profile_print(e, (monotonic_seconds() - t0) * 1e3, 1);
             engine_set_profiling(e, 0);
         }
         if (B > 1) step_or_die(e, items + 1, B - 1);
         int32_t next[256];
         if (a->profile && rep == a->reps - 1) engine_set_profiling(e, 1);
-        double t1 = now_s(), q1 = engine_enqueue_seconds(e);
+        double t1 = monotonic_seconds(), q1 = engine_enqueue_seconds(e);
         for (int s = 0; s < nd; s++) {
             for (int b = 0; b < B; b++) {
                 next[b] = items[b].token_out;
@@ -513,7 +497,7 @@ static int cmd_bench(const cli_args *a)
             }
             step_or_die(e, items, B);
         }
-        double dt = now_s() - t1;
+        double dt = monotonic_seconds() - t1;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
         enq_ms[rep] = nd > 0 ? (engine_enqueue_seconds(e) - q1) * 1e3 / nd : 0;
         if (a->profile && last) { /* before check_finite: its single-sequence steps are not decode */
@@ -567,7 +551,7 @@ int main(int argc, char **argv)
 {
     cli_args a;
     parse(&a, argc, argv);
-    if (!strcmp(a.cmd, "devices")) return rt_list_devices() > 0 ? 0 : 1;
+    if (!strcmp(a.cmd, "devices")) return engine_list_devices() > 0 ? 0 : 1;
     if (!strcmp(a.cmd, "generate")) return cmd_generate(&a);
     if (!strcmp(a.cmd, "batch")) return cmd_batch(&a);
     if (!strcmp(a.cmd, "tokenize")) return cmd_tokenize(&a);

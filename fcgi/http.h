@@ -19,8 +19,6 @@ typedef struct http_req {
     const char *allow;       /* methods of the matched route, for a 405's Allow header */
 } http_req;
 
-double http_now(void); /* monotonic seconds */
-
 void http_req_init(http_req *r, FCGX_Request *fr);
 /* Reads the body (CONTENT_LENGTH bytes). Larger than max: drains it and fails with 413.
  * Returns 0 with a malloc'd NUL-terminated *body, or -1 with e. */

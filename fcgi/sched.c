@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
 
@@ -48,13 +49,6 @@ struct sched {
     engine_item *items;
     int *failed;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- jobs ---- */
 
@@ -208,7 +202,7 @@ static void step_all(sched *s, int n)
             failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err) != 0;
         }
     }
-    double t = now_s();
+    double t = monotonic_seconds();
     int k = 0;
     for (int i = 0; i < n; i++) {
         gen_job *j = s->active[i];

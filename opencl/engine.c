@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <json-c/json.h>
 
 #include "chat.h"
+#include "clock.h"
 #include "gguf.h"
 #include "kv.h"
 #include "model.h"
@@ -91,18 +91,15 @@ static void types_summary(const gguf_file *f, char *out, size_t cap)
     if (o >= cap) out[cap - 1] = 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int engine_init(engine *e, const char *path, const engine_opts *opts, double t0, char *err, size_t errlen);
+
+_Static_assert(ENGINE_MAX_SETTINGS <= RT_MAX_SETTINGS, "the runtime holds every setting the API accepts");
+
+int engine_list_devices(void) { return rt_list_devices(); }
 
 int engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     engine_opts def = { 0 };
     if (!opts) opts = &def;
     *out = NULL;
@@ -128,7 +125,7 @@ fail:
 int engine_load_synthetic(engine **out, const char *model, const char *type, int layers, const engine_opts *opts,
                           char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     engine_opts def = { 0 };
     if (!opts) opts = &def;
     *out = NULL;
@@ -319,7 +316,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->tensor_cores = e->o.has_mma;
     in->int8_decode = e->o.mvq[GGML_TYPE_Q4_K] != NULL;
     types_summary(e->gguf, in->types, sizeof in->types);
-    in->load_seconds = now_s() - t0;
+    in->load_seconds = monotonic_seconds() - t0;
     e->rt.settings = NULL; /* the caller's strings are only borrowed for the load */
     e->rt.n_settings = 0;
     return 0;
@@ -468,13 +465,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     int decode = 1;
     for (uint32_t i = 1; i < ntok && decode; i++) decode = e->h_seq[t0 + i] != e->h_seq[t0 + i - 1];
     e->o.act_int8 = decode;
-    double tq = now_s();
+    double tq = monotonic_seconds();
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
-    if (!n_out) { e->enqueue_s += now_s() - tq; return 0; }
+    if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; return 0; }
     /* greedy rows: argmax on the device, only ids come back; others get their logits row */
     uint32_t nv = e->m.hp.n_vocab;
     if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax, err, errlen)) return -1;
-    e->enqueue_s += now_s() - tq;
+    e->enqueue_s += monotonic_seconds() - tq;
     int32_t ids[256];
     if (n_out > 256) return ERR("internal: too many output rows");
     ce = clEnqueueReadBuffer(q, b->argmax, CL_TRUE, 0, 4 * n_out, ids, 0, NULL, NULL);

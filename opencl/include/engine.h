@@ -1,4 +1,5 @@
-/* engine.h — the public API of the clgemma engine, used by the CLI and the FastCGI worker.
+/* engine.h — the public API of the clgemma engine, used by the CLI and the FastCGI worker (which
+ * include only opencl/include/: this, sampler.h, tokenizer.h, clock.h, synth_gguf.h).
  *
  * Batch-first: one engine_step() runs any mix of sequences, each appending one or more tokens
  * (a prefill chunk of one sequence and single decode tokens of many go through the same call).
@@ -12,6 +13,12 @@
 #include "tokenizer.h"
 
 typedef struct engine engine;
+
+/* Prints the OpenCL platforms and devices (what engine_opts.device names) on stdout; returns how
+ * many devices there are. */
+int engine_list_devices(void);
+
+#define ENGINE_MAX_SETTINGS 32 /* engine_opts.n_settings at most */
 
 typedef struct engine_opts {
     const char *device;   /* "P:D" or NULL: env CLGEMMA_DEVICE, else first GPU, else first device */
