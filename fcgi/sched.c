@@ -196,7 +196,8 @@ static void step_all(sched *s, int n)
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
     for (int i = 0; i < n; i++) failed[i] = rc != 0;
     if (rc && n > 1) {
-        /* find the culprit: a failed step changed no state, so run the sequences one at a time */
+        /* find the culprit: a step refused before the forward (bad item, KV cache full) changed
+         * nothing, so run the sequences one at a time */
         for (int i = 0; i < n; i++) {
             fill_item(&s->items[i], s->active[i]);
             failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err) != 0;
