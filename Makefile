@@ -6,14 +6,16 @@ CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -
 LDLIBS  := -lclblast -lOpenCL -ljson-c -lm -lpthread
 FCGI_LDLIBS := -lfcgi -ljson-c
 
-# the engine's rooms; each folder is on the include path, so headers are named without their folder
-ENGINE_DIRS := opencl opencl/io opencl/models opencl/ops opencl/bench
-CFLAGS  += $(addprefix -I,$(ENGINE_DIRS))
+# the engine's rooms; each folder is on the engine's include path, so headers are named without their
+# folder. fcgi/ and cli/ see only the public headers (opencl/include); unit tests see everything.
+ENGINE_DIRS := opencl opencl/include opencl/io opencl/models opencl/ops opencl/bench
+INC     := $(addprefix -I,$(ENGINE_DIRS))
+build/obj/fcgi/%.o build/obj/cli/%.o: INC := -Iopencl/include
 ENGINE_SRCS := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=build/obj/%.o)
 CLI_SRCS    := $(wildcard cli/*.c)
 CLI_OBJS    := $(CLI_SRCS:%.c=build/obj/%.o)
-FCGI_SRCS   := $(wildcard fcgi/*.c)
+FCGI_SRCS   := $(filter-out fcgi/main.c,$(wildcard fcgi/*.c))
 FCGI_OBJS   := $(FCGI_SRCS:%.c=build/obj/%.o)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
@@ -27,7 +29,7 @@ build/gen/kernels_embed.c: $(KERNELS) tools/embed_kernels.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed_kernels.sh $(KERNELS) > $@
 
-BINS := build/clgemma $(if $(FCGI_SRCS),build/clgemma-fcgi)
+BINS := build/clgemma build/clgemma-fcgi
 
 .PHONY: all test serve stop run model setup clean gpu-prep
 all: $(BINS) $(UNIT_BINS)
@@ -38,17 +40,26 @@ build/libclgemma.a: $(ENGINE_OBJS) build/obj/opencl/kernels_embed.o
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(INC) -c $< -o $@
 
 build/clgemma: $(CLI_OBJS) build/libclgemma.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/clgemma-fcgi: $(FCGI_OBJS) build/libclgemma.a
+# the server less its main(): clgemma-fcgi and the fcgi unit tests link it
+build/libclgemma-fcgi.a: $(FCGI_OBJS)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+build/clgemma-fcgi: build/obj/fcgi/main.o build/libclgemma-fcgi.a build/libclgemma.a
 	$(CC) $(CFLAGS) -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
 build/tests/%: tests/unit/%.c build/libclgemma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/unit -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -Itests/unit -o $@ $^ $(LDLIBS)
+
+build/tests/test_fcgi_%: tests/unit/test_fcgi_%.c build/libclgemma-fcgi.a build/libclgemma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(INC) -Itests/unit -Ifcgi -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
 setup:
 	@sh deploy/setup.sh

@@ -7,6 +7,7 @@
 
 #include "api.h"
 #include "api_respond.h"
+#include "clock.h"
 
 static const char *state_name(enum worker_state s)
 {
@@ -20,7 +21,7 @@ static void gauges(const api_ctx *c, metrics_gauges *g)
     g->loaded = c->eng != NULL;
     g->draining = c->state == WORKER_DRAINING;
     if (c->sched) sched_counts(c->sched, &g->active, &g->queued);
-    g->uptime_seconds = http_now() - c->t_start;
+    g->uptime_seconds = monotonic_seconds() - c->t_start;
     g->model = c->cfg->model_id;
     g->device = "";
     if (c->eng) {

@@ -31,6 +31,8 @@ void config_usage(const char *prog)
         "      --ctx N             context tokens per sequence (default: engine's)\n"
         "      --max-seqs N        sequences decoded together per worker (default 4)\n"
         "      --max-queue N       requests waiting for a slot before 429 (default 16)\n"
+        "      --max-batch N       tokens per forward chunk; longer prompts are split (default: engine's,\n"
+        "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
         "      --threads N         FastCGI request threads per worker (default max-seqs + max-queue + 4)\n"
         "      --drain-timeout S   seconds in-flight streams may run after SIGTERM (default 60)\n"
         "      --max-body BYTES    largest request body (default 1048576)\n"
@@ -89,6 +91,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("ctx", ctx, 0, 1 << 24)
     INT_OPT("max-seqs", max_seqs, 1, 256)
     INT_OPT("max-queue", max_queue, 0, 100000)
+    INT_OPT("max-batch", max_batch, 0, 65536)
     INT_OPT("threads", threads, 1, 1024)
     INT_OPT("drain-timeout", drain_timeout, 0, 86400)
     INT_OPT("max-body", max_body, 1024, 1L << 30)

@@ -19,6 +19,7 @@ typedef struct server_config {
     int  ctx;                     /* --ctx: tokens per sequence, 0 = engine default */
     int  max_seqs;                /* --max-seqs: sequences decoded together per worker */
     int  max_queue;               /* --max-queue: requests waiting for a slot; more -> 429 */
+    int  max_batch;               /* --max-batch: tokens per forward chunk, 0 = engine default */
     int  threads;                 /* --threads: FastCGI request threads per worker */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
     long max_body;                /* --max-body: request body bytes; more -> 413 */

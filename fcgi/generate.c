@@ -21,16 +21,11 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
     memset(g, 0, sizeof *g);
     g->c = c;
     g->n_prompt = n_prompt;
-    int n_ctx = (int)engine_get_info(c->eng)->n_ctx;
-    if (n_prompt >= n_ctx)
-        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "messages",
-                        "the prompt is %d tokens; this model's context is %d tokens", n_prompt, n_ctx);
-    int max_tokens = p->max_tokens;
-    if (max_tokens < 0) max_tokens = n_ctx - n_prompt;
-    else if (n_prompt + max_tokens > n_ctx)
-        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
-                        "the prompt (%d tokens) plus max_tokens (%d) is more than this model's context of %d tokens",
-                        n_prompt, max_tokens, n_ctx);
+    char why[sizeof e->message];
+    int max_tokens = engine_budget(c->eng, n_prompt, p->max_tokens, why, sizeof why);
+    if (max_tokens < 0)
+        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded",
+                        max_tokens == -1 ? "messages" : "max_tokens", "%s", why);
     job_spec spec = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens,
                       .sampling = p->sampling, .t_arrival = t_arrival };
     if (!p->seed_given) spec.sampling.seed = random_seed();

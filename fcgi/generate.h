@@ -6,7 +6,7 @@
 
 #include "api.h"
 #include "json_io.h"
-#include "sse.h"
+#include "stop.h"
 #include "tokenizer.h"
 
 enum gen_finish { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_CANCELLED, FINISH_ERROR };

@@ -7,12 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-double http_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "clock.h"
 
 static const char *param(http_req *r, const char *name)
 {
@@ -23,7 +18,7 @@ void http_req_init(http_req *r, FCGX_Request *fr)
 {
     memset(r, 0, sizeof *r);
     r->fr = fr;
-    r->t_start = http_now();
+    r->t_start = monotonic_seconds();
     r->method = param(r, "REQUEST_METHOD");
     if (!r->method) r->method = "";
     const char *uri = param(r, "DOCUMENT_URI");

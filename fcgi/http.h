@@ -5,7 +5,7 @@
 
 #include <fcgiapp.h>
 #include <stddef.h>
-#include "json_io.h"
+#include "api_error.h"
 
 typedef struct http_req {
     FCGX_Request *fr;
@@ -18,8 +18,6 @@ typedef struct http_req {
     int write_failed;
     const char *allow;       /* methods of the matched route, for a 405's Allow header */
 } http_req;
-
-double http_now(void); /* monotonic seconds */
 
 void http_req_init(http_req *r, FCGX_Request *fr);
 /* Reads the body (CONTENT_LENGTH bytes). Larger than max: drains it and fails with 413.

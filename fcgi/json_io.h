@@ -1,29 +1,15 @@
-/* json_io.h — OpenAI request bodies parsed and validated into typed structs (json-c), and OpenAI
- * error bodies. Strict: wrong types, out-of-range values and unsupported values are errors that
- * name the offending field; unknown fields are ignored. No engine, no FastCGI here. */
+/* json_io.h — OpenAI request bodies parsed and validated into typed structs (json-c). Strict: wrong
+ * types, out-of-range values and unsupported values are errors (api_error.h) that name the offending
+ * field; unknown fields are ignored. No engine, no FastCGI here. */
 #ifndef CLGEMMA_FCGI_JSON_IO_H
 #define CLGEMMA_FCGI_JSON_IO_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "api_error.h"
 #include "sampler.h"
 
 #define API_MAX_STOP 4
-
-/* An error as the client sees it: HTTP status and the OpenAI error object. */
-typedef struct api_error {
-    int  status;          /* 400, 404, ... */
-    char type[32];        /* invalid_request_error, server_error, ... */
-    char code[48];        /* "" -> null */
-    char param[64];       /* "" -> null */
-    char message[320];
-} api_error;
-
-/* Fills e and returns -1 (so handlers can `return api_fail(...)`). */
-int api_fail(api_error *e, int status, const char *type, const char *code, const char *param,
-             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-/* {"error":{"message","type","param","code"}}: malloc'd NUL-terminated JSON text, or NULL on OOM */
-char *api_error_body(const api_error *e);
 
 enum api_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
 

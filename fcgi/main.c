@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "worker.h"
 
@@ -26,13 +27,6 @@ static volatile sig_atomic_t got_term, got_child;
 
 static void on_term(int sig) { (void)sig; got_term = 1; }
 static void on_child(int sig) { (void)sig; got_child = 1; }
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 #define LOG(...) do { fprintf(stderr, "clgemma-fcgi[master pid %d]: ", (int)getpid()); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } while (0)
@@ -176,8 +170,8 @@ int main(int argc, char **argv)
     int alive = 0, failures = 0;
     for (int i = 0; i < cfg.n_workers; i++) {
         kids[i].pid = spawn(&cfg, i, fds[i]);
-        if (kids[i].pid < 0) { LOG("fork: %s", strerror(errno)); kids[i].pid = 0; kids[i].restart_at = now_s() + 1; continue; }
-        kids[i].started = now_s();
+        if (kids[i].pid < 0) { LOG("fork: %s", strerror(errno)); kids[i].pid = 0; kids[i].restart_at = monotonic_seconds() + 1; continue; }
+        kids[i].started = monotonic_seconds();
         kids[i].backoff = 1;
         alive++;
     }
@@ -190,7 +184,7 @@ int main(int argc, char **argv)
             LOG("SIGTERM: draining workers (up to %ds)", cfg.drain_timeout);
             for (int i = 0; i < cfg.n_workers; i++)
                 if (kids[i].pid > 0) kill(kids[i].pid, SIGTERM);
-            term_deadline = now_s() + cfg.drain_timeout + 15;
+            term_deadline = monotonic_seconds() + cfg.drain_timeout + 15;
         }
         int status;
         pid_t pid;
@@ -204,7 +198,7 @@ int main(int argc, char **argv)
                 if (WIFEXITED(status)) LOG("worker %d (pid %d) exited with %d", i, (int)pid, WEXITSTATUS(status));
                 else LOG("worker %d (pid %d) killed by signal %d", i, (int)pid, WTERMSIG(status));
                 if (!term_deadline) {
-                    double t = now_s();
+                    double t = monotonic_seconds();
                     if (t - kids[i].started > 60) kids[i].backoff = 1;
                     kids[i].restart_at = t + kids[i].backoff;
                     LOG("restarting worker %d in %.0fs", i, kids[i].backoff);
@@ -214,15 +208,15 @@ int main(int argc, char **argv)
         }
         if (term_deadline) {
             if (alive == 0) break;
-            if (now_s() > term_deadline) {
+            if (monotonic_seconds() > term_deadline) {
                 LOG("workers did not drain in time: killing them");
                 for (int i = 0; i < cfg.n_workers; i++)
                     if (kids[i].pid > 0) kill(kids[i].pid, SIGKILL);
                 failures++;
-                term_deadline = now_s() + 1e9; /* collect them below */
+                term_deadline = monotonic_seconds() + 1e9; /* collect them below */
             }
         } else {
-            double t = now_s();
+            double t = monotonic_seconds();
             for (int i = 0; i < cfg.n_workers; i++) {
                 if (kids[i].pid || t < kids[i].restart_at) continue;
                 pid_t p = spawn(&cfg, i, fds[i]);

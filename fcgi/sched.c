@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "clock.h"
 
 enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
 
@@ -48,13 +49,6 @@ struct sched {
     engine_item *items;
     int *failed;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- jobs ---- */
 
@@ -150,7 +144,6 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
         job_free(j);
         return SCHED_ENOMEM;
     }
-    for (int i = 0; i < j->n_prompt; i++) sampler_accept(j->smp, j->prompt[i]);
 
     pthread_mutex_lock(&s->mu);
     int rc = SCHED_OK;
@@ -177,15 +170,12 @@ static int after_step(sched *s, gen_job *j, int32_t tok, double t)
     if (j->n_gen == 0) metrics_ttft(s->m, t - j->t_arrival);
     else metrics_itl(s->m, t - j->t_last);
     j->t_last = t;
-    if (engine_is_stop_token(s->eng, tok)) { job_finish(s, j, JOB_STOP, NULL); return 1; }
+    engine_stop v = engine_should_stop(s->eng, j->seq, tok, j->n_gen, j->max_tokens);
+    if (v == ENGINE_STOP_TOKEN) { job_finish(s, j, JOB_STOP, NULL); return 1; }
     j->n_gen++;
-    j->last = tok; /* engine_step already told the sampler (penalties) */
+    j->last = tok; /* fed back next step; the engine shows it to the sampler then */
     job_push(j, tok);
-    if (j->n_gen >= j->max_tokens ||
-        (uint32_t)engine_seq_len(s->eng, j->seq) + 1 > engine_get_info(s->eng)->n_ctx) {
-        job_finish(s, j, JOB_LENGTH, NULL);
-        return 1;
-    }
+    if (v == ENGINE_STOP_LENGTH) { job_finish(s, j, JOB_LENGTH, NULL); return 1; }
     return 0;
 }
 
@@ -206,13 +196,14 @@ static void step_all(sched *s, int n)
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
     for (int i = 0; i < n; i++) failed[i] = rc != 0;
     if (rc && n > 1) {
-        /* find the culprit: a failed step changed no state, so run the sequences one at a time */
+        /* find the culprit: a step refused before the forward (bad item, KV cache full) changed
+         * nothing, so run the sequences one at a time */
         for (int i = 0; i < n; i++) {
             fill_item(&s->items[i], s->active[i]);
             failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err) != 0;
         }
     }
-    double t = now_s();
+    double t = monotonic_seconds();
     int k = 0;
     for (int i = 0; i < n; i++) {
         gen_job *j = s->active[i];

@@ -20,6 +20,7 @@
 
 #include "api.h"
 #include "api_respond.h"
+#include "clock.h"
 #include "http.h"
 
 typedef struct worker worker;
@@ -125,7 +126,7 @@ static void handle(worker *w, FCGX_Request *fr)
     enum metric_endpoint ep = rt ? rt->ep : EP_OTHER;
     metrics_request(w->m, ep, r.status ? r.status : 500);
     if (!(r.status == 200 && (ep == EP_HEALTH || ep == EP_METRICS)))
-        LOG(w, "rid=%s %s %s %d %.3fs%s", r.request_id, r.method, r.path, r.status, http_now() - r.t_start,
+        LOG(w, "rid=%s %s %s %d %.3fs%s", r.request_id, r.method, r.path, r.status, monotonic_seconds() - r.t_start,
             r.write_failed ? " client-gone" : "");
 }
 
@@ -179,7 +180,7 @@ static int stop_threads(worker *w, double give_up_s)
 {
     atomic_store(&w->stopping, 1);
     FCGX_ShutdownPending();
-    double end = http_now() + give_up_s;
+    double end = monotonic_seconds() + give_up_s;
     for (;;) {
         int left = 0;
         for (int i = 0; i < w->n_threads; i++) {
@@ -190,7 +191,7 @@ static int stop_threads(worker *w, double give_up_s)
             }
         }
         if (!left) break;
-        if (http_now() > end) { LOG(w, "%d request threads still busy; leaving them", left); return 0; }
+        if (monotonic_seconds() > end) { LOG(w, "%d request threads still busy; leaving them", left); return 0; }
         usleep(20 * 1000);
     }
     for (int i = 0; i < w->n_threads; i++)
@@ -206,6 +207,7 @@ static int load(worker *w)
     o.device = cfg->devices[w->index][0] ? cfg->devices[w->index] : NULL;
     o.n_ctx = cfg->ctx;
     o.max_seqs = cfg->max_seqs;
+    o.max_batch_tokens = cfg->max_batch;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
     o.verbose = cfg->verbose;
     char err[256];
@@ -245,13 +247,13 @@ static void drain(worker *w)
 {
     atomic_store(&w->state, WORKER_DRAINING);
     if (w->sched) sched_close(w->sched);
-    double deadline = http_now() + w->cfg->drain_timeout, hard = 0;
+    double deadline = monotonic_seconds() + w->cfg->drain_timeout, hard = 0;
     LOG(w, "draining: %d generation(s) in flight, up to %ds", atomic_load(&w->busy), w->cfg->drain_timeout);
     for (;;) {
         int active = 0, queued = 0;
         if (w->sched) sched_counts(w->sched, &active, &queued);
         if (!atomic_load(&w->busy) && !active && !queued) break;
-        double now = http_now();
+        double now = monotonic_seconds();
         if (!hard && now >= deadline) {
             LOG(w, "drain deadline passed: cancelling %d running, %d queued", active, queued);
             if (w->sched) sched_cancel_all(w->sched);
@@ -269,7 +271,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd)
     w.cfg = cfg;
     w.index = index;
     w.listen_fd = listen_fd;
-    w.t_start = http_now();
+    w.t_start = monotonic_seconds();
     w.created = (long)time(NULL);
     atomic_init(&w.state, WORKER_LOADING);
     atomic_init(&w.busy, 0);

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <json-c/json.h>
 
 #include "chat.h"
+#include "clock.h"
 #include "gguf.h"
 #include "kv.h"
 #include "model.h"
@@ -91,18 +91,15 @@ static void types_summary(const gguf_file *f, char *out, size_t cap)
     if (o >= cap) out[cap - 1] = 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int engine_init(engine *e, const char *path, const engine_opts *opts, double t0, char *err, size_t errlen);
+
+_Static_assert(ENGINE_MAX_SETTINGS <= RT_MAX_SETTINGS, "the runtime holds every setting the API accepts");
+
+int engine_list_devices(void) { return rt_list_devices(); }
 
 int engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     engine_opts def = { 0 };
     if (!opts) opts = &def;
     *out = NULL;
@@ -128,7 +125,7 @@ fail:
 int engine_load_synthetic(engine **out, const char *model, const char *type, int layers, const engine_opts *opts,
                           char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     engine_opts def = { 0 };
     if (!opts) opts = &def;
     *out = NULL;
@@ -252,8 +249,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
      * "Defaults and their measurements"), else 512 */
     uint64_t spare = e->rt.global_mem > e->m.weight_bytes ? e->rt.global_mem - e->m.weight_bytes : 0;
     e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens
-                   : (uint32_t)rt_setting_int(&e->rt, "MAX_BATCH", 1,
-                                              e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512);
+                   : e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512;
     uint32_t max_out = n_seq > 16 ? n_seq : 16;
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
@@ -320,7 +316,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->tensor_cores = e->o.has_mma;
     in->int8_decode = e->o.mvq[GGML_TYPE_Q4_K] != NULL;
     types_summary(e->gguf, in->types, sizeof in->types);
-    in->load_seconds = now_s() - t0;
+    in->load_seconds = monotonic_seconds() - t0;
     e->rt.settings = NULL; /* the caller's strings are only borrowed for the load */
     e->rt.n_settings = 0;
     return 0;
@@ -403,6 +399,30 @@ int engine_is_stop_token(const engine *e, int32_t id)
     return tokenizer_is_eog(e->tok, id); /* llama.cpp's end-of-generation set, e.g. Gemma's </s> */
 }
 
+int engine_budget(const engine *e, int n_prompt, int max_tokens, char *err, size_t errlen)
+{
+    uint32_t n_ctx = e->info.n_ctx;
+    if (n_prompt < 0 || (uint32_t)n_prompt >= n_ctx) {
+        errf(err, errlen, "the prompt is %d tokens; this model's context is %u tokens", n_prompt, n_ctx);
+        return -1;
+    }
+    if (max_tokens < 0) return (int)(n_ctx - (uint32_t)n_prompt);
+    if ((uint64_t)n_prompt + (uint64_t)max_tokens > n_ctx) {
+        errf(err, errlen, "the prompt (%d tokens) plus max_tokens (%d) is more than this model's context of %u tokens",
+             n_prompt, max_tokens, n_ctx);
+        return -2;
+    }
+    return max_tokens;
+}
+
+engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_generated, int max_tokens)
+{
+    if (engine_is_stop_token(e, token)) return ENGINE_STOP_TOKEN;
+    if (n_generated + 1 >= max_tokens || (uint32_t)engine_seq_len(e, seq) + 1 > e->info.n_ctx)
+        return ENGINE_STOP_LENGTH;
+    return ENGINE_GO;
+}
+
 int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
 void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
 int engine_seq_len(const engine *e, int seq)
@@ -445,13 +465,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     int decode = 1;
     for (uint32_t i = 1; i < ntok && decode; i++) decode = e->h_seq[t0 + i] != e->h_seq[t0 + i - 1];
     e->o.act_int8 = decode;
-    double tq = now_s();
+    double tq = monotonic_seconds();
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
-    if (!n_out) { e->enqueue_s += now_s() - tq; return 0; }
+    if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; return 0; }
     /* greedy rows: argmax on the device, only ids come back; others get their logits row */
     uint32_t nv = e->m.hp.n_vocab;
     if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax, err, errlen)) return -1;
-    e->enqueue_s += now_s() - tq;
+    e->enqueue_s += monotonic_seconds() - tq;
     int32_t ids[256];
     if (n_out > 256) return ERR("internal: too many output rows");
     ce = clEnqueueReadBuffer(q, b->argmax, CL_TRUE, 0, 4 * n_out, ids, 0, NULL, NULL);
@@ -465,6 +485,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
             if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
         }
         if (!last || !it->smp) continue;
+        for (int k = 0; k < it->n_tokens; k++) sampler_accept(it->smp, it->tokens[k]);
         if (sampler_is_greedy(it->smp)) {
             it->token_out = ids[r];
         } else {
@@ -545,10 +566,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         free(refs);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
-        e->kv.seq_len[items[i].seq] += items[i].n_tokens;
-        if (items[i].smp) sampler_accept(items[i].smp, items[i].token_out);
-    }
+    for (int i = 0; i < n; i++) e->kv.seq_len[items[i].seq] += items[i].n_tokens;
     free(refs);
     if (e->profiling) clFinish(e->rt.q);
     return 0;

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 extern const struct { const char *name; const char *src; } clg_kernel_sources[];
 
@@ -235,13 +236,6 @@ static void mkdirs(const char *path)
     mkdir(tmp, 0755);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int build_log(cl_runtime *rt, cl_program p, char *err, size_t errlen, const char *what, cl_int e)
 {
     char log[4096] = "";
@@ -326,7 +320,7 @@ static int build_program(cl_runtime *rt, const char *src, const char *opts, cons
 
 int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     char opts[1024], opts2[1200];
     /* CL_DEFS: extra build options for kernel experiments (docs/PERF.md); part of the cache key */
     const char *defs = rt_setting(rt, "CL_DEFS");
@@ -347,7 +341,7 @@ int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *e
         if (which == 1) rt->cache_hit = hit;
         else rt->cache_hit &= hit;
     }
-    rt->build_seconds = now_s() - t0;
+    rt->build_seconds = monotonic_seconds() - t0;
     return 0;
 }
 

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "errf.h"
 #include "gguf.h"
 #include "gguf_write.h"
@@ -395,16 +395,9 @@ static void type_summary(const model *m, char *out, size_t n)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info *info, char *err, size_t errlen)
 {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     memset(info, 0, sizeof *info);
     model m = { 0 };
     if (find_shape(o->model, &m.sh))
@@ -462,6 +455,6 @@ done:
     free(buf);
     free(m.t);
     gguf_close(voc);
-    info->seconds = now_s() - t0;
+    info->seconds = monotonic_seconds() - t0;
     return rc;
 }

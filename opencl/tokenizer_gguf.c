@@ -66,6 +66,17 @@ static const struct tok_model_desc {
     { "gemma4", TOK_MODEL_GEMMA4, -1, -1, -1, 1, 1, 0, 1, 1 },
 };
 
+int tokenizer_load(tokenizer **out, const char *path, char *err, size_t errlen)
+{
+    char why[512];
+    gguf_file *f;
+    *out = NULL;
+    if (gguf_open(&f, path, why, sizeof why)) return errf(err, errlen, "%s", why);
+    int rc = tokenizer_from_gguf(out, f, why, sizeof why);
+    gguf_close(f);
+    return rc ? errf(err, errlen, "%s: %s", path, why) : 0;
+}
+
 int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t errlen) {
     if (!out) { errf(err, errlen, "tokenizer_from_gguf: no output pointer"); return -1; }
     *out = NULL;

@@ -1,12 +1,12 @@
 /* json_io_cases.c — unit cases of the request parser (fcgi/json_io.c): typed fields, OpenAI
  * defaults, and the 400 each malformed request gets, with the parameter it names. Built and run by
- * tests/suites/fuzz_request.sh (it links json-c, which the generic unit-test rule does not). */
+ * tests/suites/fuzz_request.sh with the parser's sources under ASan and UBSan. */
 #include <json-c/json.h>
 #include <math.h>
 #include <string.h>
 
 #include "check.h"
-#include "../../fcgi/json_io.c"
+#include "json_io.h"
 
 #define M "\"model\":\"m\""
 #define USER "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"

@@ -1,5 +1,5 @@
 /* fuzz_request.c — libFuzzer harness for the request parser (fcgi/json_io.c) and the stop-string
- * filter (fcgi/sse.c). The first byte picks the target:
+ * filter (fcgi/stop.c). The first byte picks the target:
  *   0: chat body, 1: completions body — parsing never crashes or leaks; a request that parses
  *      satisfies every promise of the typed struct, an error has a status and a JSON body;
  *   2: stop filter — the text released equals the input up to the earliest stop string. */
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../fcgi/json_io.h"
-#include "../../fcgi/sse.h"
+#include "json_io.h"
+#include "stop.h"
 
 #define ASSERT(c) do { if (!(c)) { __builtin_trap(); } } while (0)
 

@@ -8,7 +8,7 @@ cc=${ASAN_CC:-clang}
 command -v "$cc" >/dev/null 2>&1 || cc=cc
 
 if ! "$cc" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-     -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Itests/unit \
+     -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Iopencl/include -Itests/unit \
      tests/unit/test_gguf.c opencl/gguf.c -o "$out/test_gguf" 2> "$out/build.log"; then
   echo "FAIL asan_gguf: build failed"; cat "$out/build.log"; exit 1
 fi

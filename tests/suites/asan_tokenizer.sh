@@ -10,7 +10,7 @@ mkdir -p "$out"
 for t in test_tokenizer test_tokenizer_gemma4; do
     if ! $CC -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
             -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-            -Iopencl -Itests/unit -o "$out/$t" \
+            -Iopencl -Iopencl/include -Itests/unit -o "$out/$t" \
             "tests/unit/$t.c" opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
         echo "FAIL asan_tokenizer: $t: build failed"
         exit 1

@@ -1,13 +1,14 @@
 #!/bin/sh
-# The request parser of the FastCGI worker: its C unit cases (tests/e2e/json_io_cases.c, built
-# here because they link json-c), then libFuzzer + ASan + UBSan on tests/fuzz/fuzz_request.c for a
-# bounded time (FUZZ_SECONDS, default 30). A crash file reproduces with: build/fuzz/fuzz_request FILE
+# The request parser of the FastCGI worker: its C unit cases (tests/e2e/json_io_cases.c, linked
+# here with the parser's sources built under the sanitizers), then libFuzzer + ASan + UBSan on
+# tests/fuzz/fuzz_request.c for a bounded time (FUZZ_SECONDS, default 30). A crash file reproduces with: build/fuzz/fuzz_request FILE
 cd "$(dirname "$0")/../.." || exit 1
 out=build/fuzz
 mkdir -p "$out"
 cc=${FUZZ_CC:-clang}
 secs=${FUZZ_SECONDS:-30}
-flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Itests/unit"
+flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -Ifcgi -Itests/unit"
+parser="fcgi/json_io.c fcgi/api_error.c opencl/sampler.c"
 
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "FAIL fuzz_request: $cc not found (libFuzzer needs clang)"; exit 1
@@ -15,7 +16,7 @@ fi
 
 # 1. unit cases (with ASan/UBSan: they must be clean too)
 if ! "$cc" -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all $flags \
-     tests/e2e/json_io_cases.c opencl/sampler.c -ljson-c -lm -o "$out/json_io_cases" 2> "$out/cases-build.log" ||
+     tests/e2e/json_io_cases.c $parser -ljson-c -lm -o "$out/json_io_cases" 2> "$out/cases-build.log" ||
    [ -s "$out/cases-build.log" ]; then
   echo "FAIL json_io_cases: build failed or warned"; cat "$out/cases-build.log"; exit 1
 fi
@@ -23,7 +24,7 @@ fi
 
 # 2. fuzzing
 if ! "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $flags \
-     tests/fuzz/fuzz_request.c fcgi/json_io.c fcgi/sse.c opencl/sampler.c -ljson-c -lm -o "$out/fuzz_request" 2> "$out/build.log" ||
+     tests/fuzz/fuzz_request.c $parser fcgi/stop.c -ljson-c -lm -o "$out/fuzz_request" 2> "$out/build.log" ||
    [ -s "$out/build.log" ]; then
   echo "FAIL fuzz_request: build failed or warned"; cat "$out/build.log"; exit 1
 fi

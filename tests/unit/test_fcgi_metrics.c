@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "../../fcgi/metrics.c"
+#include "metrics.h"
 
 static metrics_gauges gauges(void)
 {

@@ -43,6 +43,9 @@ typedef struct tokenizer tokenizer;
  * merges: the 0-based line and what is wrong with it). */
 int  tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_t errlen);
 void tokenizer_destroy(tokenizer *t);
+/* The tokenizer of a GGUF file from its tokenizer.* keys alone (vocabulary-only files work too;
+ * tokenizer_gguf.c). Returns -1 with one line in err naming the file, key or problem. */
+int  tokenizer_load(tokenizer **out, const char *path, char *err, size_t errlen);
 
 uint32_t tokenizer_n_vocab(const tokenizer *t);
 enum tok_model tokenizer_model(const tokenizer *t);

@@ -1,4 +1,5 @@
-/* engine.h — the public API of the clgemma engine, used by the CLI and the FastCGI worker.
+/* engine.h — the public API of the clgemma engine, used by the CLI and the FastCGI worker (which
+ * include only opencl/include/: this, sampler.h, tokenizer.h, clock.h, synth_gguf.h).
  *
  * Batch-first: one engine_step() runs any mix of sequences, each appending one or more tokens
  * (a prefill chunk of one sequence and single decode tokens of many go through the same call).
@@ -13,11 +14,18 @@
 
 typedef struct engine engine;
 
+/* Prints the OpenCL platforms and devices (what engine_opts.device names) on stdout; returns how
+ * many devices there are. */
+int engine_list_devices(void);
+
+#define ENGINE_MAX_SETTINGS 32 /* engine_opts.n_settings at most */
+
 typedef struct engine_opts {
     const char *device;   /* "P:D" or NULL: env CLGEMMA_DEVICE, else first GPU, else first device */
     int n_ctx;            /* max tokens per sequence; 0 = min(model's, 8192) */
     int max_seqs;         /* sequences that may be live at once; 0 = 8 */
-    int max_batch_tokens; /* tokens per engine_step; 0 = 512 (longer prefills are chunked) */
+    int max_batch_tokens; /* tokens per forward chunk (longer steps are chunked); 0 = 2048 on a GPU with
+                           * 16 GiB to spare after the weights, else 512 */
     const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
     int verbose;          /* progress lines on stderr */
     int profile;          /* per-kernel timing through profiling events (slower; bench --profile) */
@@ -87,6 +95,21 @@ int engine_chat_prompt(const engine *e, const chat_msg *msgs, int n, int add_gen
 /* 1 when id ends a generation for this model (eos, <end_of_turn>, ...) */
 int engine_is_stop_token(const engine *e, int32_t id);
 
+/* ---- one generation: the rules the server and the CLI share ---- */
+
+/* The tokens a generation after a prompt of n_prompt tokens may produce: max_tokens, or what the
+ * context leaves when max_tokens < 0 (not given). -1 when the prompt leaves no room (n_prompt >=
+ * n_ctx); -2 when prompt + max_tokens is over the context (a caller that goes on anyway ends at the
+ * context: engine_should_stop). err says which, in words fit for an API client. */
+int engine_budget(const engine *e, int n_prompt, int max_tokens, char *err, size_t errlen);
+
+/* How a generation goes on after a step chose token for seq, n_generated tokens having been output
+ * before it: ENGINE_STOP_TOKEN, an end-of-generation token (not output: finish_reason "stop");
+ * ENGINE_STOP_LENGTH, output it as the last one (max_tokens reached, or no room in the context to
+ * feed it back: "length"); ENGINE_GO, output it and feed it back in the next step. */
+typedef enum engine_stop { ENGINE_GO = 0, ENGINE_STOP_TOKEN, ENGINE_STOP_LENGTH } engine_stop;
+engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_generated, int max_tokens);
+
 /* Sequences: a slot in the paged KV cache. -1 when all max_seqs slots are in use. */
 int  engine_seq_new(engine *e);
 void engine_seq_free(engine *e, int seq);      /* releases its KV blocks */
@@ -96,16 +119,20 @@ typedef struct engine_item {
     int seq;                 /* from engine_seq_new */
     const int32_t *tokens;   /* appended at the sequence's current end */
     int n_tokens;            /* >= 1; may exceed max_batch_tokens (the engine chunks it) */
-    sampler *smp;            /* NULL: no token chosen; else token_out gets the next token */
+    sampler *smp;            /* NULL: no token chosen; else the sampler sees tokens (its penalties
+                                count them), then token_out gets the next token */
     float *logits;           /* NULL, or receives n_vocab floats of the last token's logits
                                 (n_tokens * n_vocab when logits_all) */
     int logits_all;
     int32_t token_out;       /* output */
 } engine_item;
 
-/* Runs one step over n items (distinct sequences). A chosen token is also recorded in the item's
- * sampler (sampler_accept); callers record prompt tokens themselves if penalties should see them. Returns 0, or -1 with one line in err; on
- * error no sequence's state changes. Fails when a sequence would exceed n_ctx. */
+/* Runs one step over n items (distinct sequences). An item's sampler is fed the item's tokens
+ * (sampler_accept) just before it chooses, so a sequence that always steps with the same sampler has
+ * had its whole prompt and every token fed back counted once, the chosen token when it is fed back.
+ * Returns 0, or -1 with one line in err. Fails when a sequence would exceed n_ctx; then, as on any
+ * error found before the forward (bad item, KV cache full), nothing changes. A device error later
+ * changes no sequence's KV state, but samplers that already chose have seen their tokens. */
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen);
 
 /* Per-kernel profile (bench --profile): needs an engine loaded with opts.profile.

@@ -1,0 +1,118 @@
+/* test_fcgi_config.c — clgemma-fcgi options (fcgi/config.c): the command line, the config file, the
+ * command line winning over the file, range errors that name the option, derived values. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "config.h"
+
+/* parses a NULL-terminated argument list after the program name */
+static int parse(server_config *c, char *err, size_t errlen, ...)
+{
+    char *argv[32] = { "clgemma-fcgi" };
+    int argc = 1;
+    va_list ap;
+    va_start(ap, errlen);
+    for (char *a; argc < 31 && (a = va_arg(ap, char *));) argv[argc++] = a;
+    va_end(ap);
+    config_defaults(c);
+    err[0] = 0;
+    return config_parse_args(c, argc, argv, err, errlen);
+}
+
+static void test_defaults_and_derived_values(void)
+{
+    server_config c;
+    char err[256];
+    CHECK(parse(&c, err, sizeof err, "-m", "/x/models/gemma-3-270m.gguf", NULL) == 0, "parse: %s", err);
+    CHECK(config_finish(&c, err, sizeof err) == 0, "finish: %s", err);
+    CHECK(!strcmp(c.model_id, "gemma-3-270m"), "model id '%s'", c.model_id);
+    CHECK(c.max_seqs == 4 && c.max_queue == 16 && c.max_batch == 0, "defaults %d %d %d", c.max_seqs, c.max_queue,
+          c.max_batch);
+    CHECK(c.threads == c.max_seqs + c.max_queue + 4, "threads %d", c.threads);
+    CHECK(c.n_workers == 1 && c.n_listen == 0, "one worker on fd 0");
+}
+
+static void test_options_both_spellings(void)
+{
+    server_config c;
+    char err[256];
+    CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", "--max-batch", "64", "--ctx=2048", "--devices", "0:0,0:1",
+                "--listen", "unix:/a,unix:/b", "--socket-mode", "0600", "-v", "-v", NULL) == 0, "parse: %s", err);
+    CHECK(c.max_batch == 64, "max-batch %d", c.max_batch);
+    CHECK(c.ctx == 2048, "ctx %d", c.ctx);
+    CHECK(c.n_workers == 2 && !strcmp(c.devices[1], "0:1"), "devices %d '%s'", c.n_workers, c.devices[1]);
+    CHECK(c.n_listen == 2 && !strcmp(c.listen[0], "unix:/a"), "listen %d", c.n_listen);
+    CHECK(c.socket_mode == 0600, "socket mode %o", c.socket_mode);
+    CHECK(c.verbose == 2, "verbose %d", c.verbose);
+    CHECK(config_finish(&c, err, sizeof err) == 0, "finish: %s", err);
+}
+
+/* each bad value fails with one message that names the option */
+static void test_bad_values_name_the_option(void)
+{
+    static const struct { const char *opt, *val, *word; } cases[] = {
+        { "--max-batch", "-1", "--max-batch" },     { "--max-batch", "65537", "--max-batch" },
+        { "--max-batch", "lots", "--max-batch" },   { "--max-seqs", "0", "--max-seqs" },
+        { "--ctx", "4k", "--ctx" },                 { "--socket-mode", "0999", "--socket-mode" },
+        { "--devices", "0:0,", "--devices" },       { "--listen", ",", "--listen" },
+        { "--bogus", "1", "unknown option" },       { "--max-batch", NULL, "needs a value" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        server_config c;
+        char err[256];
+        int rc = cases[i].val ? parse(&c, err, sizeof err, "-m", "m", cases[i].opt, cases[i].val, NULL)
+                              : parse(&c, err, sizeof err, "-m", "m", cases[i].opt, NULL);
+        CHECK(rc == -1, "%s %s accepted", cases[i].opt, cases[i].val ? cases[i].val : "");
+        CHECK(strstr(err, cases[i].word), "%s %s: '%s' lacks '%s'", cases[i].opt, cases[i].val ? cases[i].val : "",
+              err, cases[i].word);
+    }
+}
+
+static void test_finish_checks(void)
+{
+    server_config c;
+    char err[256];
+    parse(&c, err, sizeof err, NULL);
+    CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "no model"), "no model: '%s'", err);
+    parse(&c, err, sizeof err, "-m", "m", "--devices", "0:0,0:1,0:2", "--listen", "unix:/a,unix:/b", NULL);
+    CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "--listen"), "listen per worker: '%s'", err);
+    parse(&c, err, sizeof err, "-m", "m", "--threads", "3", NULL);
+    CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "--threads"), "too few threads: '%s'", err);
+}
+
+static void test_file_then_command_line(void)
+{
+    char path[] = "/tmp/clgemma-config-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "# a comment\nmodel = from-file.gguf\nmax-batch = 128   # tokens per chunk\nmax-seqs 2\n\n");
+    fclose(f);
+    server_config c;
+    char err[256];
+    CHECK(parse(&c, err, sizeof err, "--max-batch", "32", "--config", path, NULL) == 0, "parse: %s", err);
+    CHECK(!strcmp(c.model, "from-file.gguf"), "model from the file: '%s'", c.model);
+    CHECK(c.max_seqs == 2, "max-seqs from the file: %d", c.max_seqs);
+    CHECK(c.max_batch == 32, "the command line wins whatever the order: %d", c.max_batch);
+    f = fopen(path, "w");
+    fprintf(f, "model = m\nmax-batch = 0x10\n");
+    fclose(f);
+    CHECK(parse(&c, err, sizeof err, "--config", path, NULL) == -1 && strstr(err, ":2:") && strstr(err, "--max-batch"),
+          "a bad value names the file's line and the option: '%s'", err);
+    unlink(path);
+}
+
+int main(void)
+{
+    RUN_TEST(test_defaults_and_derived_values);
+    RUN_TEST(test_options_both_spellings);
+    RUN_TEST(test_bad_values_name_the_option);
+    RUN_TEST(test_finish_checks);
+    RUN_TEST(test_file_then_command_line);
+    CHECK_EXIT();
+}
