@@ -36,6 +36,7 @@ all: $(BINS) $(UNIT_BINS)
 
 build/libclgemma.a: $(ENGINE_OBJS) build/obj/opencl/kernels_embed.o
 	@mkdir -p $(dir $@)
+	@rm -f $@ # made afresh: a moved or deleted source must not leave its object in the archive
 	$(AR) rcs $@ $^
 
 build/obj/%.o: %.c

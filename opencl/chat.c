@@ -36,11 +36,6 @@ static const char *const specials_gemma4[] = {
     "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>", "<|image|>", "<|audio|>", "<|video|>", NULL
 };
 
-chat_family chat_family_from_arch(const char *arch)
-{
-    return strcmp(arch, "gemma4") == 0 ? CHAT_GEMMA4 : CHAT_GEMMA3;
-}
-
 const char *chat_kind_name(chat_kind k) { return k < CHAT_TPL_COUNT ? tpl_info[k].name : "?"; }
 chat_family chat_kind_family(chat_kind k) { return k < CHAT_TPL_COUNT ? tpl_info[k].family : CHAT_GEMMA3; }
 
@@ -52,9 +47,9 @@ uint64_t chat_template_hash(const char *s, size_t n)
     return h;
 }
 
-chat_kind chat_pick(const char *arch, const char *tmpl, size_t n, char *note, size_t notelen)
+chat_kind chat_pick(chat_family family, const char *tmpl, size_t n, char *note, size_t notelen)
 {
-    chat_kind def = family_default[chat_family_from_arch(arch)];
+    chat_kind def = family_default[family];
     if (notelen) note[0] = 0;
     if (!tmpl) return def;
     uint64_t h = chat_template_hash(tmpl, n);

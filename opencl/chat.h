@@ -14,8 +14,8 @@
 
 struct json_object;
 
+/* the template families; an architecture names its family in its row (models/registry.c) */
 typedef enum chat_family { CHAT_GEMMA3 = 0, CHAT_GEMMA4 = 1 } chat_family;
-chat_family chat_family_from_arch(const char *arch);
 
 /* the templates clgemma renders */
 typedef enum chat_kind {
@@ -40,7 +40,7 @@ int chat_template_check(const char *s, size_t n, char *err, size_t errlen);
  * family default. note gets one line (empty when there is nothing to say) naming tokenizer.chat_template
  * when the template is unknown or fails the structural check: both fall back, the file still loads (its
  * weights are fine; /v1/completions needs no template). */
-chat_kind chat_pick(const char *arch, const char *tmpl, size_t n, char *note, size_t notelen);
+chat_kind chat_pick(chat_family family, const char *tmpl, size_t n, char *note, size_t notelen);
 
 typedef struct chat_opts {
     int add_generation_prompt;

@@ -30,7 +30,6 @@ struct engine {
     kv_cache kv;
     fwd_bufs b;
     tokenizer *tok;
-    chat_family family;
     chat_kind chat;       /* the chat template's renderer */
     int32_t stop_ids[8];
     int n_stop;
@@ -42,7 +41,10 @@ struct engine {
     size_t h_cap;
     float *h_logits;
     void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
+    const tensor_maker *make; /* synthetic model: makes the weights its header has no data for */
 };
+
+static const tensor_maker synth_maker = { synth_fill, synth_bytes };
 
 /* "Q4_K 302, Q5_0 60 (ffn_down, ffn_down_exps), F32 423": tensors per type; for the minority
  * weight types (not F32, not the most common) the tensor roles that have them */
@@ -107,12 +109,8 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
     if (!e) return ERR("out of memory");
     char why[512];
     if (gguf_open(&e->gguf, path, why, sizeof why)) { ERR("%s", why); goto fail; }
-    gguf_str a;
-    if (gguf_get_str(e->gguf, "general.architecture", &a) != 0) { ERR("%s: no general.architecture key", path); goto fail; }
-    if (!gguf_str_eq(a, "gemma3") && !gguf_str_eq(a, "gemma4")) {
-        ERR("%s: unsupported architecture '%.*s' (supported: gemma3, gemma4)", path, (int)(a.len > 40 ? 40 : a.len), a.ptr);
-        goto fail;
-    }
+    const model_arch *arch;
+    if (model_arch_of(e->gguf, &arch, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
     if (tokenizer_from_gguf(&e->tok, e->gguf, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
     if (engine_init(e, path, opts, t0, err, errlen)) goto fail;
     *out = e;
@@ -139,6 +137,7 @@ int engine_load_synthetic(engine **out, const char *model, const char *type, int
         ERR("synthetic model: %s", why);
         goto fail;
     }
+    e->make = &synth_maker;
     /* no tokenizer: the engine works on ids (bench); engine_tokenizer() returns NULL */
     if (engine_init(e, name, opts, t0, err, errlen)) goto fail;
     *out = e;
@@ -234,8 +233,8 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     if (opts->verbose)
         fprintf(stderr, "clgemma: kernels %s in %.2f s on %s\n", e->rt.cache_hit ? "loaded from cache" : "compiled",
                 e->rt.build_seconds, e->rt.device_name);
-    if (model_load(&e->m, e->gguf, &e->rt, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
-    if (e->synth_buf) {
+    if (model_load(&e->m, e->gguf, &e->rt, e->make, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
+    if (e->make) {
         /* the device-side fill is part of loading (and reports its errors here) */
         cl_int ce = clFinish(e->rt.q);
         if (ce) { ERR("%s: filling the weights failed: %s", path, rt_errstr(ce)); goto fail; }
@@ -262,30 +261,26 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     e->h_logits = malloc(sizeof(float) * hp->n_vocab);
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
-    e->family = chat_family_from_arch(hp->arch);
     /* the file's chat template when clgemma knows it; else the family's, said once */
     gguf_str tmpl;
     char note[512];
     int has_tmpl = gguf_get_str(e->gguf, "tokenizer.chat_template", &tmpl);
-    e->chat = chat_pick(hp->arch, has_tmpl == 0 ? tmpl.ptr : NULL, has_tmpl == 0 ? tmpl.len : 0, note, sizeof note);
+    e->chat = chat_pick(e->m.arch->chat, has_tmpl == 0 ? tmpl.ptr : NULL, has_tmpl == 0 ? tmpl.len : 0, note,
+                        sizeof note);
     if (has_tmpl == -2)
         snprintf(note, sizeof note, "tokenizer.chat_template is not a string; chat uses clgemma's built-in %s template",
                  chat_kind_name(e->chat));
     if (note[0] && e->tok) fprintf(stderr, "clgemma: %s: %s\n", path, note);
     e->n_stop = 0;
-    /* Gemma 3 ends a turn with <end_of_turn>; Gemma 4 with <turn|>, and hands over to a tool
-     * with <|tool_response>. The file's eot id (if any) is honoured too. */
-    int32_t cand[5] = { tokenizer_eos(e->tok), -1, -1, -1, -1 };
+    /* eos, the file's eot id (if any), then the architecture's end-of-turn texts */
+    int32_t cand[sizeof e->stop_ids / sizeof *e->stop_ids] = { tokenizer_eos(e->tok), -1 };
+    int ncand = 2;
     int64_t eot_id;
     if (gguf_get_int(e->gguf, "tokenizer.ggml.eot_token_id", &eot_id) == 0 && eot_id >= 0 && eot_id < hp->n_vocab)
         cand[1] = (int32_t)eot_id;
-    if (e->family == CHAT_GEMMA4) {
-        cand[2] = tokenizer_find(e->tok, "<turn|>");
-        cand[3] = tokenizer_find(e->tok, "<|tool_response>");
-    } else {
-        cand[2] = tokenizer_find(e->tok, "<end_of_turn>");
-    }
-    for (int i = 0; i < 5; i++) {
+    for (const char *const *s = e->m.arch->stop_texts; s && *s && ncand < (int)(sizeof cand / sizeof *cand); s++)
+        cand[ncand++] = tokenizer_find(e->tok, *s);
+    for (int i = 0; i < ncand; i++) {
         int dup = cand[i] < 0;
         for (int j = 0; j < e->n_stop && !dup; j++) dup = e->stop_ids[j] == cand[i];
         if (!dup) e->stop_ids[e->n_stop++] = cand[i];

@@ -75,9 +75,11 @@ int  gguf_open(gguf_file **out, const char *path, char *err, size_t errlen);
 int  gguf_open_memory(gguf_file **out, const void *data, size_t size, char *err, size_t errlen);
 /* A header whose tensor data lies (in part) past the buffer: the data section is taken to be
  * virt_size bytes long for validation, and every tensor not wholly inside the buffer gets
- * data == NULL (its contents are made on the device: synthetic benchmark models). */
+ * data == NULL (its maker supplies the contents: synthetic benchmark models). */
 int  gguf_open_virtual(gguf_file **out, const void *data, size_t size, uint64_t virt_size, char *err,
                        size_t errlen);
+/* makes bytes [off, off + n) of a tensor that has no data (a virtual file's): its maker's, not gguf's */
+typedef int (*gguf_bytes_fn)(const gguf_tensor *t, uint64_t off, size_t n, uint8_t *dst, char *err, size_t errlen);
 void gguf_close(gguf_file *f);
 
 uint32_t gguf_version(const gguf_file *f);

@@ -7,9 +7,8 @@
 #include <sys/mman.h>
 
 #include "errf.h"
-#include "synth.h"
 
-int host_table_open(host_table *h, const gguf_tensor *t, char *err, size_t errlen)
+int host_table_open(host_table *h, const gguf_tensor *t, gguf_bytes_fn make, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
     h->t = t;
@@ -17,6 +16,7 @@ int host_table_open(host_table *h, const gguf_tensor *t, char *err, size_t errle
     h->row_bytes = (size_t)ggml_row_bytes(t->type, t->ne[0]);
     h->data = t->data;
     if (h->data) return 0;
+    if (!make) return ERR("model: tensor '%.*s' has no data in the file", (int)t->name.len, t->name.ptr);
     /* synthetic: address space for the whole table, memory only for the rows made */
     h->made_bytes = h->row_bytes * h->rows;
     void *p = mmap(NULL, h->made_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -28,6 +28,7 @@ int host_table_open(host_table *h, const gguf_tensor *t, char *err, size_t errle
         return ERR("out of host memory for the synthetic table '%.*s'", (int)t->name.len, t->name.ptr);
     }
     h->made = p;
+    h->make = make;
     return 0;
 }
 
@@ -79,7 +80,7 @@ static const uint8_t *row_at(host_table *h, uint32_t r, char *err, size_t errlen
     if (h->data) return h->data + (size_t)r * h->row_bytes;
     uint8_t *p = h->made + (size_t)r * h->row_bytes;
     if (!(h->have[r / 8] >> (r % 8) & 1)) {
-        if (synth_bytes(h->t, (uint64_t)r * h->row_bytes, h->row_bytes, p, err, errlen)) return NULL;
+        if (h->make(h->t, (uint64_t)r * h->row_bytes, h->row_bytes, p, err, errlen)) return NULL;
         h->have[r / 8] |= (uint8_t)(1u << (r % 8));
     }
     return p;

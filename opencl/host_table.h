@@ -3,8 +3,8 @@
  * 2.5-3 GB at Q8_0, of which a step reads a row per token). Per forward the rows of the batch's
  * tokens are copied in their stored type into a device buffer of max_tok rows, which the embedding
  * kernels read as a matrix of the batch's rows (llama.cpp keeps this table on the host too). Rows
- * come from the mapped file; a synthetic model's (no data in its file) are made on the host on first
- * use, the bytes synth_fill would have made on the device. */
+ * come from the mapped file; a synthetic model's (no data in its file) are made by the file's maker on
+ * first use. */
 #ifndef CLGEMMA_HOST_TABLE_H
 #define CLGEMMA_HOST_TABLE_H
 
@@ -17,6 +17,7 @@ typedef struct host_table {
     size_t row_bytes;
     uint32_t rows;
     const uint8_t *data;      /* the rows in the mapped file, or NULL: made on first use into made */
+    gguf_bytes_fn make;       /* what makes them then */
     uint8_t *made, *have;     /* synthetic: the table (pages committed as rows are made), a bit per row made */
     size_t made_bytes;
     cl_mem pinned;            /* host staging of max_tok rows, page-locked where the driver can (the
@@ -28,7 +29,8 @@ typedef struct host_table {
     cl_event ev;              /* the last upload: stage may be rewritten once it completed */
 } host_table;
 
-int  host_table_open(host_table *h, const gguf_tensor *t, char *err, size_t errlen);
+/* make: the maker of t's rows where t has no data (NULL: t must have its data) */
+int  host_table_open(host_table *h, const gguf_tensor *t, gguf_bytes_fn make, char *err, size_t errlen);
 /* staging for forwards of up to max_tok tokens */
 int  host_table_stage(host_table *h, cl_runtime *rt, uint32_t max_tok, char *err, size_t errlen);
 /* rows ids[0 .. n) to the device (enqueued, not waited for): *w becomes the matrix of those n rows

@@ -4,7 +4,7 @@
  * and tensor names/shapes/types a converted checkpoint has (docs/GEMMA4.md §1–3), plus the data
  * of the small F32 vectors (norms = 1, scales, rope_freqs). The matrices get offsets past the end
  * of that buffer: opened with gguf_open_virtual they have data == NULL, and the loader
- * (model_gemma4.c) allocates them on the device and fills them there with synth_fill. So the
+ * (models/gemma4.c) allocates them on the device, where the engine has synth_fill fill them. So the
  * synthetic model goes through the same loader and forward as a file, and no host copy of the
  * weights is ever made. */
 #ifndef CLGEMMA_SYNTH_H

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!root) {
         char err[200], note[512];
         if (chat_template_check(d, n, err, sizeof err)) ASSERT(err[0]);
-        chat_pick((flags & 1) ? "gemma4" : "gemma3", d, n, note, sizeof note);
+        chat_pick((flags & 1) ? CHAT_GEMMA4 : CHAT_GEMMA3, d, n, note, sizeof note);
         return 0;
     }
     json_object *msgs = root, *tools = NULL;

@@ -88,7 +88,7 @@ static void test_pick(void)
             char err[200];
             CHECK(chat_template_check(s, n, err, sizeof err) == 0, "%s: %s", name, err);
             for (int cut = 0; cut < 2; cut++) {
-                chat_kind k = chat_pick(f ? "gemma3" : "gemma4", s, n - (size_t)cut, note, sizeof note);
+                chat_kind k = chat_pick(f ? CHAT_GEMMA3 : CHAT_GEMMA4, s, n - (size_t)cut, note, sizeof note);
                 CHECK(!strcmp(chat_kind_name(k), name) && !note[0], "%s (less %d bytes): %s %s", name, cut,
                       chat_kind_name(k), note);
             }
@@ -96,7 +96,7 @@ static void test_pick(void)
             char *m = malloc(n + 2);
             m[0] = ' ';
             memcpy(m + 1, s, n + 1);
-            chat_kind k = chat_pick(f ? "gemma3" : "gemma4", m, n + 1, note, sizeof note);
+            chat_kind k = chat_pick(f ? CHAT_GEMMA3 : CHAT_GEMMA4, m, n + 1, note, sizeof note);
             CHECK(k == (f ? CHAT_TPL_GEMMA3 : CHAT_TPL_GEMMA4_31B) && strstr(note, "tokenizer.chat_template") &&
                   strstr(note, "not a template clgemma knows") && !strchr(note, '\n'), "%s changed: %s '%s'", name,
                   chat_kind_name(k), note);
@@ -104,13 +104,13 @@ static void test_pick(void)
         }
         json_object_put(doc);
     }
-    CHECK(chat_pick("gemma4", NULL, 0, note, sizeof note) == CHAT_TPL_GEMMA4_31B && !note[0], "gemma4 without: %s", note);
-    CHECK(chat_pick("gemma3", NULL, 0, note, sizeof note) == CHAT_TPL_GEMMA3 && !note[0], "gemma3 without: %s", note);
+    CHECK(chat_pick(CHAT_GEMMA4, NULL, 0, note, sizeof note) == CHAT_TPL_GEMMA4_31B && !note[0], "gemma4 without: %s", note);
+    CHECK(chat_pick(CHAT_GEMMA3, NULL, 0, note, sizeof note) == CHAT_TPL_GEMMA3 && !note[0], "gemma3 without: %s", note);
     const char *broken = "{{ bos_token }}\n{% for m in messages %}{{ m['content'] }}\n{% if x %}";
-    chat_kind k = chat_pick("gemma4", broken, strlen(broken), note, sizeof note);
+    chat_kind k = chat_pick(CHAT_GEMMA4, broken, strlen(broken), note, sizeof note);
     CHECK(k == CHAT_TPL_GEMMA4_31B && strstr(note, "tokenizer.chat_template does not parse") && strstr(note, "line 3") &&
           strstr(note, "gemma4-31b"), "broken: %s '%s'", chat_kind_name(k), note);
-    k = chat_pick("gemma3", "", 0, note, sizeof note);
+    k = chat_pick(CHAT_GEMMA3, "", 0, note, sizeof note);
     CHECK(k == CHAT_TPL_GEMMA3 && strstr(note, "not a template clgemma knows"), "empty: '%s'", note);
 }
 

@@ -148,7 +148,7 @@ int main(int argc, char **argv)
     json_object_object_foreach(tpls, name, t) {
         json_object *text = json_object_object_get(t, "text");
         char note[512];
-        chat_kind k = chat_pick(kind_of(name) == CHAT_TPL_GEMMA3 ? "gemma3" : "gemma4", json_object_get_string(text), (size_t)json_object_get_string_len(text), note,
+        chat_kind k = chat_pick(kind_of(name) == CHAT_TPL_GEMMA3 ? CHAT_GEMMA3 : CHAT_GEMMA4, json_object_get_string(text), (size_t)json_object_get_string_len(text), note,
                                 sizeof note);
         if (kind_of(name) == CHAT_TPL_COUNT || k != kind_of(name) || note[0]) {
             printf("FAIL chat_gemma4 recognise %s: picked %s (%s)\n", name, chat_kind_name(k), note);

@@ -1,4 +1,4 @@
-/* model_gemma4.c — Gemma 4 text models (GGUF arch "gemma4"): weights and forward pass.
+/* gemma4.c — Gemma 4 text models (GGUF arch "gemma4"): weights and forward pass.
  * docs/GEMMA4.md is the written spec, tools/ref_gemma4.py the executable one; this file follows
  * the reference step by step.
  *
@@ -26,8 +26,16 @@
 
 #include "errf.h"
 #include "host_table.h"
+#include "load.h"
 #include "ops_gemma4.h"
-#include "synth.h"
+
+/* what registry.c's row points at, declared here too so that the compiler checks the definitions */
+model_load_fn gemma4_load;
+model_unload_fn gemma4_unload;
+model_bufs_create_fn gemma4_bufs_create;
+model_bufs_destroy_fn gemma4_bufs_destroy;
+model_layer_window_fn gemma4_layer_window;
+model_forward_fn gemma4_forward;
 
 typedef struct g4_layer {
     layer_weights w;          /* q, k, v (v.buf NULL: K = V), o, gate, up, down and the norms */
@@ -54,183 +62,23 @@ typedef struct gemma4_model {
 } gemma4_model;
 
 enum { X_PLE, X_PLE_TOK, X_PLE_GATE, X_Z, X_SEL, X_WSEL, X_GU, X_ACT, X_MOE, X_H2, X_ORD, X_YD, X_COUNT };
-
-/* ---- metadata ---------------------------------------------------------------------------- */
-
-static int key_int(const gguf_file *f, const char *name, int64_t *out, int required, char *err, size_t errlen)
-{
-    char key[128];
-    snprintf(key, sizeof key, "gemma4.%s", name);
-    int r = gguf_get_int(f, key, out);
-    if (r == -1 && !required) return 0;
-    if (r != 0) return ERR("model: %s key '%s'", r == -1 ? "missing" : "wrong type for", key);
-    if (*out < 0 || *out > 0x7fffffff) return ERR("model: key '%s' out of range (%lld)", key, (long long)*out);
-    return 0;
-}
-
-static int key_float(const gguf_file *f, const char *name, float *out, char *err, size_t errlen)
-{
-    char key[128];
-    snprintf(key, sizeof key, "gemma4.%s", name);
-    double v;
-    int r = gguf_get_float(f, key, &v);
-    if (r == -1) return 0;
-    if (r != 0) return ERR("model: wrong type for key '%s'", key);
-    *out = (float)v;
-    return 0;
-}
-
-/* a key that is a scalar (broadcast to every layer) or an array of n_layer numbers/bools */
-static int key_per_layer(const gguf_file *f, const char *name, uint32_t n_layer, uint32_t *out, int required,
-                         int64_t def, char *err, size_t errlen)
-{
-    char key[128];
-    snprintf(key, sizeof key, "gemma4.%s", name);
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv) {
-        if (required) return ERR("model: missing key '%s'", key);
-        for (uint32_t l = 0; l < n_layer; l++) out[l] = (uint32_t)def;
-        return 0;
-    }
-    if (kv->type != GGUF_VT_ARRAY) {
-        int64_t v;
-        if (key_int(f, name, &v, 1, err, errlen)) return -1;
-        for (uint32_t l = 0; l < n_layer; l++) out[l] = (uint32_t)v;
-        return 0;
-    }
-    uint32_t et;
-    uint64_t n;
-    const void *data;
-    if (gguf_get_arr(f, key, &et, &n, &data) != 0) return ERR("model: key '%s' is not a numeric array", key);
-    if (n != n_layer) return ERR("model: key '%s' has %llu entries, expected %u (one per layer)", key,
-                                 (unsigned long long)n, n_layer);
-    for (uint32_t l = 0; l < n_layer; l++) {
-        const uint8_t *p = data;
-        int64_t v;
-        switch (et) {
-        case GGUF_VT_U8: case GGUF_VT_BOOL: v = p[l]; break;
-        case GGUF_VT_I8: v = (int8_t)p[l]; break;
-        case GGUF_VT_U16: { uint16_t x; memcpy(&x, p + 2 * l, 2); v = x; break; }
-        case GGUF_VT_I16: { int16_t x; memcpy(&x, p + 2 * l, 2); v = x; break; }
-        case GGUF_VT_U32: { uint32_t x; memcpy(&x, p + 4 * l, 4); v = x; break; }
-        case GGUF_VT_I32: { int32_t x; memcpy(&x, p + 4 * l, 4); v = x; break; }
-        case GGUF_VT_U64: { uint64_t x; memcpy(&x, p + 8 * l, 8); v = x > 0x7fffffff ? -1 : (int64_t)x; break; }
-        case GGUF_VT_I64: { int64_t x; memcpy(&x, p + 8 * l, 8); v = x; break; }
-        default: return ERR("model: key '%s' has a non-integer element type", key);
-        }
-        if (v < 0 || v > 0x7fffffff) return ERR("model: key '%s' entry %u out of range (%lld)", key, l, (long long)v);
-        out[l] = (uint32_t)v;
-    }
-    return 0;
-}
-
-/* ---- tensors ----------------------------------------------------------------------------- */
-
-static const char *shape_str(char *buf, size_t n, uint64_t a, uint64_t b, uint64_t c)
-{
-    if (c > 1) snprintf(buf, n, "[%llu, %llu, %llu]", (unsigned long long)a, (unsigned long long)b, (unsigned long long)c);
-    else if (b > 1) snprintf(buf, n, "[%llu, %llu]", (unsigned long long)a, (unsigned long long)b);
-    else snprintf(buf, n, "[%llu]", (unsigned long long)a);
-    return buf;
-}
-
-/* finds a tensor and checks its shape [ne0, ne1, ne2]; vec: must be F32 (norms, scales) */
-static int find_t(const gguf_file *f, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2, int vec,
-                  const gguf_tensor **out, char *err, size_t errlen)
-{
-    char want[96], got[96];
-    const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return ERR("model: missing tensor '%s' (expected shape %s)", name, shape_str(want, sizeof want, ne0, ne1, ne2));
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
-        return ERR("model: tensor '%s' has shape %s, expected %s", name,
-                   shape_str(got, sizeof got, t->ne[0], t->ne[1], t->ne[2] * t->ne[3]),
-                   shape_str(want, sizeof want, ne0, ne1, ne2));
-    if (vec && t->type != GGML_TYPE_F32)
-        return ERR("model: tensor '%s' has type %s, expected F32", name, ggml_type_name(t->type));
-    if (!vec) {
-        if (!ops_type_supported(t->type))
-            return ERR("model: tensor '%s' has unsupported type %s", name, ggml_type_name(t->type));
-        if (ne0 % 32 && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16)
-            return ERR("model: tensor '%s' (%s) row length %llu is not a multiple of 32", name,
-                       ggml_type_name(t->type), (unsigned long long)ne0);
-    }
-    *out = t;
-    return 0;
-}
-
-/* a tensor without host data (synthetic model, gguf_open_virtual) is made on the device */
-static int upload(cl_runtime *rt, const gguf_tensor *t, const char *name, cl_mem *m, uint64_t *bytes, char *err,
-                  size_t errlen)
-{
-    *m = rt_alloc(rt, t->nbytes, t->data, err, errlen);
-    if (*m && !t->data && synth_fill(rt, *m, t, err, errlen)) return -1;
-    if (!*m) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", err);
-        return ERR("model: uploading '%s' (%.1f MiB): %s", name, t->nbytes / 1048576.0, why);
-    }
-    *bytes += t->nbytes;
-    return 0;
-}
-
-/* host contents of a small F32 tensor the loader reads itself */
-static int need_host(const gguf_tensor *t, const char *name, char *err, size_t errlen)
-{
-    return t->data ? 0 : ERR("model: tensor '%s' has no data in the file", name);
-}
-
-/* matrix of ne2 stacked [ne1 rows][ne0 cols] slices */
-static int ld_mat(const gguf_file *f, cl_runtime *rt, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2,
-                  weight *w, uint64_t *bytes, char *err, size_t errlen)
-{
-    const gguf_tensor *t;
-    if (find_t(f, name, ne0, ne1, ne2, 0, &t, err, errlen) || upload(rt, t, name, &w->buf, bytes, err, errlen)) return -1;
-    w->type = t->type;
-    w->cols = (uint32_t)ne0;
-    w->rows = (uint32_t)(ne1 * ne2);
-    w->row_bytes = (uint32_t)ggml_row_bytes(t->type, ne0);
-    return 0;
-}
-
-static int ld_vec(const gguf_file *f, cl_runtime *rt, const char *name, uint64_t n, cl_mem *m, uint64_t *bytes,
-                  char *err, size_t errlen)
-{
-    const gguf_tensor *t;
-    return find_t(f, name, n, 1, 1, 1, &t, err, errlen) || upload(rt, t, name, m, bytes, err, errlen) ? -1 : 0;
-}
-
-static void rel(cl_mem *m)
-{
-    if (*m) clReleaseMemObject(*m);
-    *m = NULL;
-}
-
-static cl_mem freq_table(cl_runtime *rt, uint32_t rot, double base, const float *div, char *err, size_t errlen)
-{
-    float fr[1024];
-    uint32_t n = rot / 2 ? rot / 2 : 1;
-    for (uint32_t i = 0; i < n && i < 1024; i++) {
-        double v = pow(base, -2.0 * i / rot);
-        if (div) v /= div[i];
-        fr[i] = (float)v;
-    }
-    return rt_alloc(rt, sizeof(float) * n, fr, err, errlen);
-}
+_Static_assert(X_COUNT <= sizeof ((fwd_bufs *)0)->ext / sizeof(cl_mem), "fwd_bufs.ext holds the scratch");
 
 /* ---- load -------------------------------------------------------------------------------- */
 
-int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen)
+int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
+    const gguf_file *f = src->f;
+    cl_runtime *rt = src->rt;
     model_hparams *hp = &m->hp;
-    snprintf(hp->arch, sizeof hp->arch, "gemma4");
+    const char *A = hp->arch; /* the metadata keys' prefix */
     gemma4_model *g = calloc(1, sizeof *g);
     if (!g) return ERR("out of memory");
-    m->g4 = g;
+    m->priv = g;
     uint32_t *nh = NULL, *nkv = NULL, *nff = NULL, *swa = NULL;
     float *ff = NULL;
     int64_t v;
-    if (key_int(f, "block_count", &v, 1, err, errlen)) goto fail;
+    if (key_int(f, A, "block_count", &v, 1, err, errlen)) goto fail;
     hp->n_layer = (uint32_t)v;
     if (hp->n_layer == 0 || hp->n_layer > 1024) { ERR("model: block_count %u out of range", hp->n_layer); goto fail; }
     uint32_t NL = hp->n_layer;
@@ -238,28 +86,28 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     g->L = calloc(NL, sizeof *g->L);
     m->kv_dims = calloc(NL, sizeof *m->kv_dims);
     if (!nh || !nkv || !nff || !swa || !g->L || !m->kv_dims) { ERR("out of memory"); goto fail; }
-    if (key_int(f, "embedding_length", &v, 1, err, errlen)) goto fail;
+    if (key_int(f, A, "embedding_length", &v, 1, err, errlen)) goto fail;
     hp->n_embd = (uint32_t)v;
-    if (key_int(f, "context_length", &v, 1, err, errlen)) goto fail;
+    if (key_int(f, A, "context_length", &v, 1, err, errlen)) goto fail;
     hp->n_ctx_train = (uint32_t)v;
     int64_t hd_full, hd_swa, vl_full = -1, vl_swa = -1, rot_full = -1, rot_swa = -1, win = 0, shared = 0, ple = 0,
             nexp = 0, nused = 0, ffexp = 0;
-    if (key_per_layer(f, "attention.head_count", NL, nh, 1, 0, err, errlen) ||
-        key_per_layer(f, "attention.head_count_kv", NL, nkv, 0, -1, err, errlen) ||
-        key_per_layer(f, "feed_forward_length", NL, nff, 1, 0, err, errlen) ||
-        key_per_layer(f, "attention.sliding_window_pattern", NL, swa, 1, 0, err, errlen) ||
-        key_int(f, "attention.key_length", &hd_full, 1, err, errlen) ||
-        key_int(f, "attention.key_length_swa", &hd_swa, 1, err, errlen) ||
-        key_int(f, "attention.value_length", &vl_full, 0, err, errlen) ||
-        key_int(f, "attention.value_length_swa", &vl_swa, 0, err, errlen) ||
-        key_int(f, "rope.dimension_count", &rot_full, 0, err, errlen) ||
-        key_int(f, "rope.dimension_count_swa", &rot_swa, 0, err, errlen) ||
-        key_int(f, "attention.sliding_window", &win, 1, err, errlen) ||
-        key_int(f, "attention.shared_kv_layers", &shared, 0, err, errlen) ||
-        key_int(f, "embedding_length_per_layer_input", &ple, 0, err, errlen) ||
-        key_int(f, "expert_count", &nexp, 0, err, errlen) ||
-        key_int(f, "expert_used_count", &nused, 0, err, errlen) ||
-        key_int(f, "expert_feed_forward_length", &ffexp, 0, err, errlen))
+    if (key_per_layer(f, A, "attention.head_count", NL, nh, 1, 0, err, errlen) ||
+        key_per_layer(f, A, "attention.head_count_kv", NL, nkv, 0, -1, err, errlen) ||
+        key_per_layer(f, A, "feed_forward_length", NL, nff, 1, 0, err, errlen) ||
+        key_per_layer(f, A, "attention.sliding_window_pattern", NL, swa, 1, 0, err, errlen) ||
+        key_int(f, A, "attention.key_length", &hd_full, 1, err, errlen) ||
+        key_int(f, A, "attention.key_length_swa", &hd_swa, 1, err, errlen) ||
+        key_int(f, A, "attention.value_length", &vl_full, 0, err, errlen) ||
+        key_int(f, A, "attention.value_length_swa", &vl_swa, 0, err, errlen) ||
+        key_int(f, A, "rope.dimension_count", &rot_full, 0, err, errlen) ||
+        key_int(f, A, "rope.dimension_count_swa", &rot_swa, 0, err, errlen) ||
+        key_int(f, A, "attention.sliding_window", &win, 1, err, errlen) ||
+        key_int(f, A, "attention.shared_kv_layers", &shared, 0, err, errlen) ||
+        key_int(f, A, "embedding_length_per_layer_input", &ple, 0, err, errlen) ||
+        key_int(f, A, "expert_count", &nexp, 0, err, errlen) ||
+        key_int(f, A, "expert_used_count", &nused, 0, err, errlen) ||
+        key_int(f, A, "expert_feed_forward_length", &ffexp, 0, err, errlen))
         goto fail;
     if (vl_full < 0) vl_full = hd_full;
     if (vl_swa < 0) vl_swa = hd_swa;
@@ -267,10 +115,10 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     if (rot_swa < 0) rot_swa = hd_swa;
     hp->eps = 1e-6f;
     float theta_full = 1e6f, theta_swa = 1e4f;
-    if (key_float(f, "attention.layer_norm_rms_epsilon", &hp->eps, err, errlen) ||
-        key_float(f, "rope.freq_base", &theta_full, err, errlen) ||
-        key_float(f, "rope.freq_base_swa", &theta_swa, err, errlen) ||
-        key_float(f, "final_logit_softcapping", &hp->final_softcap, err, errlen))
+    if (key_f32(f, A, "attention.layer_norm_rms_epsilon", &hp->eps, err, errlen) ||
+        key_f32(f, A, "rope.freq_base", &theta_full, err, errlen) ||
+        key_f32(f, A, "rope.freq_base_swa", &theta_swa, err, errlen) ||
+        key_f32(f, A, "final_logit_softcapping", &hp->final_softcap, err, errlen))
         goto fail;
     uint32_t H = hp->n_embd;
     if (H == 0 || H % 32 || hd_full == 0 || hd_full % 32 || hd_full > 1024 || hd_swa == 0 || hd_swa % 32 ||
@@ -335,11 +183,11 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     if (!te) { ERR("model: missing tensor 'token_embd.weight' (expected shape [%u, n_vocab])", H); goto fail; }
     hp->n_vocab = (uint32_t)te->ne[1];
     uint64_t *B = &m->weight_bytes;
-    if (ld_mat(f, rt, "token_embd.weight", H, hp->n_vocab, 1, &m->tok_embd, B, err, errlen) ||
-        ld_vec(f, rt, "output_norm.weight", H, &m->output_norm, B, err, errlen))
+    if (load_mat(src, "token_embd.weight", H, hp->n_vocab, 1, &m->tok_embd, B, err, errlen) ||
+        load_vec(src, "output_norm.weight", H, &m->output_norm, B, err, errlen))
         goto fail;
     if (gguf_find_tensor(f, "output.weight")) {
-        if (ld_mat(f, rt, "output.weight", H, hp->n_vocab, 1, &m->output, B, err, errlen)) goto fail;
+        if (load_mat(src, "output.weight", H, hp->n_vocab, 1, &m->output, B, err, errlen)) goto fail;
     } else {
         m->output = m->tok_embd;
     }
@@ -348,8 +196,8 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     /* full layers' proportional RoPE lives only in these divisors (llama.cpp requires them too) */
     if (any_full || gguf_find_tensor(f, "rope_freqs.weight")) {
         const gguf_tensor *t;
-        if (find_t(f, "rope_freqs.weight", (uint64_t)rot_full / 2, 1, 1, 1, &t, err, errlen) ||
-            need_host(t, "rope_freqs.weight", err, errlen))
+        if (tensor_find(f, "rope_freqs.weight", (uint64_t)rot_full / 2, 1, 1, 1, &t, err, errlen) ||
+            tensor_host(t, "rope_freqs.weight", err, errlen))
             goto fail;
         ff = malloc(t->nbytes);
         if (!ff) { ERR("out of memory"); goto fail; }
@@ -358,12 +206,16 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
     if (g->n_ple) {
         uint64_t LP = (uint64_t)NL * g->n_ple;
         const gguf_tensor *pt;
-        if (find_t(f, "per_layer_token_embd.weight", LP, hp->n_vocab, 1, 0, &pt, err, errlen)) goto fail;
+        if (tensor_find(f, "per_layer_token_embd.weight", LP, hp->n_vocab, 1, 0, &pt, err, errlen)) goto fail;
         if (!(g->ple_tok = malloc(sizeof *g->ple_tok))) { ERR("out of memory"); goto fail; }
-        if (host_table_open(g->ple_tok, pt, err, errlen)) { free(g->ple_tok); g->ple_tok = NULL; goto fail; }
+        if (host_table_open(g->ple_tok, pt, src->make ? src->make->bytes : NULL, err, errlen)) {
+            free(g->ple_tok);
+            g->ple_tok = NULL;
+            goto fail;
+        }
         m->host_bytes += pt->nbytes;
-        if (ld_mat(f, rt, "per_layer_model_proj.weight", H, LP, 1, &g->ple_proj, B, err, errlen) ||
-            ld_vec(f, rt, "per_layer_proj_norm.weight", g->n_ple, &g->ple_norm, B, err, errlen))
+        if (load_mat(src, "per_layer_model_proj.weight", H, LP, 1, &g->ple_proj, B, err, errlen) ||
+            load_vec(src, "per_layer_proj_norm.weight", g->n_ple, &g->ple_norm, B, err, errlen))
             goto fail;
         if (LP * H > m->max_weight_elems) m->max_weight_elems = LP * H;
     }
@@ -373,9 +225,10 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
         layer_weights *W = &L->w;
         char n[96];
         uint32_t qd = L->nh * L->hd, kd = L->nkv * L->hd;
-#define M(field, nm, a, b) (snprintf(n, sizeof n, "blk.%u." nm, l), ld_mat(f, rt, n, a, b, 1, field, B, err, errlen))
-#define M3(field, nm, a, b, c) (snprintf(n, sizeof n, "blk.%u." nm, l), ld_mat(f, rt, n, a, b, c, field, B, err, errlen))
-#define V(field, nm, a) (snprintf(n, sizeof n, "blk.%u." nm, l), ld_vec(f, rt, n, a, field, B, err, errlen))
+#define M(field, nm, a, b) (snprintf(n, sizeof n, "blk.%u." nm, l), load_mat(src, n, a, b, 1, field, B, err, errlen))
+#define M3(field, nm, a, b, c) \
+    (snprintf(n, sizeof n, "blk.%u." nm, l), load_mat(src, n, a, b, c, field, B, err, errlen))
+#define V(field, nm, a) (snprintf(n, sizeof n, "blk.%u." nm, l), load_vec(src, n, a, field, B, err, errlen))
         if (M(&W->q, "attn_q.weight", H, qd) || M(&W->o, "attn_output.weight", qd, H) ||
             M(&W->gate, "ffn_gate.weight", H, L->n_ff) || M(&W->up, "ffn_up.weight", H, L->n_ff) ||
             M(&W->down, "ffn_down.weight", L->n_ff, H) || V(&W->attn_norm, "attn_norm.weight", H) ||
@@ -391,14 +244,14 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
         snprintf(n, sizeof n, "blk.%u.layer_output_scale.weight", l);
         if (gguf_find_tensor(f, n)) {
             const gguf_tensor *t;
-            if (find_t(f, n, 1, 1, 1, 1, &t, err, errlen) || need_host(t, n, err, errlen)) goto fail;
+            if (tensor_find(f, n, 1, 1, 1, 1, &t, err, errlen) || tensor_host(t, n, err, errlen)) goto fail;
             memcpy(&L->out_scale, t->data, 4);
         }
         if (g->n_expert) {
             uint32_t E = g->n_expert, Fe = g->n_ff_exp;
             const gguf_tensor *ts;
             snprintf(n, sizeof n, "blk.%u.ffn_gate_inp.scale", l);
-            if (find_t(f, n, H, 1, 1, 1, &ts, err, errlen) || need_host(ts, n, err, errlen)) goto fail;
+            if (tensor_find(f, n, H, 1, 1, 1, &ts, err, errlen) || tensor_host(ts, n, err, errlen)) goto fail;
             float *rw = malloc(sizeof(float) * H);
             if (!rw) { ERR("out of memory"); goto fail; }
             memcpy(rw, ts->data, sizeof(float) * H);
@@ -426,58 +279,50 @@ int gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, s
         for (int i = 0; i < 3; i++)
             if (e[i] > m->max_weight_elems) m->max_weight_elems = e[i];
     }
-    m->freq_local = freq_table(rt, (uint32_t)rot_swa, theta_swa, NULL, err, errlen);
-    m->freq_global = m->freq_local ? freq_table(rt, (uint32_t)rot_full, theta_full, ff, err, errlen) : NULL;
+    m->freq_local = rope_freqs(rt, (uint32_t)rot_swa, theta_swa, 1.0, NULL, err, errlen);
+    m->freq_global = m->freq_local ? rope_freqs(rt, (uint32_t)rot_full, theta_full, 1.0, ff, err, errlen) : NULL;
     if (!m->freq_global) goto fail;
     if (ops_g4_init(&g->g, rt, err, errlen)) goto fail;
     free(nh); free(nkv); free(nff); free(swa); free(ff);
     return 0;
 fail:
     free(nh); free(nkv); free(nff); free(swa); free(ff);
-    gemma4_model_free(m);
     return -1;
 }
 
-int gemma4_on_host(const gguf_tensor *t) { return gguf_str_eq(t->name, "per_layer_token_embd.weight"); }
-
-uint32_t gemma4_layer_window(const model *m, uint32_t l) { return m->g4->L[l].w.is_swa ? m->hp.window : 0; }
-
-void gemma4_model_free(model *m)
+uint32_t gemma4_layer_window(const model *m, uint32_t l)
 {
-    gemma4_model *g = m->g4;
-    if (m->output.buf && m->output.buf != m->tok_embd.buf) rel(&m->output.buf);
-    rel(&m->tok_embd.buf);
-    rel(&m->output_norm);
-    rel(&m->freq_local);
-    rel(&m->freq_global);
-    if (g) {
-        if (g->L) {
-            for (uint32_t l = 0; l < m->hp.n_layer; l++) {
-                g4_layer *L = &g->L[l];
-                layer_weights *W = &L->w;
-                cl_mem *ms[] = { &W->q.buf, &W->k.buf, &W->v.buf, &W->o.buf, &W->gate.buf, &W->up.buf, &W->down.buf,
-                                 &W->attn_norm, &W->q_norm, &W->k_norm, &W->post_attn_norm, &W->ffn_norm,
-                                 &W->post_ffw_norm, &L->router.buf, &L->gate_up_exps.buf, &L->down_exps.buf,
-                                 &L->router_w, &L->exp_scale, &L->post_ffw_norm_1, &L->post_ffw_norm_2,
-                                 &L->pre_ffw_norm_2, &L->inp_gate.buf, &L->proj.buf, &L->post_norm };
-                for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) rel(ms[i]);
-            }
-            free(g->L);
+    const gemma4_model *g = m->priv;
+    return g->L[l].w.is_swa ? m->hp.window : 0;
+}
+
+void gemma4_unload(model *m)
+{
+    gemma4_model *g = m->priv;
+    if (!g) return;
+    if (g->L) {
+        for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+            g4_layer *L = &g->L[l];
+            layer_weights_release(&L->w);
+            cl_mem *ms[] = { &L->router.buf, &L->gate_up_exps.buf, &L->down_exps.buf, &L->router_w, &L->exp_scale,
+                             &L->post_ffw_norm_1, &L->post_ffw_norm_2, &L->pre_ffw_norm_2, &L->inp_gate.buf,
+                             &L->proj.buf, &L->post_norm };
+            for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) mem_release(ms[i]);
         }
-        if (g->ple_tok) host_table_close(g->ple_tok);
-        free(g->ple_tok);
-        rel(&g->ple_proj.buf);
-        rel(&g->ple_norm);
-        if (g->g.rt) ops_g4_destroy(&g->g);
-        free(g);
+        free(g->L);
     }
-    free(m->kv_dims);
-    memset(m, 0, sizeof *m);
+    if (g->ple_tok) host_table_close(g->ple_tok);
+    free(g->ple_tok);
+    mem_release(&g->ple_proj.buf);
+    mem_release(&g->ple_norm);
+    if (g->g.rt) ops_g4_destroy(&g->g);
+    free(g);
+    m->priv = NULL;
 }
 
 int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen)
 {
-    const gemma4_model *g = m->g4;
+    const gemma4_model *g = m->priv;
     size_t T = b->max_tok, H = m->hp.n_embd, LP = (size_t)m->hp.n_layer * g->n_ple, K = g->n_used;
     size_t sz[X_COUNT] = { 0 };
     if (g->n_ple) {
@@ -504,6 +349,11 @@ int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, s
     return g->ple_tok ? host_table_stage(g->ple_tok, rt, b->max_tok, err, errlen) : 0;
 }
 
+void gemma4_bufs_destroy(fwd_bufs *b)
+{
+    for (int i = 0; i < X_COUNT; i++) mem_release(&b->ext[i]);
+}
+
 /* ---- forward ----------------------------------------------------------------------------- */
 
 /* r: the layer's raw projections when it has its own K/V (norm, RoPE and the cache write go with
@@ -526,7 +376,7 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4
  * post-attention and layer-tail chains. */
 static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t T, char *err, size_t errlen)
 {
-    const gemma4_model *g = m->g4;
+    const gemma4_model *g = m->priv;
     const ops_g4 *G = &g->g;
     uint32_t H = m->hp.n_embd, Fe = g->n_ff_exp, K = g->n_used;
     return g4_matmul(o, G, &L->router, b->ext[X_MOE], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
@@ -565,7 +415,7 @@ static int gate_up(ops *o, const ops_g4 *G, const layer_weights *W, const fwd_bu
 int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
 {
     const model_hparams *hp = &m->hp;
-    const gemma4_model *g = m->g4;
+    const gemma4_model *g = m->priv;
     const ops_g4 *G = &g->g;
     uint32_t T = a->ntok, H = hp->n_embd, NL = hp->n_layer, P = g->n_ple;
     float eps = hp->eps;
@@ -682,12 +532,5 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
             if (op_norm_chain(o, tail, T, H, eps, err, errlen)) return -1;
         }
     }
-    if (a->n_out == 0) return 0;
-    if (op_gather_rows(o, b->x, b->out_rows, b->xo, a->n_out, H, err, errlen) ||
-        op_rmsnorm(o, b->xo, m->output_norm, b->xo, a->n_out, H, eps, err, errlen) ||
-        op_matmul(o, &m->output, b->xo, H, b->logits, hp->n_vocab, a->n_out, err, errlen))
-        return -1;
-    if (hp->final_softcap > 0 && op_softcap(o, b->logits, hp->final_softcap, a->n_out * hp->n_vocab, err, errlen))
-        return -1;
-    return 0;
+    return fwd_logits(m, o, b, a, err, errlen);
 }

@@ -1,8 +1,10 @@
 /* model.h — weights and forward pass of one architecture, over a batch of tokens that belong
- * to any mix of sequences. The engine owns batching, the KV cache and sampling. */
+ * to any mix of sequences. The engine owns batching, the KV cache and sampling. Architectures are
+ * rows of one table (registry.c): a new one is its own file plus a row; nothing here names one. */
 #ifndef CLGEMMA_MODEL_H
 #define CLGEMMA_MODEL_H
 
+#include "chat.h"
 #include "gguf.h"
 #include "ops.h"
 #include "kv.h"
@@ -25,16 +27,16 @@ typedef struct layer_weights {
     int is_swa;               /* sliding-window (local) layer */
 } layer_weights;
 
-struct gemma4_model;
+struct model_arch;
 
 typedef struct model {
-    model_hparams hp;
-    /* architectures other than gemma3 (model_gemma4.c); hp then holds per-layer maxima */
-    struct gemma4_model *g4;
+    const struct model_arch *arch;
+    void *priv;               /* the architecture's own state: made by its load, freed by its unload */
+    model_hparams hp;         /* where layers differ in shape: the largest of each */
+    layer_weights *layers;    /* architectures whose layers all have these weights (else NULL) */
     uint32_t *kv_dims;        /* per layer n_kv*head_dim of its KV cache (0 = none); NULL = uniform */
     weight tok_embd, output;  /* output == tok_embd when tied */
     cl_mem output_norm;
-    layer_weights *layers;
     cl_mem freq_local, freq_global; /* RoPE frequency per rotated pair */
     uint64_t weight_bytes;    /* device memory of the weights */
     uint64_t host_bytes;      /* weights kept in host memory, a few rows read per step */
@@ -43,13 +45,14 @@ typedef struct model {
 
 /* device buffers for one forward over up to max_tok tokens */
 typedef struct fwd_bufs {
+    const struct model_arch *arch; /* whose bufs functions made (and release) ext */
     uint32_t max_tok, max_out;
     cl_mem ids, pos, seq, out_rows;
     cl_mem x, xn, q, k, v, att, o, g, u;
     cl_mem xo, logits, argmax;
     cl_mem part_acc, part_ml, part_cnt; /* split-KV attention partials and their counters */
     size_t part_elems;        /* floats in part_acc */
-    cl_mem ext[12];           /* architecture-specific scratch (gemma4: PLE, MoE) */
+    cl_mem ext[12];           /* architecture-specific scratch (the row's bufs_create / bufs_destroy) */
 } fwd_bufs;
 
 /* x += norm(o)·wx, scaled, then the products of norm(x)·w0 (of x itself where w0 is NULL) in one
@@ -79,7 +82,57 @@ typedef struct fwd_args {
     const int32_t *ids;       /* host copy of the token ids (tables kept on the host read their rows) */
 } fwd_args;
 
-int  model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);
+/* contents of the tensors a file has no data for (gguf_open_virtual), supplied by whoever made the
+ * file: the engine's synthetic models. Without a maker such a tensor is an error. */
+typedef struct tensor_maker {
+    int (*fill)(cl_runtime *rt, cl_mem m, const gguf_tensor *t, char *err, size_t errlen); /* on the device */
+    gguf_bytes_fn bytes;      /* the same bytes on the host (tables kept in host memory) */
+} tensor_maker;
+
+/* what an architecture's loader reads: the file, the device, the maker of missing contents (or NULL) */
+typedef struct model_src {
+    const gguf_file *f;
+    cl_runtime *rt;
+    const tensor_maker *make;
+} model_src;
+
+/* ---- the architecture table (registry.c) --------------------------------------------------- */
+
+/* what each row points at; a loader fills m (m->arch and hp.arch are set, the rest zero) and on
+ * failure leaves what it made for unload; unload frees priv and the layers, model_free the rest */
+typedef int  model_load_fn(model *m, const model_src *src, char *err, size_t errlen);
+typedef void model_unload_fn(model *m);
+typedef int  model_bufs_create_fn(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen);
+typedef void model_bufs_destroy_fn(fwd_bufs *b);
+typedef uint32_t model_layer_window_fn(const model *m, uint32_t l);
+typedef int  model_forward_fn(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err,
+                              size_t errlen);
+
+typedef struct model_arch {
+    const char *name;                     /* general.architecture */
+    chat_family chat;                     /* the family of its chat templates */
+    const char *const *stop_texts;        /* end-of-turn token texts beyond eos/eot, NULL-terminated */
+    const char *const *host_tensors;      /* tensors kept in host memory, not uploaded (NULL: none) */
+    model_load_fn *load;
+    model_unload_fn *unload;
+    model_bufs_create_fn *bufs_create;    /* its scratch in fwd_bufs.ext (NULL: none) */
+    model_bufs_destroy_fn *bufs_destroy;
+    model_layer_window_fn *layer_window;  /* layer l's sliding window in keys (0: full attention) */
+    model_forward_fn *forward;
+} model_arch;
+
+/* the row of an architecture name (len bytes, not NUL-terminated), or NULL */
+const model_arch *model_arch_find(const char *name, size_t len);
+/* the row of a file's general.architecture; -1 with "unsupported architecture '...' (supported: ...)"
+ * or "no general.architecture key" in err */
+int  model_arch_of(const gguf_file *f, const model_arch **out, char *err, size_t errlen);
+/* the supported names in table order, comma-separated (as error messages list them) */
+void model_arch_names(char *out, size_t cap);
+
+/* ---- a model (model.c: the calls go to its row) -------------------------------------------- */
+
+/* make: the maker of tensors f has no data for (NULL: f has all its data) */
+int  model_load(model *m, const gguf_file *f, cl_runtime *rt, const tensor_maker *make, char *err, size_t errlen);
 /* device memory a file's weights need: every tensor but those the loader keeps in host memory;
  * *largest: the largest of those tensors (NULL if none) */
 uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest);
@@ -91,13 +144,5 @@ int  fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_t
 void fwd_bufs_destroy(fwd_bufs *b);
 /* runs layers over the batch (writes KV) and computes logits for the out rows */
 int  model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
-
-/* Gemma 4 (model_gemma4.c); model_load/fwd_bufs_create/model_forward/model_free dispatch to these */
-int  gemma4_model_load(model *m, const gguf_file *f, cl_runtime *rt, char *err, size_t errlen);
-void gemma4_model_free(model *m);
-int  gemma4_on_host(const gguf_tensor *t);
-uint32_t gemma4_layer_window(const model *m, uint32_t l);
-int  gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen);
-int  gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
 
 #endif

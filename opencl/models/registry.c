@@ -1,0 +1,75 @@
+/* registry.c — the architectures clgemma runs, one row each: the only list of them. A new
+ * architecture is its file (models/<name>.c, defining the functions its row points at) plus a row. */
+#include "model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "errf.h"
+
+model_load_fn gemma3_load;
+model_unload_fn gemma3_unload;
+model_layer_window_fn gemma3_layer_window;
+model_forward_fn gemma3_forward;
+
+model_load_fn gemma4_load;
+model_unload_fn gemma4_unload;
+model_bufs_create_fn gemma4_bufs_create;
+model_bufs_destroy_fn gemma4_bufs_destroy;
+model_layer_window_fn gemma4_layer_window;
+model_forward_fn gemma4_forward;
+
+static const model_arch ARCHES[] = {
+    {
+        .name = "gemma3",
+        .chat = CHAT_GEMMA3,
+        .stop_texts = (const char *const[]){ "<end_of_turn>", NULL },
+        .load = gemma3_load,
+        .unload = gemma3_unload,
+        .layer_window = gemma3_layer_window,
+        .forward = gemma3_forward,
+    },
+    {
+        .name = "gemma4",
+        .chat = CHAT_GEMMA4,
+        /* <turn|> ends a turn; <|tool_response> hands over to a tool */
+        .stop_texts = (const char *const[]){ "<turn|>", "<|tool_response>", NULL },
+        .host_tensors = (const char *const[]){ "per_layer_token_embd.weight", NULL },
+        .load = gemma4_load,
+        .unload = gemma4_unload,
+        .bufs_create = gemma4_bufs_create,
+        .bufs_destroy = gemma4_bufs_destroy,
+        .layer_window = gemma4_layer_window,
+        .forward = gemma4_forward,
+    },
+};
+
+enum { N_ARCHES = sizeof ARCHES / sizeof *ARCHES };
+
+const model_arch *model_arch_find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_ARCHES; i++)
+        if (strlen(ARCHES[i].name) == len && !memcmp(ARCHES[i].name, name, len)) return &ARCHES[i];
+    return NULL;
+}
+
+void model_arch_names(char *out, size_t cap)
+{
+    size_t o = 0;
+    if (cap) out[0] = 0;
+    for (size_t i = 0; i < N_ARCHES && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", ARCHES[i].name);
+}
+
+int model_arch_of(const gguf_file *f, const model_arch **out, char *err, size_t errlen)
+{
+    gguf_str a;
+    *out = NULL;
+    if (gguf_get_str(f, "general.architecture", &a) != 0) return ERR("no general.architecture key");
+    if (!(*out = model_arch_find(a.ptr, a.len))) {
+        char names[128];
+        model_arch_names(names, sizeof names);
+        return ERR("unsupported architecture '%.*s' (supported: %s)", (int)(a.len > 40 ? 40 : a.len), a.ptr, names);
+    }
+    return 0;
+}
