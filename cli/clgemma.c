@@ -98,7 +98,7 @@ static void usage(void)
             "       clgemma bench -m FILE [-p 512] [-n 128] [-r 3] [-b 1] [--profile] [--set NAME=VALUE ...]\n"
             "       clgemma bench --synthetic gemma4-26b-a4b|gemma4-31b|gemma4-e4b|gemma4-e2b --type q4_k|q8_0|bf16\n"
             "                     [-p 512] [-n 128] [-r 3] [-b 1] [--profile] [--set NAME=VALUE ...]\n"
-            "                     --set: a measurement setting (kill switch or threshold, docs/PERF.md)\n"
+            "                     --set: a measurement setting (an ops policy threshold, docs/PERF.md)\n"
             "       clgemma synth MODEL -o OUT.gguf [--mix q4_k_m|q8_0|q4_k|bf16|f32] [--vocab VOCAB.gguf]\n"
             "                     [--layers N] [--seed S] [--sparse]\n"
             "                     a Gemma 4 GGUF with random weights and llama.cpp's names, keys and type mix;\n"

@@ -22,7 +22,7 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
         ops_g4_destroy(g);
         return -1;
     }
-    if (rt->is_nvidia && !rt_setting_on(rt, "NO_MVQ")) {
+    if (rt->is_nvidia) {
         static const struct { uint32_t t; const char *name; } q[] = {
             { GGML_TYPE_Q4_K, "mvqe_q4_k" }, { GGML_TYPE_Q8_0, "mvqe_q8_0" }, { GGML_TYPE_Q5_0, "mvqe_q5_0" } };
         for (size_t i = 0; i < sizeof q / sizeof *q; i++)

@@ -330,8 +330,8 @@ int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *e
     char opts[1024], opts2[1200];
     /* CL_DEFS: extra build options for kernel experiments (docs/PERF.md); part of the cache key */
     const char *defs = rt_setting(rt, "CL_DEFS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
-             rt->is_cpu ? "-DCLG_CPU=1" : "", options ? options : "", defs ? defs : "");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
+             options ? options : "", defs ? defs : "");
     snprintf(opts2, sizeof opts2, "%s %s", opts, capped_opts);
     char dir[768];
     if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
@@ -375,14 +375,9 @@ cl_mem rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_
     return m;
 }
 
-/* every measurement setting a reader asks for (docs/PERF.md says what each does) */
-static const char *const known_settings[] = {
-    "ATTN_DECQ_MAX_TOK", "ATTN_GROUPS_PER_CU", "ATTN_MIN_CHUNK", "CL_DEFS", "MAX_BATCH", "MMQ8P_STAGES",
-    "MMQ8_MIN_ELEMS", "MMQ8_WARPS", "MMQ_WARPS_TARGET", "MMT_MIN_GROUPS", "MVQG_MIN_ELEMS", "MVQG_MIN_K",
-    "MVQG_RPG", "MVQ_R", "MVQ_RPG", "MV_TPR", "MV_WG", "NO_ATTN_DEC", "NO_ATTN_DECQ", "NO_ATTN_FA", "NO_FLASH",
-    "NO_MMA", "NO_MMQ8", "NO_MMQ8P", "NO_MMQ8S", "NO_MMT", "NO_MMTA", "NO_MMTE", "NO_MVQ", "NO_MVQG", "NO_MVQN",
-    "NO_QKV_ROPE_W",
-};
+/* the settings the runtime and the engine read themselves; the rest are the ops policy's
+ * (ops/policy.c), docs/PERF.md says what each does */
+static const char *const known_settings[] = { "CL_DEFS", "MAX_BATCH" };
 
 const char *rt_setting(cl_runtime *rt, const char *name)
 {
@@ -394,31 +389,18 @@ const char *rt_setting(cl_runtime *rt, const char *name)
     return NULL;
 }
 
-int rt_setting_on(cl_runtime *rt, const char *name)
-{
-    const char *v = rt_setting(rt, name);
-    return v && *v && strcmp(v, "0");
-}
-
 int rt_setting_int(cl_runtime *rt, const char *name, int min, int def)
 {
     const char *v = rt_setting(rt, name);
     return v && atoi(v) >= min ? atoi(v) : def;
 }
 
-int rt_settings_check(const cl_runtime *rt, char *err, size_t errlen)
+int rt_setting_known(const char *setting)
 {
-    for (int i = 0; i < rt->n_settings; i++) {
-        const char *s = rt->settings[i], *eq = strchr(s, '=');
-        size_t k = 0, n = eq ? (size_t)(eq - s) : strlen(s);
-        while (k < sizeof known_settings / sizeof *known_settings &&
-               !(strlen(known_settings[k]) == n && strncmp(known_settings[k], s, n) == 0))
-            k++;
-        if (!eq || k == sizeof known_settings / sizeof *known_settings) {
-            snprintf(err, errlen, "unknown setting '%s' (NAME=VALUE; the names are in docs/PERF.md)", s);
-            return -1;
-        }
-    }
+    const char *eq = strchr(setting, '=');
+    size_t n = eq ? (size_t)(eq - setting) : strlen(setting);
+    for (size_t k = 0; eq && k < sizeof known_settings / sizeof *known_settings; k++)
+        if (strlen(known_settings[k]) == n && strncmp(known_settings[k], setting, n) == 0) return 1;
     return 0;
 }
 

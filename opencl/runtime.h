@@ -43,14 +43,13 @@ int  rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_
 int  rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen);
 void rt_destroy(cl_runtime *rt);
 
-/* The value of measurement setting name (e.g. "NO_MMT"), or NULL when it is not set. */
+/* The value of measurement setting name (e.g. "CL_DEFS"), or NULL when it is not set. */
 const char *rt_setting(cl_runtime *rt, const char *name);
-/* 1 when the setting is given and neither empty nor "0" (kill switches of fast paths) */
-int  rt_setting_on(cl_runtime *rt, const char *name);
 /* int value of a setting, or def when it is not set or below min */
 int  rt_setting_int(cl_runtime *rt, const char *name, int min, int def);
-/* -1 with the first setting whose name is not one of the known ones (a misspelt name) */
-int  rt_settings_check(const cl_runtime *rt, char *err, size_t errlen);
+/* 1 when setting ("NAME=VALUE") is one the runtime or the engine reads itself (CL_DEFS, MAX_BATCH);
+ * the others belong to the ops policy (ops_policy_apply) */
+int  rt_setting_known(const char *setting);
 
 cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen);
 cl_mem    rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_t errlen);

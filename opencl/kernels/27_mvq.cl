@@ -243,12 +243,9 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
     return 0;
 }
 
-#ifndef MVQ_PF
-#define MVQ_PF 1 /* mvqg on q4_k: passes ahead whose pieces each lane prefetches into L2 (0: none) */
-#endif
-/* the passes ahead mvqg prefetches per type: one pays on q4_k, q8_0 lost, and mvq (X staged) has
- * no long weight stream */
-#define MVQG_PF_q4_k MVQ_PF
+/* the passes ahead whose pieces each mvqg lane prefetches into L2, per type: one pays on q4_k, q8_0
+ * lost, and mvq (X staged) has no long weight stream */
+#define MVQG_PF_q4_k 1
 #define MVQG_PF_q8_0 0
 #define MVQG_PF_q5_0 0
 /* the bytes of piece pc of a row (for the L2 prefetch): its nibbles or values */
@@ -256,7 +253,7 @@ inline global const uchar *mvq_at_q4_k(global const uchar *row, int pc) { return
 inline global const uchar *mvq_at_q8_0(global const uchar *row, int pc) { return row + pc * 34; }
 inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return row + pc * 22; }
 
-/* MVQ_R rows per warp pass: mvq_T takes 2, mvq4_T 4 (more bytes in flight per lane). Loading the
+/* MVQ_R rows per warp pass: mvq_T and mvqn_T take 2, mvqg_T 4. Loading the
  * next piece ahead of the current dot products (and the first pieces before X is quantized) was
  * measured slower. The group's rows [g0, g1) against
  * X quantized in address space AS (SFX: _l local, _g global). */
@@ -302,15 +299,15 @@ inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return
     global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,                         \
     global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2
 
-/* X staged per group (mvq_T, mvq4_T) */
-#define DEFINE_MVQ(T, MVQ_R, NAME)                                                                \
+/* X staged per group (mvq_T) */
+#define DEFINE_MVQ(T)                                                                             \
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
-void NAME##_##T(MVQ_MATS, uint k, global const float *X, uint ldx, uint ntok, uint rpg,           \
+void mvq_##T(MVQ_MATS, uint k, global const float *X, uint ldx, uint ntok, uint rpg,           \
                 global const float *U, uint u_off, uint ldu, uint geglu,                          \
                 local uint *xq, local float *xd, local float *xs)                                 \
 {                                                                                                 \
     mvq_quant_x(X, ldx, U + u_off, ldu, ntok, k, geglu, xq, xd, xs);                              \
-    MVQ_ROWS(T, MVQ_R, _l, 4, 0)                                                                  \
+    MVQ_ROWS(T, 2, _l, 4, 0)                                                                      \
 }
 
 /* X quantized once beforehand by mvq_xq (mvqg_T): no staging, the weights stream at once */
@@ -341,12 +338,9 @@ kernel void mvq_xq(global const float *X, uint ldx, global const float *U, uint 
     if (sub == 0) xds[bi] = d;
 }
 
-DEFINE_MVQ(q4_k, 2, mvq)
-DEFINE_MVQ(q8_0, 2, mvq)
-DEFINE_MVQ(q5_0, 2, mvq)
-DEFINE_MVQ(q4_k, 4, mvq4)
-DEFINE_MVQ(q8_0, 4, mvq4)
-DEFINE_MVQ(q5_0, 4, mvq4)
+DEFINE_MVQ(q4_k)
+DEFINE_MVQ(q8_0)
+DEFINE_MVQ(q5_0)
 /* 4 rows per warp pass: measured best against 2 and 8 rows and a one-token build (docs/PERF.md) */
 DEFINE_MVQG(q4_k, 4, 4, mvqg)
 DEFINE_MVQG(q8_0, 4, 4, mvqg)

@@ -184,12 +184,7 @@ void mmte_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global
  * local by cp.async, which holds no registers: three 16 KB stages (48 KB, all a group may have),
  * two in flight while the third is multiplied. Same warps, fragments and k order as mmt. */
 
-#ifndef MMTA_STAGES
-#define MMTA_STAGES 3
-#endif
-#ifndef MMTA_EXP
-#define MMTA_EXP 0 /* measuring only: 1 = no refills (products on stale stages), 2 = no products */
-#endif
+#define MMTA_STAGES 3 /* 16 KB each: the 48 KB a group may have */
 
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *Xh, global float *Y, uint ldy,
@@ -224,13 +219,13 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
         cp_async_wait1();
         barrier(CLK_LOCAL_MEM_FENCE);
         int nx = sb + MMTA_STAGES - 1;
-        if (nx < nsb && MMTA_EXP != 1)
+        if (nx < nsb)
             for (int i = 0; i < 2; i++) {
                 cp_async16(xs + nb * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * nx);
                 cp_async16(ws + nb * MMT_R * 4 + lid + 256 * i, wp[i] + 4 * nx);
             }
         cp_async_commit();
-        if (MMTA_EXP != 2) mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);
+        mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);
         cur = cur == MMTA_STAGES - 1 ? 0 : cur + 1;
         nb = nb == MMTA_STAGES - 1 ? 0 : nb + 1;
     }

@@ -23,9 +23,6 @@
 #ifdef CLG_NVIDIA
 
 #define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_ROWS = 32 rows per group on the host) */
-#ifndef MMQ8_EXP
-#define MMQ8_EXP 0 /* measuring only: 1 = no scale arithmetic, 2 = X not loaded, 3 = weights not loaded */
-#endif
 
 /* X (ntok rows, ldx apart; geglu: gelu(X) * U, U's rows at U + u_off, ldu apart) to int8: Xq [tpad][k] bytes,
  * Xs [k/32][tpad] of (d, d * sum of the block's int8 values); tokens ntok..tpad-1 are zeros.
@@ -86,20 +83,6 @@ inline uint2 ld8_al4(global const uchar *p)
 
 /* One row's unit u (values 64u..64u+63: sub-blocks 2u, 2u+1) for thread t: q[s] = (slots 4t..,
  * slots 16+4t..) of sub-block s, with its scale dw[s] and offset mw[s] */
-
-/* q4_k: sub-blocks 2p (low nibbles) and 2p + 1 (high) share qs[32p..32p+31] of super-block u / 4 */
-inline void mmq8_ld_q4_k(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
-{
-    global const uchar *b = row + (u >> 2) * 144;
-    int p = u & 3;
-    uint4 h = *(global const uint4 *)b; /* d, dmin, scales: one 16-byte load, shared by the quad */
-    uint2 w = *(global const uint2 *)(b + 16 + 32 * p + 8 * t);
-    const uint M = 0x0F0F0F0Fu;
-    q[0] = (uint2)(w.x & M, w.y & M);
-    q[1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);
-    q4k_scale_min(h, 2 * p, &dw[0], &mw[0]);
-    q4k_scale_min(h, 2 * p + 1, &dw[1], &mw[1]);
-}
 
 /* q8_0: blocks 2u (at 68u, so its values sit 2 past a 4-byte boundary) and 2u + 1 (4-aligned values) */
 inline void mmq8_ld_q8_0(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
@@ -178,13 +161,13 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
         float dw[MMQ8_MT][2][2], mw[MMQ8_MT][2][2];                                               \
         for (int i = 0; i < MMQ8_MT; i++)                                                         \
             for (int h = 0; h < 2; h++)                                                           \
-                mmq8_ld_##T(wr[i][h], MMQ8_EXP == 3 ? (u & 1) : u, t, q[i][h], dw[i][h], mw[i][h]);  \
+                mmq8_ld_##T(wr[i][h], u, t, q[i][h], dw[i][h], mw[i][h]);                             \
         uint2 xb[NT][2];                                                                          \
         float4 xs[NT][2];                                                                         \
         for (int j = 0; j < NT; j++)                                                              \
             for (int s = 0; s < 2; s++) {                                                         \
-                xb[j][s] = MMQ8_EXP == 2 ? (uint2)(u, s) : vload2(0, xr[j] + 16 * u + 8 * s);      \
-                xs[j][s] = MMQ8_EXP == 2 ? (float4)(1.0f) : Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t]; \
+                xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                     \
+                xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                      \
             }                                                                                     \
         for (int s = 0; s < 2; s++)                                                               \
             for (int i = 0; i < MMQ8_MT; i++)                                                     \
@@ -193,10 +176,6 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                                  xb[j][s].x, xb[j][s].y);                                         \
                     float4 x = xs[j][s];                                                          \
                     float d0 = dw[i][0][s], d1 = dw[i][1][s], m0 = mw[i][0][s], m1 = mw[i][1][s]; \
-                    if (MMQ8_EXP == 1) {                                                          \
-                        acc[i][j] += as_float4(c);                                                \
-                        continue;                                                                 \
-                    }                                                                             \
                     acc[i][j] = mmq8_scale_add(acc[i][j], c, x, d0, d1, m0, m1);                  \
                 }                                                                                 \
     }                                                                                             \
@@ -214,8 +193,6 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     MMQ8_STORE(MMQ8_MT, NT)                                                                       \
 }
 
-DEFINE_MMQ8(q4_k, 1, mma8_u8)
-DEFINE_MMQ8(q4_k, 2, mma8_u8)
 DEFINE_MMQ8(q8_0, 1, mma8_s8)
 DEFINE_MMQ8(q8_0, 2, mma8_s8)
 DEFINE_MMQ8(q5_0, 1, mma8_u8)
@@ -339,21 +316,12 @@ DEFINE_MMQ8S(1, 1)
  * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
  * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
 
-#ifndef MQP_SHARED_SCALES
-#define MQP_SHARED_SCALES 1 /* 0: every lane decodes the scales of its rows (measuring only) */
-#endif
 #define MQP_STAGE(tpad) (1536 + 80 * (tpad)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
 
-#ifndef MQP_X_CA
-#define MQP_X_CA 1 /* X by cp.async.ca (through L1: every row group of a compute unit reads the same X) */
-#endif
+/* X by cp.async.ca: through L1, where every row group of a compute unit reads the same X */
 inline void cp_async16_x(local uint4 *dst, global const uint4 *src)
 {
-#if MQP_X_CA
     asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)dst), "l"((ulong)src) : "memory");
-#else
-    cp_async16(dst, src);
-#endif
 }
 
 /* issue unit u's copies into stage buffer st: lane l copies row l's header and nibbles (wrow), then
@@ -416,7 +384,7 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
         int u = warp + i * nw, p = u & 3;                                                         \
         /* each row's two sub-block scales decoded once (lane l: row l), in place of its header: \
          * the 4 lanes that read a row would each decode them */                                 \
-        if (MQP_SHARED_SCALES) {                                                                  \
+        {                                                                                         \
             uint4 hh = hd[lane];                                                                  \
             float d0, m0, d1, m1;                                                                 \
             q4k_scale_min(hh, 2 * p, &d0, &m0);                                                   \
@@ -443,10 +411,6 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                 q[h][0] = (uint2)(w.x & M, w.y & M);                                              \
                 q[h][1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);                                \
                 dw[h][0] = f.x; mw[h][0] = f.y; dw[h][1] = f.z; mw[h][1] = f.w;                   \
-                if (!MQP_SHARED_SCALES) {                                                         \
-                    q4k_scale_min(hd[row], 2 * p, &dw[h][0], &mw[h][0]);                          \
-                    q4k_scale_min(hd[row], 2 * p + 1, &dw[h][1], &mw[h][1]);                      \
-                }                                                                                 \
             }                                                                                     \
             for (int s = 0; s < 2; s++)                                                           \
                 for (int j = 0; j < NT; j++) {                                                    \

@@ -11,30 +11,6 @@ inline float row_inv_rms(global const float *x, uint n, float eps, local float *
     return rsqrt(ss / (float)n + eps);
 }
 
-/* y = norm(x) * w  (y may alias x) */
-kernel void rmsnorm(global const float *x, global const float *w, global float *y, uint n, float eps,
-                    local float *red)
-{
-    size_t r = get_group_id(0);
-    int lid = get_local_id(0), L = get_local_size(0);
-    global const float *xr = x + r * n;
-    float inv = row_inv_rms(xr, n, eps, red);
-    global float *yr = y + r * n;
-    for (uint i = lid; i < n; i += L) yr[i] = xr[i] * inv * w[i];
-}
-
-/* res += norm(x) * w  (the post-attention / post-FFN "sandwich" norm fused with the residual) */
-kernel void rmsnorm_add(global const float *x, global const float *w, global float *res, uint n, float eps,
-                        local float *red)
-{
-    size_t r = get_group_id(0);
-    int lid = get_local_id(0), L = get_local_size(0);
-    global const float *xr = x + r * n;
-    float inv = row_inv_rms(xr, n, eps, red);
-    global float *rr = res + r * n;
-    for (uint i = lid; i < n; i += L) rr[i] += xr[i] * inv * w[i];
-}
-
 /* Per-head norm + NEOX RoPE for Q (in place) or K (written to the paged cache as half).
  * Rows are (token, head) pairs of hd values; heads per token = nh.
  * has_w = 0: plain RMS normalisation without weight; norm = 0: no normalisation at all.
@@ -77,46 +53,6 @@ kernel void norm_rope(global float *x, uint nh, uint hd, global const float *w, 
         if (to_cache) vstore_half(v, i, dst);
         else xr[i] = v;
     }
-}
-
-/* V rows to the paged cache (optionally RMS-normalised without weight) */
-kernel void v_store(global const float *x, uint nh, uint hd, int norm, float eps,
-                    global const int *tok_pos, global const int *tok_seq, global half *cache,
-                    global const int *block_table, uint max_blocks, uint block_size, local float *red)
-{
-    size_t row = get_group_id(0);
-    uint t = row / nh, h = row % nh;
-    int lid = get_local_id(0), L = get_local_size(0);
-    global const float *xr = x + row * hd;
-    float inv = 1.0f;
-    if (norm) {
-        inv = row_inv_rms(xr, hd, eps, red);
-    }
-    int p = tok_pos[t];
-    int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
-    global half *dst = cache + (((size_t)blk * nh + h) * block_size + p % block_size) * hd;
-    for (uint i = lid; i < hd; i += L) vstore_half(xr[i] * inv, i, dst);
-}
-
-/* res += norm(x) * w1; y = norm(res) * w2 — a post-norm residual add fused with the next pre-norm */
-kernel void rmsnorm_add_norm(global const float *x, global const float *w1, global float *res,
-                             global const float *w2, global float *y, uint n, float eps, local float *red)
-{
-    size_t r = get_group_id(0);
-    int lid = get_local_id(0), L = get_local_size(0);
-    global const float *xr = x + r * n;
-    global float *rr = res + r * n;
-    global float *yr = y + r * n;
-    float inv = row_inv_rms(xr, n, eps, red);
-    float ss2 = 0.0f;
-    for (uint i = lid; i < n; i += L) {
-        float v = rr[i] + xr[i] * inv * w1[i];
-        rr[i] = v; /* each item rereads only what it wrote */
-        ss2 += v * v;
-    }
-    ss2 = wg_sum(ss2, red);
-    float inv2 = rsqrt(ss2 / (float)n + eps);
-    for (uint i = lid; i < n; i += L) yr[i] = rr[i] * inv2 * w2[i];
 }
 
 /* row of qkv_rope's launch -> kind (0 q, 1 k, 2 v), token, head, and the row within its buffer */
@@ -230,9 +166,6 @@ kernel void qkv_rope_w(global float *Q, global const float *K, global const floa
 }
 #endif
 
-#ifndef NF_EXP
-#define NF_EXP 0 /* measuring only: 1 = norm_fuse returns at once, 2 = no cross-warp sums, 3 = no int8 X */
-#endif
 /* Sum of a float2 over the work-group. On NVIDIA: warp shuffles, one partial per warp through local
  * memory, one barrier pair (local size a multiple of 32); elsewhere a tree (power-of-two size). */
 inline float2 wg_sum2(float2 v, local float2 *red)
@@ -243,9 +176,6 @@ inline float2 wg_sum2(float2 v, local float2 *red)
         v.x += shfl_xor_f(v.x, m);
         v.y += shfl_xor_f(v.y, m);
     }
-#if NF_EXP == 2
-    return v * (float)(L >> 5);
-#endif
     if ((lid & 31) == 0) red[lid >> 5] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
     /* every warp adds the partials by shuffles: one local load per lane, not one per warp */
@@ -291,7 +221,7 @@ inline void nf_q8_store(float4 v0, uint i, int live, uint n4, size_t row, size_t
                         global uint *xq, global float *xds, uint tpad)
 {
 #ifdef CLG_NVIDIA
-    if (!(flags & (NF_Q8 | NF_Q8X)) || NF_EXP == 3) return;
+    if (!(flags & (NF_Q8 | NF_Q8X))) return;
     float d;
     int sm;
     uint w = q8_quant4(v0, &d, &sm); /* sm: this item's 16-value half of the block; 8 items a block */
@@ -394,20 +324,17 @@ kernel void norm_fuse(global const float4 *x, global const float4 *wx, global co
 {
     uint lid = get_local_id(0), L = get_local_size(0), n4 = n / 4;
     size_t row = get_group_id(0), off = row * (size_t)n4;
-    if (NF_EXP == 1) return;
     x += off;
     x2 += off;
     res += off;
     y0 += off;
     y1 += off;
     y2 += off;
-#ifndef NF_LOOPED
     if (n4 <= NF_SLOTS * L) {
         norm_fuse_regs(x, wx, x2, wx2, wt, res, scale, w0, y0, w1, y1, w2, y2, nout, flags, n4, eps, xq, xds,
                        tpad, red, row, off);
         return;
     }
-#endif
     float fn = (float)n, ix = 1.0f, ix2 = 1.0f, it = 1.0f;
     if (!(flags & NF_RAW)) {
         float2 ss = (float2)(0.0f);
