@@ -7,12 +7,12 @@
 #include "gguf.h"
 #include "policy.h"
 
-#define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in 20_matmul.cl) */
-#define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in 20_matmul.cl) */
-#define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in 29_mmq8.cl) */
-#define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in 40_attention.cl) */
+#define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in gemv.cl) */
+#define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in gemv.cl) */
+#define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in mma_q8.cl) */
+#define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in attn_split.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
-#define OPS_FLASH_ROWS 64   /* query rows per attn_fa work-group (FA_ROWS in 46_fa.cl) */
+#define OPS_FLASH_ROWS 64   /* query rows per attn_fa work-group (FA_ROWS in attn_prefill.cl) */
 #define OPS_WH_MAX ((size_t)1 << 30) /* f16 rows of one weight for mmta at most (larger: mmt) */
 #define OPS_FLASH_MIN_RUN 8 /* shorter runs of one sequence take the split-KV kernels */
 

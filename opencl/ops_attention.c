@@ -18,7 +18,7 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     int di = hd == 256 ? 0 : hd == 512 ? 1 : -1;
     cl_kernel dec = di < 0 ? NULL : r ? o->attn_decq[di] : o->attn_dec[di];
-    if (dec) { /* one warp per run of keys (41_attn_dec.cl): no local staging of Q, keys or scores */
+    if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
          * mmq8 (5-16): its int8 X too, in that product's layout */

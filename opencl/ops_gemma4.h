@@ -1,4 +1,4 @@
-/* ops_gemma4.h — launchers for opencl/kernels/60_gemma4.cl (Gemma 4: any-length products, MoE
+/* ops_gemma4.h — launchers for opencl/kernels/moe.cl, rows.cl and gemv.cl (Gemma 4: any-length products, MoE
  * routing and expert products, per-layer-embedding gate). Same conventions as ops.h; launches go through ops_launch, so
  * bench --profile sees them. */
 #ifndef CLGEMMA_OPS_GEMMA4_H

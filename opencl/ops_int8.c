@@ -209,7 +209,7 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
     for (int i = 0; i < n; i++) {
         const weight *w = outs[i].w;
         if (w->type == GGML_TYPE_Q4_K && !nt && o->mmq8s && w->row_bytes % 16 == 0) {
-            /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (29_mmq8.cl) */
+            /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (mma_q8.cl) */
             size_t lws = 128, gws = (size_t)(w->rows + 15) / 16 * lws;
             if (ops_launch(o, K_MMQ8S, o->mmq8s, 1, &gws, &lws,
                            (double)w->row_bytes * w->rows + 4.0 * ntok * w->rows, 2.0 * ntok * w->rows * k, err,
@@ -223,7 +223,7 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
         if (w->type == GGML_TYPE_Q4_K && o->mmq8p[nt]) {
-            /* each warp's ring of stages (29_mmq8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
+            /* each warp's ring of stages (mma_q8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
              * for the partial tiles */
             uint32_t stages = o->pol.mmq8p_stages;
             size_t ring = (size_t)stages * (48 * OPS_MMQ8_ROWS + 80 * tp);

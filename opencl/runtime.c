@@ -9,7 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-extern const struct { const char *name; const char *src; } clg_kernel_sources[];
 
 const char *rt_errstr(cl_int e)
 {
@@ -166,43 +165,27 @@ int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t
     return 0;
 }
 
-/* Files of the register-capped program (NVIDIA): the 128 x 128 tile products hold 8 warps per
- * group, and two groups per compute unit (<= 128 registers a thread) keep twice the loads in
- * flight; the cap would make other kernels spill, so those files build apart with it. */
-static const char *const capped_own[] = { "28_mmt", NULL };            /* only in the capped program */
-static const char *const capped_helpers[] = { "00_common", "15_deq8", NULL }; /* in both */
+/* the register cap of the capped program (manifest.def says why) */
 static const char capped_opts[] = "-cl-nv-maxrregcount=128";
 
-static int listed(const char *const *list, const char *name)
-{
-    for (int i = 0; list[i]; i++)
-        if (strcmp(name, list[i]) == 0) return 1;
-    return 0;
-}
-
-/* which: 0 = every file (rt_kernel_source), 1 = the main program, 2 = the capped one */
-static char *program_source(int which)
+/* the kernel files of program prog (RT_PROG_*), concatenated in the manifest's order */
+static char *program_source(int prog)
 {
     size_t n = 1;
-    for (int i = 0; clg_kernel_sources[i].name; i++) n += strlen(clg_kernel_sources[i].src) + 1;
+    for (int i = 0; rt_kernel_files[i].name; i++) n += strlen(rt_kernel_files[i].src) + 1;
     char *s = malloc(n);
     if (!s) return NULL;
     size_t o = 0;
-    for (int i = 0; clg_kernel_sources[i].name; i++) {
-        const char *name = clg_kernel_sources[i].name;
-        if ((which == 1 && listed(capped_own, name)) ||
-            (which == 2 && !listed(capped_own, name) && !listed(capped_helpers, name)))
-            continue;
-        size_t l = strlen(clg_kernel_sources[i].src);
-        memcpy(s + o, clg_kernel_sources[i].src, l);
+    for (int i = 0; rt_kernel_files[i].name; i++) {
+        if (!(rt_kernel_files[i].progs & prog)) continue;
+        size_t l = strlen(rt_kernel_files[i].src);
+        memcpy(s + o, rt_kernel_files[i].src, l);
         o += l;
         s[o++] = '\n';
     }
     s[o] = 0;
     return s;
 }
-
-char *rt_kernel_source(void) { return program_source(0); }
 
 /* FNV-1a 64 over several strings: the cache key must change with device, driver, options, source */
 static uint64_t fnv(uint64_t h, const char *s)
@@ -327,17 +310,17 @@ static int build_program(cl_runtime *rt, const char *src, const char *opts, cons
 int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen)
 {
     double t0 = now_s();
-    char opts[1024], opts2[1200];
+    char *opts = rt->build_opts, opts2[sizeof rt->build_opts + sizeof capped_opts + 1];
     /* CL_DEFS: extra build options for kernel experiments (docs/PERF.md); part of the cache key */
     const char *defs = rt_setting(rt, "CL_DEFS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
-             options ? options : "", defs ? defs : "");
+    snprintf(opts, sizeof rt->build_opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s",
+             rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "", options ? options : "", defs ? defs : "");
     snprintf(opts2, sizeof opts2, "%s %s", opts, capped_opts);
-    char dir[768];
-    if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
-    else default_cache_dir(dir, sizeof dir);
+    char *dir = rt->cache_dir;
+    if (cache_dir && *cache_dir) snprintf(dir, sizeof rt->cache_dir, "%s", cache_dir);
+    else default_cache_dir(dir, sizeof rt->cache_dir);
     for (int which = 1; which <= (rt->is_nvidia ? 2 : 1); which++) {
-        char *src = program_source(which);
+        char *src = program_source(which == 1 ? RT_PROG_MAIN : RT_PROG_CAPPED);
         if (!src) { snprintf(err, errlen, "out of memory"); return -1; }
         int hit = 0;
         int rc = build_program(rt, src, which == 1 ? opts : opts2, dir, which == 1 ? &rt->prog : &rt->prog_capped,
@@ -356,6 +339,23 @@ cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
     cl_int e;
     cl_kernel k = clCreateKernel(rt->prog, name, &e);
     if (!k && rt->prog_capped) k = clCreateKernel(rt->prog_capped, name, &e);
+    if (!k) snprintf(err, errlen, "kernel '%s': %s", name, rt_errstr(e));
+    return k;
+}
+
+cl_kernel rt_synth_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
+{
+    if (!rt->prog) { snprintf(err, errlen, "kernel '%s': rt_build has not run", name); return NULL; }
+    if (!rt->prog_synth) {
+        char *src = program_source(RT_PROG_SYNTH);
+        if (!src) { snprintf(err, errlen, "out of memory"); return NULL; }
+        int hit = 0;
+        int rc = build_program(rt, src, rt->build_opts, rt->cache_dir, &rt->prog_synth, &hit, err, errlen);
+        free(src);
+        if (rc) return NULL;
+    }
+    cl_int e;
+    cl_kernel k = clCreateKernel(rt->prog_synth, name, &e);
     if (!k) snprintf(err, errlen, "kernel '%s': %s", name, rt_errstr(e));
     return k;
 }
@@ -408,6 +408,7 @@ void rt_destroy(cl_runtime *rt)
 {
     if (rt->prog) clReleaseProgram(rt->prog);
     if (rt->prog_capped) clReleaseProgram(rt->prog_capped);
+    if (rt->prog_synth) clReleaseProgram(rt->prog_synth);
     if (rt->q) clReleaseCommandQueue(rt->q);
     if (rt->ctx) clReleaseContext(rt->ctx);
     memset(rt, 0, sizeof *rt);
