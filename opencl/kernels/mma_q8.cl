@@ -219,21 +219,6 @@ DEFINE_MMQ8S(1, 1)
 
 /* --- q4_k with a per-warp cp.async ring (mmq8p) ---------------------------------------------
  * mmq8's warp loads a unit's nibbles, scales and X into registers and waits on them before its
- * mmas: one unit in flight per warp, ~10-20 warps per compute unit (31B at 16 tokens: ~1 TB/s of
- * weights, while -DMMQ8_EXP=3 without HBM traffic still took two thirds of the time). Here each
- * warp keeps nst units in flight in its own slice of local memory, filled by cp.async: the 32 rows'
- * scale headers (16 bytes each) and nibbles (32 bytes each), the unit's int8 X (64 bytes a token)
- * and its X scales. Only warp barriers inside the loop; grid, split of k across warps and arithmetic
- * are mmq8's, except that each row's two sub-block scales are decoded once per unit (lane l, row l)
- * into the place of its header. The slice is reused for the
- * partial tiles at the end.
- * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
- * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
-
-#define MQP_STAGE(tpad) (1536 + 80 * (tpad)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
-
-/* --- q4_k with a per-warp cp.async ring (mmq8p) ---------------------------------------------
- * mmq8's warp loads a unit's nibbles, scales and X into registers and waits on them before its
  * mmas: one unit in flight per warp, and latency rather than memory bounds it. Here each
  * warp keeps nst units in flight in its own slice of local memory, filled by cp.async: the 32 rows'
  * scale headers (16 bytes each) and nibbles (32 bytes each), the unit's int8 X (64 bytes a token)
