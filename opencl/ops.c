@@ -30,26 +30,14 @@ static const char *const kernel_names[K_COUNT] = {
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
 
-/* kernel-name suffix per supported GGUF type */
-const char *ops_type_suffix(uint32_t t)
-{
-    switch (t) {
-    case GGML_TYPE_F32: return "f32";
-    case GGML_TYPE_F16: return "f16";
-    case GGML_TYPE_BF16: return "bf16";
-    case GGML_TYPE_Q8_0: return "q8_0";
-    case GGML_TYPE_Q4_0: return "q4_0";
-    case GGML_TYPE_Q4_1: return "q4_1";
-    case GGML_TYPE_Q5_0: return "q5_0";
-    case GGML_TYPE_Q5_1: return "q5_1";
-    case GGML_TYPE_Q4_K: return "q4_k";
-    case GGML_TYPE_Q5_K: return "q5_k";
-    case GGML_TYPE_Q6_K: return "q6_k";
-    default: return NULL;
-    }
-}
+int ops_type_supported(uint32_t type) { return dev_type_of(type)->suffix != NULL; }
 
-int ops_type_supported(uint32_t type) { return ops_type_suffix(type) != NULL; }
+int ops_type_kernel(cl_runtime *rt, cl_kernel *k, const char *family, uint32_t type, char *err, size_t errlen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", family, dev_type_of(type)->suffix);
+    return (*k = rt_kernel(rt, name, err, errlen)) ? 0 : -1;
+}
 
 int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)
 {
@@ -61,37 +49,28 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         if (!o->k[i]) return -1;
     }
     for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
-        const char *s = ops_type_suffix(t);
-        if (!s) continue;
-        char name[64];
-        snprintf(name, sizeof name, "mv4_%s", s);
-        if (!(o->mv4[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        snprintf(name, sizeof name, "mv16_%s", s);
-        if (!(o->mv16[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        snprintf(name, sizeof name, "deq_%s", s);
-        if (!(o->deq[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        snprintf(name, sizeof name, "emb_%s", s);
-        if (!(o->emb[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        if (rt->is_nvidia) {
-            snprintf(name, sizeof name, "mmqs_%s", s);
-            if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmql_%s", s);
-            if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmt_%s", s);
-            if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmte_%s", s);
-            if (!(o->mmte[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "deqh_%s", s);
-            if (t != GGML_TYPE_F16 && !(o->deqh[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmqe_s_%s", s);
-            if (!(o->mmqe_s[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmqe_l_%s", s);
-            if (!(o->mmqe_l[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        uint32_t fam = dev_type_of(t)->families;
+        if ((fam & DT_GEMV) && (ops_type_kernel(rt, &o->mv4[t], "mv4", t, err, errlen) ||
+                                ops_type_kernel(rt, &o->mv16[t], "mv16", t, err, errlen) ||
+                                ops_type_kernel(rt, &o->deq[t], "deq", t, err, errlen) ||
+                                ops_type_kernel(rt, &o->emb[t], "emb", t, err, errlen)))
+            return -1;
+        if (!rt->is_nvidia) continue;
+        if (fam & DT_MMA_F16) {
+            if (ops_type_kernel(rt, &o->mmqs[t], "mmqs", t, err, errlen) ||
+                ops_type_kernel(rt, &o->mmql[t], "mmql", t, err, errlen) ||
+                ops_type_kernel(rt, &o->mmqe_s[t], "mmqe_s", t, err, errlen) ||
+                ops_type_kernel(rt, &o->mmqe_l[t], "mmqe_l", t, err, errlen))
+                return -1;
             clGetKernelWorkGroupInfo(o->mmqs[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
                                      &o->mmq_wg[0][t], NULL);
             clGetKernelWorkGroupInfo(o->mmql[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
                                      &o->mmq_wg[1][t], NULL);
         }
+        if ((fam & DT_TILES) && (ops_type_kernel(rt, &o->mmt[t], "mmt", t, err, errlen) ||
+                                 ops_type_kernel(rt, &o->mmte[t], "mmte", t, err, errlen)))
+            return -1;
+        if ((fam & DT_DEQH) && ops_type_kernel(rt, &o->deqh[t], "deqh", t, err, errlen)) return -1;
     }
     o->has_mma = rt->is_nvidia;
     o->act_int8 = 1;
@@ -156,13 +135,13 @@ void ops_destroy(ops *o)
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
         if (o->mmte[t]) clReleaseKernel(o->mmte[t]);
         if (o->deqh[t]) clReleaseKernel(o->deqh[t]);
-        for (int nt = 0; nt < 2; nt++)
+        if (o->mmq8s[t]) clReleaseKernel(o->mmq8s[t]);
+        for (int nt = 0; nt < 2; nt++) {
             if (o->mmq8[nt][t]) clReleaseKernel(o->mmq8[nt][t]);
+            if (o->mmq8p[nt][t]) clReleaseKernel(o->mmq8p[nt][t]);
+        }
     }
     if (o->q8x) clReleaseKernel(o->q8x);
-    if (o->mmq8s) clReleaseKernel(o->mmq8s);
-    for (int nt = 0; nt < 2; nt++)
-        if (o->mmq8p[nt]) clReleaseKernel(o->mmq8p[nt]);
     if (o->mvq_xq) clReleaseKernel(o->mvq_xq);
     for (int i = 0; i < 2; i++)
         if (o->attn_dec[i]) clReleaseKernel(o->attn_dec[i]);

@@ -69,11 +69,12 @@ typedef struct ops {
     cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA) */
     cl_kernel mmte[GGML_TYPE_COUNT]; /* the same over expert tiles of 128 pairs */
     cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
-                              * q8_0, q5_0: q4_k takes mmq8s and mmq8p) */
+                              * DT_MMQ8 types) */
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
-    cl_kernel mmq8s;         /* q4_k at 5-8 tokens with weights staged by cp.async */
-    cl_kernel mmq8p[2];      /* q4_k at 5-8 / 9-16 tokens with a per-warp cp.async ring */
-    size_t mmq8p_wg[2];
+    /* the same as kernels of the type's own (DT_MMQ8_RING: q4_k): */
+    cl_kernel mmq8s[GGML_TYPE_COUNT]; /* 5-8 tokens with weights staged by cp.async */
+    cl_kernel mmq8p[2][GGML_TYPE_COUNT]; /* 5-8 / 9-16 tokens with a per-warp cp.async ring */
+    size_t mmq8p_wg[2][GGML_TYPE_COUNT];
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
     cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
     size_t xq_bytes, xqs_bytes;
@@ -117,7 +118,7 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
 void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_seg, size_t *gws, size_t *lws,
                      uint32_t *tpr);
 
-/* 1 if the engine has kernels for this tensor type */
+/* 1 if the engine has kernels for this tensor type (ops/types.c) */
 int  ops_type_supported(uint32_t type);
 int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
 void ops_destroy(ops *o);

@@ -243,7 +243,8 @@ inline void mqp_issue(local uchar *st, int u, int lane, global const uchar *wrow
     cp_async16(nb + 2 * lane + 1, n + 1);
     for (uint c = lane; c < 4 * tpad; c += 32) {
         uint tok = c >> 2, ch = c & 3;
-        cp_async16_ca(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)), (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
+        cp_async16_ca(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)),
+                      (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
     }
     if (lane < tpad) cp_async16_ca(xs + lane, (global const uint4 *)(Xs + (size_t)u * tpad + lane));
 }

@@ -242,8 +242,9 @@ kernel void g4_moe_combine(global const float *yd, global const float *wsel, uin
  *   Y[v] = sum over those slots of (wsel ? wsel[s] : 1) * W_sel[s][r] . X_s.
  * Up/gate: nj = 1, xdiv = n_used (one token's X for each of its experts). Down: nj = n_used,
  * xdiv = 1, X = the gate|up rows with geglu on, weights wsel: the weighted sum over the token's
- * experts without a combine pass (gate and up: k values each per row). A group's rpg rows lie in one slot group (rpg divides rows_e),
- * so it quantizes only that group's nj X rows; lanes stride over (slot, piece) pairs. */
+ * experts without a combine pass (gate and up: k values each per row). A group's rpg rows lie in one
+ * slot group (rpg divides rows_e), so it quantizes only that group's nj X rows; lanes stride over
+ * (slot, piece) pairs. */
 #define DEFINE_MVQE(T)                                                                            \
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
 void mvqe_##T(global const uchar *W, uint rbytes, uint rows_e, uint k, global const float *X,       \

@@ -280,8 +280,8 @@ static void matmul_case(const golden *g, uint32_t ntok)
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
                  (O.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
-             q8m ? (g->type == GGML_TYPE_Q4_K && O.mmq8s && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
-                    g->type == GGML_TYPE_Q4_K && O.mmq8p[ntok > 8] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
+             q8m ? (O.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
+                    O.mmq8p[ntok > 8][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
                                                                        "mmq8, int8 tensor cores") :
              mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
              ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
@@ -302,12 +302,12 @@ static void test_mv_all_types(void)
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < nn; j++) matmul_case(&G[i], ntoks[j]);
     /* q4_k again on the kernel the defaults pass over: mmq8p at 5-8 tokens (mmq8s takes them) */
-    cl_kernel s8 = O.mmq8s;
+    cl_kernel s8 = O.mmq8s[GGML_TYPE_Q4_K];
     const golden *q4 = golden_of(GGML_TYPE_Q4_K);
     if (s8 && q4) {
-        O.mmq8s = NULL;
+        O.mmq8s[GGML_TYPE_Q4_K] = NULL;
         for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
-        O.mmq8s = s8;
+        O.mmq8s[GGML_TYPE_Q4_K] = s8;
     }
 }
 
