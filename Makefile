@@ -19,15 +19,17 @@ FCGI_SRCS   := $(filter-out fcgi/main.c,$(wildcard fcgi/*.c))
 FCGI_OBJS   := $(FCGI_SRCS:%.c=build/obj/%.o)
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
-KERNELS     := $(wildcard opencl/kernels/*.cl)
+# the kernel files and the program each builds into: one manifest, in build order
+KERNEL_MANIFEST := opencl/kernels/manifest.def
+KERNELS     := $(shell sed -e 's/\#.*//' $(KERNEL_MANIFEST) | awk 'NF == 2 { print $$2 }')
 
 # kernels are embedded into the library so the binaries run from any directory
 build/obj/opencl/kernels_embed.o: build/gen/kernels_embed.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
-build/gen/kernels_embed.c: $(KERNELS) tools/embed_kernels.sh
+	$(CC) $(CFLAGS) $(INC) -c $< -o $@
+build/gen/kernels_embed.c: $(KERNEL_MANIFEST) $(KERNELS) tools/embed_kernels.sh
 	@mkdir -p $(dir $@)
-	sh tools/embed_kernels.sh $(KERNELS) > $@
+	sh tools/embed_kernels.sh $(KERNEL_MANIFEST) > $@.tmp && mv $@.tmp $@
 
 BINS := build/clgemma build/clgemma-fcgi
 

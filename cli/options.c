@@ -74,7 +74,7 @@ static const cli_option OPTIONS[] = {
     { "-b", NULL, "N", B(BENCH), K_INT, F(batch), 1, 256, "sequences decoded together (default 1)" },
     { "--profile", NULL, NULL, B(BENCH), K_FLAG, F(profile), 0, 0, "per-kernel times of the last repetition" },
     { "--set", NULL, "NAME=VALUE", B(BENCH), K_SET, F(settings), 0, 0,
-      "a measurement setting: kill switch or threshold (docs/PERF.md); repeatable" },
+      "a measurement setting: an ops policy threshold (docs/PERF.md); repeatable" },
     { "--synthetic", NULL, "MODEL", B(BENCH), K_STR, F(synthetic), 0, 0,
       "random weights of a real shape made on the device, no file: gemma4-26b-a4b, gemma4-31b, gemma4-e4b, "
       "gemma4-e2b" },

@@ -214,7 +214,10 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     e->rt.settings = opts->settings;
     e->rt.n_settings = opts->n_settings;
-    if (rt_settings_check(&e->rt, why, sizeof why)) { ERR("%s", why); goto fail; }
+    /* the settings apply to the ops policy now, so a misspelt name fails before the upload */
+    ops_policy pol;
+    ops_policy_defaults(&pol, &e->rt);
+    if (ops_policy_apply(&pol, &e->rt, why, sizeof why)) { ERR("%s", why); goto fail; }
     /* refuse early, with numbers, rather than failing half-way through the upload */
     const gguf_tensor *big;
     uint64_t wbytes = model_device_bytes(e->gguf, &big);
@@ -254,6 +257,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
     if (scratch < out_tile) scratch = out_tile;
     if (ops_init(&e->o, &e->rt, scratch, why, sizeof why)) { ERR("%s", why); goto fail; }
+    e->o.pol = pol;
     if (kv_init(e, n_ctx, n_seq, opts->verbose, err, errlen)) goto fail;
     if (fwd_bufs_create(&e->b, &e->m, &e->rt, e->max_batch, max_out, n_ctx, why, sizeof why)) {
         ERR("%s", why);

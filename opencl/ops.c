@@ -10,16 +10,15 @@
 #include <string.h>
 
 static const char *const kernel_names[K_COUNT] = {
-    [K_RMSNORM] = "rmsnorm", [K_RMSNORM_ADD] = "rmsnorm_add", [K_NORM_ROPE] = "norm_rope",
-    [K_V_STORE] = "v_store", [K_ATTN_PARTIAL] = "attn_partial",
-    [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows", [K_ADD_NORM] = "rmsnorm_add_norm",
+    [K_NORM_ROPE] = "norm_rope", [K_ATTN_PARTIAL] = "attn_partial",
+    [K_GEGLU] = "geglu", [K_GATHER_ROWS] = "gather_rows",
     [K_QKV_ROPE] = "qkv_rope", [K_MV_MULTI] = "mv_multi", [K_NORM_FUSE] = "norm_fuse", [K_ADD_ROWS] = "add_rows",
     [K_SCALE_ROWS] = "scale_rows", [K_SOFTCAP] = "softcap", [K_ARGMAX] = "argmax",
     [K_MV] = "mv (dequant-GEMV)", [K_DEQ] = "deq (dequant tile)", [K_EMB] = "emb (embedding)", [K_MMQ] = "mmq (tensor cores)",
     [K_GEMM] = "gemm (CLBlast)", [K_G4_MV_ANY] = "g4_mv_any", [K_G4_ROUTER] = "g4_router_topk",
     [K_G4_MOE_UP] = "g4_moe_up", [K_G4_GEGLU_SPLIT] = "g4_geglu_split", [K_G4_MOE_DOWN] = "g4_moe_down",
     [K_G4_PLE_GATE] = "g4_ple_gate", [K_G4_MOE_SORT] = "g4_moe_sort", [K_G4_MOE_COMBINE] = "g4_moe_combine",
-    [K_ATTN_FLASH] = "attn_flash (tensor cores)", [K_MVQ] = "mvq (int8 dot GEMV)",
+    [K_MVQ] = "mvq (int8 dot GEMV)",
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
     [K_MVQG] = "mvqg (int8 dot GEMV, X given)", [K_MVQ_XQ] = "mvq_xq (X to int8)",
@@ -31,26 +30,14 @@ static const char *const kernel_names[K_COUNT] = {
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
 
-/* kernel-name suffix per supported GGUF type */
-const char *ops_type_suffix(uint32_t t)
-{
-    switch (t) {
-    case GGML_TYPE_F32: return "f32";
-    case GGML_TYPE_F16: return "f16";
-    case GGML_TYPE_BF16: return "bf16";
-    case GGML_TYPE_Q8_0: return "q8_0";
-    case GGML_TYPE_Q4_0: return "q4_0";
-    case GGML_TYPE_Q4_1: return "q4_1";
-    case GGML_TYPE_Q5_0: return "q5_0";
-    case GGML_TYPE_Q5_1: return "q5_1";
-    case GGML_TYPE_Q4_K: return "q4_k";
-    case GGML_TYPE_Q5_K: return "q5_k";
-    case GGML_TYPE_Q6_K: return "q6_k";
-    default: return NULL;
-    }
-}
+int ops_type_supported(uint32_t type) { return dev_type_of(type)->suffix != NULL; }
 
-int ops_type_supported(uint32_t type) { return ops_type_suffix(type) != NULL; }
+int ops_type_kernel(cl_runtime *rt, cl_kernel *k, const char *family, uint32_t type, char *err, size_t errlen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", family, dev_type_of(type)->suffix);
+    return (*k = rt_kernel(rt, name, err, errlen)) ? 0 : -1;
+}
 
 int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)
 {
@@ -62,76 +49,47 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
         if (!o->k[i]) return -1;
     }
     for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++) {
-        const char *s = ops_type_suffix(t);
-        if (!s) continue;
-        char name[64];
-        snprintf(name, sizeof name, "mv4_%s", s);
-        if (!(o->mv4[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        snprintf(name, sizeof name, "mv16_%s", s);
-        if (!(o->mv16[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        snprintf(name, sizeof name, "deq_%s", s);
-        if (!(o->deq[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        snprintf(name, sizeof name, "emb_%s", s);
-        if (!(o->emb[t] = rt_kernel(rt, name, err, errlen))) return -1;
-        if (rt->is_nvidia) {
-            snprintf(name, sizeof name, "mmqs_%s", s);
-            if (!(o->mmqs[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmql_%s", s);
-            if (!(o->mmql[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            if (!rt_setting_on(rt, "NO_MMT")) {
-                snprintf(name, sizeof name, "mmt_%s", s);
-                if (!(o->mmt[t] = rt_kernel(rt, name, err, errlen))) return -1;
-                snprintf(name, sizeof name, "mmte_%s", s);
-                if (!rt_setting_on(rt, "NO_MMTE") && !(o->mmte[t] = rt_kernel(rt, name, err, errlen))) return -1;
-                snprintf(name, sizeof name, "deqh_%s", s);
-                if (t != GGML_TYPE_F16 && !rt_setting_on(rt, "NO_MMTA") &&
-                    !(o->deqh[t] = rt_kernel(rt, name, err, errlen)))
-                    return -1;
-            }
-            snprintf(name, sizeof name, "mmqe_s_%s", s);
-            if (!(o->mmqe_s[t] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mmqe_l_%s", s);
-            if (!(o->mmqe_l[t] = rt_kernel(rt, name, err, errlen))) return -1;
+        uint32_t fam = dev_type_of(t)->families;
+        if ((fam & DT_GEMV) && (ops_type_kernel(rt, &o->mv4[t], "mv4", t, err, errlen) ||
+                                ops_type_kernel(rt, &o->mv16[t], "mv16", t, err, errlen) ||
+                                ops_type_kernel(rt, &o->deq[t], "deq", t, err, errlen) ||
+                                ops_type_kernel(rt, &o->emb[t], "emb", t, err, errlen)))
+            return -1;
+        if (!rt->is_nvidia) continue;
+        if (fam & DT_MMA_F16) {
+            if (ops_type_kernel(rt, &o->mmqs[t], "mmqs", t, err, errlen) ||
+                ops_type_kernel(rt, &o->mmql[t], "mmql", t, err, errlen) ||
+                ops_type_kernel(rt, &o->mmqe_s[t], "mmqe_s", t, err, errlen) ||
+                ops_type_kernel(rt, &o->mmqe_l[t], "mmqe_l", t, err, errlen))
+                return -1;
             clGetKernelWorkGroupInfo(o->mmqs[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
                                      &o->mmq_wg[0][t], NULL);
             clGetKernelWorkGroupInfo(o->mmql[t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
                                      &o->mmq_wg[1][t], NULL);
         }
+        if ((fam & DT_TILES) && (ops_type_kernel(rt, &o->mmt[t], "mmt", t, err, errlen) ||
+                                 ops_type_kernel(rt, &o->mmte[t], "mmte", t, err, errlen)))
+            return -1;
+        if ((fam & DT_DEQH) && ops_type_kernel(rt, &o->deqh[t], "deqh", t, err, errlen)) return -1;
     }
-    o->has_mma = rt->is_nvidia && !rt_setting_on(rt, "NO_MMA");
+    o->has_mma = rt->is_nvidia;
     o->act_int8 = 1;
+    ops_policy_defaults(&o->pol, rt);
     if (o->mmt[GGML_TYPE_F32] && !(o->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
     if (o->deqh[GGML_TYPE_F32] && !(o->mmta = rt_kernel(rt, "mmta_f16", err, errlen))) return -1;
     if (ops_int8_init(o, rt, err, errlen)) return -1;
-    if (rt->is_nvidia && !rt_setting_on(rt, "NO_QKV_ROPE_W") && !(o->qkv_rope_w = rt_kernel(rt, "qkv_rope_w", err, errlen)))
-        return -1;
-    /* prefill-sized launches: a 16-token decode step of 31B (1,024 rows) is faster on qkv_rope */
-    o->qkv_rope_w_min_rows = 2048;
-    if (rt->is_nvidia && !rt_setting_on(rt, "NO_FLASH") && !(o->flash = rt_kernel(rt, "attn_flash", err, errlen)))
-        return -1;
-    if (o->flash && o->mmt_cvt && !rt_setting_on(rt, "NO_ATTN_FA"))
-        for (int i = 0; i < 3; i++) {
-            char name[32];
-            snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
-            if (!(o->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
-        }
-    if (rt->is_nvidia && !rt_setting_on(rt, "NO_ATTN_DEC") &&
+    if (rt->is_nvidia && !(o->qkv_rope_w = rt_kernel(rt, "qkv_rope_w", err, errlen))) return -1;
+    for (int i = 0; o->mmt_cvt && i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
+        if (!(o->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
+    }
+    if (rt->is_nvidia &&
         (!(o->attn_dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
-         !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen))))
-        return -1;
-    o->attn_decq_max_tok = (uint32_t)rt_setting_int(rt, "ATTN_DECQ_MAX_TOK", 1, 4);
-    if (o->attn_dec[0] && !rt_setting_on(rt, "NO_ATTN_DECQ") &&
-        (!(o->attn_decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
+         !(o->attn_dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
+         !(o->attn_decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
          !(o->attn_decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
         return -1;
-    /* keys per split-KV chunk at least: attn_dec's 8 warps take 32 keys per round, and a span in
-     * one chunk needs no merge (docs/PERF.md, "Defaults and their measurements") */
-    uint32_t want = (uint32_t)rt_setting_int(rt, "ATTN_MIN_CHUNK", 0, o->attn_dec[0] ? 128 : OPS_ATTN_MIN_CHUNK);
-    /* 3, not 4: a 16-token decode step of 32 heads (512 groups) then keeps one chunk up to 256 keys
-     * and skips the merge (docs/PERF.md, "Defaults and their measurements") */
-    o->attn_groups_per_cu = (uint32_t)rt_setting_int(rt, "ATTN_GROUPS_PER_CU", 1, 3);
-    o->attn_min_chunk = OPS_ATTN_MIN_CHUNK;
-    while (o->attn_min_chunk < want && o->attn_min_chunk < OPS_ATTN_CHUNK) o->attn_min_chunk *= 2;
     if (!(o->argmax_part = rt_kernel(rt, "argmax_part", err, errlen))) return -1;
     if (!(o->argmax_final = rt_kernel(rt, "argmax_final", err, errlen))) return -1;
     if (!(o->am_val = rt_alloc(rt, 256 * 256 * sizeof(float), NULL, err, errlen))) return -1;
@@ -142,28 +100,14 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     cl_ulong lm = 16384;
     clGetDeviceInfo(rt->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
     o->local_mem = (size_t)lm;
-    /* below ~half a group per compute unit the 128 x 128 tiles leave the GPU part-idle and mmql
-     * does better (docs/PERF.md, "Defaults and their measurements") */
-    o->mmt_min_groups = (uint32_t)rt_setting_int(rt, "MMT_MIN_GROUPS", 0, (int)(cu / 2));
-    /* batched products split k until about this many warps; mmq8p twice as many, its ring hides
-     * less latency per warp (docs/PERF.md, "Defaults and their measurements") */
-    int wt = rt_setting_int(rt, "MMQ_WARPS_TARGET", 1, 0);
-    o->mmq_warps_target = wt ? (size_t)wt : 2048;
-    o->mmq8p_warps_target = wt ? (size_t)wt : 4096;
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
-    o->wg_mv = rt->is_cpu ? 4 : 128;
     if (o->wg > rt->max_wg) o->wg = rt->max_wg;
     size_t kwg = 0;
     if (clGetKernelWorkGroupInfo(o->k[K_NORM_FUSE], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) !=
             CL_SUCCESS || kwg > rt->max_wg)
         kwg = rt->max_wg;
     for (o->norm_wg_max = 64; o->norm_wg_max * 2 <= kwg && o->norm_wg_max < 1024;) o->norm_wg_max *= 2;
-    /* geometry settings for measurements on new devices (docs/PERF.md); defaults above */
-    o->wg_mv = (size_t)rt_setting_int(rt, "MV_WG", 1, (int)o->wg_mv);
-    o->mv_tpr_cap = (uint32_t)rt_setting_int(rt, "MV_TPR", 1, rt->is_nvidia ? 32 : (int)o->wg_mv);
-    if (o->wg_mv > rt->max_wg) o->wg_mv = rt->max_wg;
-    if (o->mv_tpr_cap > o->wg_mv) o->mv_tpr_cap = (uint32_t)o->wg_mv;
     o->scratch_elems = scratch_elems;
     if (scratch_elems) {
         o->scratch = rt_alloc(rt, scratch_elems * sizeof(float), NULL, err, errlen);
@@ -191,13 +135,13 @@ void ops_destroy(ops *o)
         if (o->mmt[t]) clReleaseKernel(o->mmt[t]);
         if (o->mmte[t]) clReleaseKernel(o->mmte[t]);
         if (o->deqh[t]) clReleaseKernel(o->deqh[t]);
-        for (int nt = 0; nt < 2; nt++)
+        if (o->mmq8s[t]) clReleaseKernel(o->mmq8s[t]);
+        for (int nt = 0; nt < 2; nt++) {
             if (o->mmq8[nt][t]) clReleaseKernel(o->mmq8[nt][t]);
+            if (o->mmq8p[nt][t]) clReleaseKernel(o->mmq8p[nt][t]);
+        }
     }
     if (o->q8x) clReleaseKernel(o->q8x);
-    if (o->mmq8s) clReleaseKernel(o->mmq8s);
-    for (int nt = 0; nt < 2; nt++)
-        if (o->mmq8p[nt]) clReleaseKernel(o->mmq8p[nt]);
     if (o->mvq_xq) clReleaseKernel(o->mvq_xq);
     for (int i = 0; i < 2; i++)
         if (o->attn_dec[i]) clReleaseKernel(o->attn_dec[i]);
@@ -211,7 +155,6 @@ void ops_destroy(ops *o)
     if (o->xh) clReleaseMemObject(o->xh);
     if (o->mmta) clReleaseKernel(o->mmta);
     if (o->wh) clReleaseMemObject(o->wh);
-    if (o->flash) clReleaseKernel(o->flash);
     if (o->qkv_rope_w) clReleaseKernel(o->qkv_rope_w);
     if (o->argmax_part) clReleaseKernel(o->argmax_part);
     if (o->argmax_final) clReleaseKernel(o->argmax_final);
@@ -268,20 +211,22 @@ void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_se
                      uint32_t *tpr)
 {
     uint32_t nu = k / 8;
+    size_t wg = o->pol.mv_wg < o->rt->max_wg ? o->pol.mv_wg : o->rt->max_wg;
+    uint32_t cap = o->pol.mv_tpr < wg ? o->pol.mv_tpr : (uint32_t)wg;
     *tpr = 1;
-    while (*tpr < o->mv_tpr_cap && *tpr * 2 < nu + 1) *tpr *= 2;
-    *lws = o->wg_mv;
+    while (*tpr < cap && *tpr * 2 < nu + 1) *tpr *= 2;
+    *lws = wg;
     size_t per = *lws / *tpr * rows_per_seg;
     *gws = (rows + per - 1) / per * *lws;
 }
 
-/* warps per group for the mmq kernels (they split k): doubled while fewer than o->mmq_warps_target
+/* warps per group for the mmq kernels (they split k): doubled while fewer than pol.mmq_warps_target
  * (ops_split_k_to: target) warps would be in flight, each keeps two passes over k, and the group
  * fits the kernel's register-limited size and local memory (part_per_warp bytes of partial tiles
  * or ring each) */
 size_t ops_mmq_split_k(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max)
 {
-    return ops_split_k_to(o, tiles, nsb, max_wg, part_per_warp, ks_max, o->mmq_warps_target);
+    return ops_split_k_to(o, tiles, nsb, max_wg, part_per_warp, ks_max, o->pol.mmq_warps_target);
 }
 
 size_t ops_split_k_to(const ops *o, size_t tiles, uint32_t nsb, size_t max_wg, size_t part_per_warp, size_t ks_max,
@@ -307,7 +252,7 @@ int ops_grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
     if (type >= GGML_TYPE_COUNT || !o->has_mma || !o->mmt[type] || ntok < 64 || k % 32) return 0;
-    return (size_t)(rows + 127) / 128 * ((ntok + 127) / 128) >= o->mmt_min_groups;
+    return (size_t)(rows + 127) / 128 * ((ntok + 127) / 128) >= o->pol.mmt_min_groups;
 }
 
 /* X (n rows of k) to f16 rows in o->xh for the tiles */
@@ -480,8 +425,8 @@ static size_t norm_lws(const ops *o, uint32_t rows, uint32_t n)
 
 int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)
 {
-    if (n % 4 || c->nout < 0 || c->nout > 3 || (!c->wx && (c->x2 || c->wt)) || (c->x2 && !c->wx2) ||
-        (!c->res && c->nout == 0))
+    if (n % 4) return errf(err, errlen, "norm: rows of %u values (the norm kernels take multiples of 4)", n);
+    if (c->nout < 0 || c->nout > 3 || (!c->wx && (c->x2 || c->wt)) || (c->x2 && !c->wx2) || (!c->res && c->nout == 0))
         return errf(err, errlen, "norm chain: unsupported arguments (n = %u, %d outputs)", n, c->nout);
     uint32_t flags = (c->wx ? 0 : 1) | (c->x2 ? 2 : 0) | (c->wt ? 4 : 0) | (c->res ? 8 : 0);
     cl_mem x = c->x, dflt = c->x; /* unused buffer arguments point at x */
@@ -516,39 +461,25 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     return 0;
 }
 
+/* the norms below are norm chains: float4 rows only (both loaders ask for multiples of 32) */
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen)
 {
-    if (n % 4 == 0) {
-        norm_chain c = { .x = x, .out = { { w, y } }, .nout = 1 };
-        return op_norm_chain(o, &c, rows, n, eps, err, errlen);
-    }
-    size_t lws = o->wg, gws = (size_t)rows * lws;
-    return ops_launch(o, K_RMSNORM, o->k[K_RMSNORM], 1, &gws, &lws, 8.0 * rows * n, 4.0 * rows * n, err, errlen, 6,
-                  A(x), A(w), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
+    norm_chain c = { .x = x, .out = { { w, y } }, .nout = 1 };
+    return op_norm_chain(o, &c, rows, n, eps, err, errlen);
 }
 
 int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err,
                    size_t errlen)
 {
-    if (n % 4 == 0) {
-        norm_chain c = { .x = x, .wx = w, .res = res, .scale = 1.0f };
-        return op_norm_chain(o, &c, rows, n, eps, err, errlen);
-    }
-    size_t lws = o->wg, gws = (size_t)rows * lws;
-    return ops_launch(o, K_RMSNORM_ADD, o->k[K_RMSNORM_ADD], 1, &gws, &lws, 12.0 * rows * n, 5.0 * rows * n, err,
-                  errlen, 6, A(x), A(w), A(res), A(n), A(eps), LOCAL(lws * sizeof(float)));
+    norm_chain c = { .x = x, .wx = w, .res = res, .scale = 1.0f };
+    return op_norm_chain(o, &c, rows, n, eps, err, errlen);
 }
 
 int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
                         float eps, char *err, size_t errlen)
 {
-    if (n % 4 == 0) {
-        norm_chain c = { .x = x, .wx = w1, .res = res, .scale = 1.0f, .out = { { w2, y } }, .nout = 1 };
-        return op_norm_chain(o, &c, rows, n, eps, err, errlen);
-    }
-    size_t lws = o->wg, gws = (size_t)rows * lws;
-    return ops_launch(o, K_ADD_NORM, o->k[K_ADD_NORM], 1, &gws, &lws, 16.0 * rows * n, 8.0 * rows * n, err, errlen, 8,
-                  A(x), A(w1), A(res), A(w2), A(y), A(n), A(eps), LOCAL(lws * sizeof(float)));
+    norm_chain c = { .x = x, .wx = w1, .res = res, .scale = 1.0f, .out = { { w2, y } }, .nout = 1 };
+    return op_norm_chain(o, &c, rows, n, eps, err, errlen);
 }
 
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
@@ -599,9 +530,9 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
     cl_mem qwb = qw ? qw : Q, kwb = kw ? kw : Q;
     if (qk_norm == 1 && (!qw || !kw)) return errf(err, errlen, "qkv_rope: norm mode 1 needs Q and K weights");
     size_t rows = (size_t)ntok * (nh + 2 * nkv);
-    if (o->qkv_rope_w && rows >= o->qkv_rope_w_min_rows && hd % 32 == 0 && hd <= 512 && rot % 64 == 0 && rot <= hd) {
-        /* a warp per head row (30_norm.cl) where there are enough rows: H200 31B prefill 2048 365 ->
-         * 146 us per launch; a decode step's 64 rows as 8 groups took 12.6 us against 9 */
+    if (o->qkv_rope_w && rows >= o->pol.qkv_rope_w_min_rows && hd % 32 == 0 && hd <= 512 && rot % 64 == 0 &&
+        rot <= hd) {
+        /* a warp per head row where there are enough rows: no barriers, and a sincos per pair */
         size_t wl = 256, wg = ((size_t)ntok * (nh + 2 * nkv) * 32 + wl - 1) / wl * wl;
         return ops_launch(o, K_QKV_ROPE, o->qkv_rope_w, 1, &wg, &wl, 8.0 * ntok * (nh + 2 * nkv) * hd,
                           8.0 * ntok * (nh + nkv) * hd, err, errlen, 21, A(Q), A(K), A(V), A(nh), A(nkv), A(hd),
@@ -630,15 +561,6 @@ int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_m
                   8.0 * ntok * nh * hd, err, errlen, 18, A(x), A(nh), A(hd), A(wb), A(norm), A(has_w), A(eps),
                   A(freq), A(rot), A(tok_pos), A(tok_seq), A(to_cache), A(cache), A(bt), A(mb), A(bs),
                   LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)));
-}
-
-int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int norm, float eps,
-               cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen)
-{
-    size_t lws = o->wg, gws = (size_t)ntok * nh * lws;
-    return ops_launch(o, K_V_STORE, o->k[K_V_STORE], 1, &gws, &lws, 6.0 * ntok * nh * hd, 0, err, errlen, 12, A(x),
-                  A(nh), A(hd), A(norm), A(eps), A(tok_pos), A(tok_seq), A(kv->cache), A(kv->block_table),
-                  A(kv->max_blocks), A(kv->block_size), LOCAL(lws * sizeof(float)));
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }

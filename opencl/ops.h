@@ -5,15 +5,14 @@
 
 #include "runtime.h"
 #include "gguf.h"
+#include "policy.h"
 
-#define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in 20_matmul.cl) */
-#define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in 20_matmul.cl) */
-#define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in 29_mmq8.cl) */
-#define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in 40_attention.cl) */
+#define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in gemv.cl) */
+#define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in gemv.cl) */
+#define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in mma_q8.cl) */
+#define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in attn_split.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
-#define OPS_FLASH_ROWS 64   /* query rows per flash work-group (FLASH_ROWS in 45_flash.cl) */
-#define OPS_FLASH_DV 128    /* output dims per flash work-group (FLASH_DV) */
-#define OPS_FLASH_VT 20     /* words per row of the staged V^T (FLASH_VT) */
+#define OPS_FLASH_ROWS 64   /* query rows per attn_fa work-group (FA_ROWS in attn_prefill.cl) */
 #define OPS_WH_MAX ((size_t)1 << 30) /* f16 rows of one weight for mmta at most (larger: mmt) */
 #define OPS_FLASH_MIN_RUN 8 /* shorter runs of one sequence take the split-KV kernels */
 
@@ -26,14 +25,13 @@ typedef struct weight {
 } weight;
 
 enum op_kernel {
-    K_RMSNORM, K_RMSNORM_ADD, K_NORM_ROPE, K_V_STORE, K_ATTN_PARTIAL, K_GEGLU,
-    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_ADD_NORM, K_QKV_ROPE, K_MV_MULTI,
+    K_NORM_ROPE, K_ATTN_PARTIAL, K_GEGLU,
+    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_QKV_ROPE, K_MV_MULTI,
     K_NORM_FUSE,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
     K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE, K_G4_MOE_SORT,
     K_G4_MOE_COMBINE,
-    K_ATTN_FLASH, /* NVIDIA only: ops.flash */
     K_MVQ,        /* NVIDIA only: ops.mvq */
     K_MMT, K_MMT_CVT, /* NVIDIA only: ops.mmt, ops.mmt_cvt */
     K_MMQ8, K_Q8X,    /* NVIDIA only: ops.mmq8, ops.q8x */
@@ -63,56 +61,36 @@ typedef struct ops {
     cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0, q5_0) */
     cl_kernel mvqg[GGML_TYPE_COUNT]; /* the same with X quantized beforehand (mvq_xq into xq / xqs) */
     cl_kernel mvq_xq;
-    cl_kernel mvqn[GGML_TYPE_COUNT]; /* mvq with the norm chain before it fused in (NULL with CLGEMMA_NO_MVQN) */
-    size_t mvqg_min_elems;   /* mvqg for products of at least this many weights (and whenever the
-                              * staged X would not fit in local memory) */
-    uint32_t mvqg_rpg;       /* rows per mvqg group */
-    uint32_t mvqg_min_k;     /* mvqg only for rows of at least this many values (staging a short X is cheap) */
+    cl_kernel mvqn[GGML_TYPE_COUNT]; /* mvq with the norm chain before it fused in */
     cl_mem xq_of;            /* the X whose int8 form xq / xqs hold, as its producer (norm_fuse,
                               * attn_dec) left it: mvqg's layout for 1-4 tokens, mmq8's for 5-16;
                               * cleared by any launch but those products' */
     uint32_t xq_ntok, xq_k;
-    cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA; NULL with CLGEMMA_NO_MMT) */
-    cl_kernel mmte[GGML_TYPE_COUNT]; /* the same over expert tiles of 128 pairs (NULL with CLGEMMA_NO_MMTE) */
+    cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA) */
+    cl_kernel mmte[GGML_TYPE_COUNT]; /* the same over expert tiles of 128 pairs */
     cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
-                              * q4_k, q8_0, q5_0; NULL with CLGEMMA_NO_MMQ8) */
+                              * DT_MMQ8 types) */
     size_t mmq8_wg[2][GGML_TYPE_COUNT];
-    cl_kernel mmq8s;         /* q4_k at 5-8 tokens with weights staged by cp.async (NULL with CLGEMMA_NO_MMQ8S) */
-    cl_kernel mmq8p[2];      /* q4_k at 5-8 / 9-16 tokens with a per-warp cp.async ring (NULL with CLGEMMA_NO_MMQ8P) */
-    size_t mmq8p_wg[2];
-    uint32_t mmq8p_stages;   /* units in flight per warp (CLGEMMA_MMQ8P_STAGES, 2-4) */
-    size_t mmq_warps_target; /* split k until this many warps (CLGEMMA_MMQ_WARPS_TARGET; default 2048) */
-    size_t mmq8p_warps_target; /* the same for mmq8p (default 4096) */
-    size_t mmq8_warps;       /* warps per mmq8 group forced by CLGEMMA_MMQ8_WARPS (0: chosen per launch) */
-    size_t mmq8_min_elems;   /* mmq8 only for products of at least this many weights (rows x k) */
+    /* the same as kernels of the type's own (DT_MMQ8_RING: q4_k): */
+    cl_kernel mmq8s[GGML_TYPE_COUNT]; /* 5-8 tokens with weights staged by cp.async */
+    cl_kernel mmq8p[2][GGML_TYPE_COUNT]; /* 5-8 / 9-16 tokens with a per-warp cp.async ring */
+    size_t mmq8p_wg[2][GGML_TYPE_COUNT];
     cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
-    uint32_t q8x_min_k;      /* norm_fuse leaves mmq8's int8 X for rows of at least this many values */
     cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
     size_t xq_bytes, xqs_bytes;
     cl_kernel mmt_cvt;       /* X to f16 rows for mmt */
-    cl_kernel mmta;          /* the tiles on f16 rows staged by cp.async (NULL with CLGEMMA_NO_MMTA) */
+    cl_kernel mmta;          /* the tiles on f16 rows staged by cp.async */
     cl_kernel deqh[GGML_TYPE_COUNT]; /* weight rows to f16 rows for mmta (none for f16) */
     cl_mem wh;               /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
     size_t wh_bytes;
     cl_mem xh;               /* those rows (grown on demand) */
     size_t xh_bytes;
-    uint32_t mmt_min_groups; /* mmt only when its grid has this many groups (else mmql fills the GPU better) */
-    uint32_t mvq_r;          /* rows per warp pass of those kernels (2, or 4 with CLGEMMA_MVQ_R=4) */
-    uint32_t mvq_rpg;        /* rows per group forced by CLGEMMA_MVQ_RPG (0: chosen per launch) */
-    cl_kernel qkv_rope_w;    /* qkv_rope with a warp per head row (NVIDIA; NULL with CLGEMMA_NO_QKV_ROPE_W) */
-    size_t qkv_rope_w_min_rows; /* ... for launches of at least this many head rows */
-    cl_kernel flash;         /* tensor-core prefill attention (NVIDIA; NULL with CLGEMMA_NO_FLASH) */
-    cl_kernel fa[3];         /* the same staged by cp.async for head dims 128 / 256 / 512 (NULL with
-                              * CLGEMMA_NO_ATTN_FA); Q as f16 rows from mmt_cvt_x */
-    uint32_t attn_min_chunk; /* keys per split-KV chunk at least (OPS_ATTN_MIN_CHUNK unless measuring) */
-    uint32_t attn_groups_per_cu; /* split-KV chunks shrink until this many groups per compute unit
-                              * (CLGEMMA_ATTN_GROUPS_PER_CU; default 3) */
-    cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA;
-                              * NULL with CLGEMMA_NO_ATTN_DEC) */
-    cl_kernel attn_decq[2];  /* the same from the raw Q/K/V of a decode batch (qkv_rope inside; NULL
-                              * with CLGEMMA_NO_ATTN_DECQ) */
-    uint32_t attn_decq_max_tok; /* batches of up to this many tokens take it (CLGEMMA_ATTN_DECQ_MAX_TOK; 4) */
-    int has_mma;             /* mmq kernels built and not disabled by CLGEMMA_NO_MMA */
+    cl_kernel qkv_rope_w;    /* qkv_rope with a warp per head row (NVIDIA) */
+    cl_kernel fa[3];         /* tensor-core prefill attention staged by cp.async, head dims 128 / 256 / 512
+                              * (NVIDIA); Q as f16 rows from mmt_cvt_x */
+    cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA) */
+    cl_kernel attn_decq[2];  /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
+    int has_mma;             /* tensor-core kernels built (NVIDIA) */
     int act_int8;            /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
                               * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
     size_t mmq_wg[2][GGML_TYPE_COUNT]; /* largest group each mmq kernel can run (registers) */
@@ -124,8 +102,7 @@ typedef struct ops {
     cl_mem scratch;          /* dequantized weight tiles for GEMM */
     size_t scratch_elems;
     size_t wg;               /* default work-group size for row kernels */
-    size_t wg_mv;
-    uint32_t mv_tpr_cap;     /* items per row in mv at most (a warp on NVIDIA: shuffle reduction) */
+    ops_policy pol;          /* thresholds and launch geometry (policy.h): defaults from ops_init */
     /* profiling (bench --profile): time and launches per op kind */
     double prof_ms[K_COUNT];
     long prof_n[K_COUNT];
@@ -141,7 +118,7 @@ int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const
 void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_seg, size_t *gws, size_t *lws,
                      uint32_t *tpr);
 
-/* 1 if the engine has kernels for this tensor type */
+/* 1 if the engine has kernels for this tensor type (ops/types.c) */
 int  ops_type_supported(uint32_t type);
 int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
 void ops_destroy(ops *o);
@@ -171,6 +148,8 @@ int op_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem 
 int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
                cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind, char *err, size_t errlen);
 int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen);
+/* y = norm(x) * w (y may be x), and res += norm(x) * w: op_norm_chain's, so rows of n % 4 == 0 values
+ * (both loaders ask for multiples of 32; other n fail with an error) */
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
 int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
 
@@ -192,7 +171,7 @@ typedef struct norm_chain {
 } norm_chain;
 int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
 
-/* res += norm(x) * w1; y = norm(res) * w2 */
+/* res += norm(x) * w1; y = norm(res) * w2 (op_norm_chain's, n % 4 == 0) */
 int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
                         float eps, char *err, size_t errlen);
 /* Y = W . (gelu(G) * U) for decode (G rows ldg apart, U's at U + u_off, ldu apart) in one launch,
@@ -221,8 +200,6 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache,
                  char *err, size_t errlen);
-int op_v_store(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, int norm, float eps,
-               cl_mem tok_pos, cl_mem tok_seq, const kv_view *kv, char *err, size_t errlen);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
  * short decode steps still spread over the device (small chunks) and long prefills do not */
 /* int8 X handed from its producer to the next mvqg product (NVIDIA): whether a producer of rows of
@@ -263,7 +240,7 @@ typedef struct attn_batch {
     uint32_t part_hd;
 } attn_batch;
 /* attention of a whole batch: runs of >= OPS_FLASH_MIN_RUN tokens of one sequence on the flash
- * kernel where the device has it, everything else on the split-KV kernels */
+ * kernel (attn_fa) where the device has it for the head dim, everything else on the split-KV kernels */
 int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
 /* a layer's raw projections and op_qkv_rope's other arguments (b->q is the raw Q) */
 typedef struct qkv_raw {
@@ -275,7 +252,7 @@ typedef struct qkv_raw {
 /* op_qkv_rope then op_attention_batch; one launch (attn_decq) for a decode batch of 1-4 tokens (one
  * per sequence, b->h_seq given) on NVIDIA, which leaves b->q raw */
 int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
-/* flash kernel available for this head shape */
+/* flash kernel (attn_fa) available for this head shape */
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
 /* tokens [t0, t0+ntok), one sequence at consecutive positions, on the flash kernel; span: the
  * longest key span of a token (for the profile's byte and FLOP counts) */

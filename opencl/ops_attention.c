@@ -1,5 +1,6 @@
 /* ops_attention.c — attention launchers: the split-KV kernels (any batch, any device), the
- * tensor-core flash kernel (runs of one sequence's tokens, NVIDIA), and op_attention_batch,
+ * tensor-core flash kernel attn_fa (runs of one sequence's tokens, NVIDIA, head dims 128 / 256 /
+ * 512), and op_attention_batch,
  * which cuts a forward batch into runs and gives each the kernel that suits it. */
 #include "ops.h"
 #include "errf.h"
@@ -17,7 +18,7 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     int di = hd == 256 ? 0 : hd == 512 ? 1 : -1;
     cl_kernel dec = di < 0 ? NULL : r ? o->attn_decq[di] : o->attn_dec[di];
-    if (dec) { /* one warp per run of keys (41_attn_dec.cl): no local staging of Q, keys or scores */
+    if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
          * mmq8 (5-16): its int8 X too, in that product's layout */
@@ -70,17 +71,26 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
 {
     uint32_t c = OPS_ATTN_CHUNK;
     if (!o->rt->is_cpu) {
-        /* aim for ~attn_groups_per_cu work-groups per compute unit */
-        uint64_t want = (uint64_t)o->attn_groups_per_cu * o->n_cu, have = (uint64_t)ntok * nh;
-        while (c > o->attn_min_chunk && have * ((span + c - 1) / c) < want) c /= 2;
+        /* aim for ~attn_groups_per_cu work-groups per compute unit, chunks of at least attn_min_chunk
+         * keys (rounded up to a power of two) */
+        uint32_t lo = OPS_ATTN_MIN_CHUNK;
+        while (lo < o->pol.attn_min_chunk && lo < OPS_ATTN_CHUNK) lo *= 2;
+        uint64_t want = (uint64_t)o->pol.attn_groups_per_cu * o->n_cu, have = (uint64_t)ntok * nh;
+        while (c > lo && have * ((span + c - 1) / c) < want) c /= 2;
     }
     *chunk = c;
     *nchunk = span ? (span + c - 1) / c : 1;
 }
 
+/* attn_fa for head dim hd, NULL where there is none (other head dims take the split-KV kernels) */
+static cl_kernel fa_kernel(const ops *o, uint32_t hd)
+{
+    return hd == 128 ? o->fa[0] : hd == 256 ? o->fa[1] : hd == 512 ? o->fa[2] : NULL;
+}
+
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd)
 {
-    if (!o->flash || !nkv || nh % nkv || hd % 16) return 0;
+    if (!fa_kernel(o, hd) || !nkv || nh % nkv) return 0;
     uint32_t G = nh / nkv;
     return G <= OPS_FLASH_ROWS && OPS_FLASH_ROWS % G == 0;
 }
@@ -92,33 +102,22 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
     if (!ops_flash_ok(o, nh, nkv, hd)) return errf(err, errlen, "attention: flash kernel unavailable for this shape");
     if (k->block_size != 32) return errf(err, errlen, "attention: flash kernel needs KV blocks of 32 keys");
     uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
-    int fi = hd == 128 ? 0 : hd == 256 ? 1 : hd == 512 ? 2 : -1;
-    if (fi >= 0 && o->fa[fi]) {
-        /* Q rows of the run as f16 (at their own row offsets in o->xh), then attn_fa: one group
-         * per 64 query rows, KV head and 256 output dims (docs/PERF.md 11) */
-        uint32_t qk = nh * hd, dvs = hd > 256 ? 2 : 1;
-        if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)(t0 + ntok) * qk * 2, err, errlen)) return -1;
-        size_t cl[2] = { 64, 1 }, cg[2] = { (qk / 8 + 63) / 64 * 64, ntok };
-        if (ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * qk, 0, err, errlen, 5, A(Q), A(qk), A(o->xh),
-                       A(qk), A(t0)))
-            return -1;
-        size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, dvs };
-        double keys = (double)span + tq, rows = (double)ntok * nh;
-        return ops_launch(o, K_ATTN_FA, o->fa[fi], 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
-                          2.0 * rows * keys * (hd * dvs + hd), err, errlen, 15, A(o->xh), A(t0), A(ntok), A(nh),
-                          A(nkv), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table),
-                          A(k->max_blocks), A(window), A(scale), A(softcap), A(out));
-    }
-    size_t lws[3] = { 128, 1, 1 };
-    size_t gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, (hd + OPS_FLASH_DV - 1) / OPS_FLASH_DV };
-    /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile
-     * and KV head; the score product runs once per output-dim slice */
+    /* Q rows of the run as f16 (at their own row offsets in o->xh), then attn_fa: one group per 64
+     * query rows, KV head and 256 output dims */
+    uint32_t qk = nh * hd, dvs = hd > 256 ? 2 : 1;
+    if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)(t0 + ntok) * qk * 2, err, errlen)) return -1;
+    size_t cl[2] = { 64, 1 }, cg[2] = { (qk / 8 + 63) / 64 * 64, ntok };
+    if (ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * qk, 0, err, errlen, 5, A(Q), A(qk), A(o->xh),
+                   A(qk), A(t0)))
+        return -1;
+    /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile and
+     * KV head; the score product runs once per output-dim slice */
+    size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, dvs };
     double keys = (double)span + tq, rows = (double)ntok * nh;
-    uint32_t dv = hd < OPS_FLASH_DV ? hd : OPS_FLASH_DV;
-    return ops_launch(o, K_ATTN_FLASH, o->flash, 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
-                      2.0 * rows * keys * (hd * gws[2] + hd), err, errlen, 17, A(Q), A(t0), A(ntok), A(nh), A(nkv),
-                      A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
-                      A(window), A(scale), A(softcap), A(out), LOCAL((size_t)dv * OPS_FLASH_VT * 4));
+    return ops_launch(o, K_ATTN_FA, fa_kernel(o, hd), 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
+                      2.0 * rows * keys * (hd * dvs + hd), err, errlen, 15, A(o->xh), A(t0), A(ntok), A(nh), A(nkv),
+                      A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
+                      A(window), A(scale), A(softcap), A(out));
 }
 
 /* tokens [t0, t0 + n) on the split-KV kernels, sliced so the partials fit their buffers; span: the
@@ -172,7 +171,7 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
     /* one launch where the whole batch is 1-4 decode tokens (one per sequence: no token attends
      * to another's fresh key) in one split-KV slice; 16-token steps measured slower this way, so
      * those keep qkv_rope */
-    int one = dq && b->h_seq && b->ntok <= o->attn_decq_max_tok && r->rot % 2 == 0 && r->rot <= l->hd &&
+    int one = dq && b->h_seq && b->ntok <= o->pol.attn_decq_max_tok && r->rot % 2 == 0 && r->rot <= l->hd &&
               r->rot <= OPS_ATTN_CHUNK && /* the angles' table is the kernel's score buffer */
               l->nkv && l->nh % l->nkv == 0 && (r->qk_norm != 1 || (r->qw && r->kw));
     for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "errf.h"
+#include "types.h"
 
 int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
 {
@@ -22,11 +23,13 @@ int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
         ops_g4_destroy(g);
         return -1;
     }
-    if (rt->is_nvidia && !rt_setting_on(rt, "NO_MVQ")) {
-        static const struct { uint32_t t; const char *name; } q[] = {
-            { GGML_TYPE_Q4_K, "mvqe_q4_k" }, { GGML_TYPE_Q8_0, "mvqe_q8_0" }, { GGML_TYPE_Q5_0, "mvqe_q5_0" } };
-        for (size_t i = 0; i < sizeof q / sizeof *q; i++)
-            if (!(g->mvqe[q[i].t] = rt_kernel(rt, q[i].name, err, errlen))) { ops_g4_destroy(g); return -1; }
+    for (uint32_t t = 0; rt->is_nvidia && t < GGML_TYPE_COUNT; t++) {
+        char name[32];
+        snprintf(name, sizeof name, "mvqe_%s", dev_type_of(t)->suffix);
+        if (dev_type_has(t, DT_GEMV_Q8) && !(g->mvqe[t] = rt_kernel(rt, name, err, errlen))) {
+            ops_g4_destroy(g);
+            return -1;
+        }
     }
     return 0;
 }
@@ -107,9 +110,11 @@ static int moe_grouped(const ops *o, const weight *w, uint32_t ntok) { return o-
  * unit. 0 when the shape or type does not fit. */
 static uint32_t mvqe_rpg(const ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, uint32_t nj, uint32_t ngg)
 {
-    uint32_t blk = w->type == GGML_TYPE_Q4_K ? 256 : 32, k = w->cols;
+    uint32_t k = w->cols;
     size_t local = (size_t)nj * (k + k / 32 * 4 + k / 16 * 4);
-    if (!o->act_int8 || !g->mvqe[w->type] || k % blk || rows_e % 16 || local + 1024 > o->local_mem) return 0;
+    if (!o->act_int8 || !g->mvqe[w->type] || k % dev_type_of(w->type)->k_gemv_q8 || rows_e % 16 ||
+        local + 1024 > o->local_mem)
+        return 0;
     uint32_t rpg = 16;
     for (uint32_t c = 64; c > 16; c /= 2)
         if (rows_e % c == 0 && (size_t)ngg * rows_e / c >= 2 * (size_t)o->n_cu) { rpg = c; break; }

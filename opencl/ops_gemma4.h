@@ -1,4 +1,4 @@
-/* ops_gemma4.h — launchers for opencl/kernels/60_gemma4.cl (Gemma 4: any-length products, MoE
+/* ops_gemma4.h — launchers for opencl/kernels/moe.cl, rows.cl and gemv.cl (Gemma 4: any-length products, MoE
  * routing and expert products, per-layer-embedding gate). Same conventions as ops.h; launches go through ops_launch, so
  * bench --profile sees them. */
 #ifndef CLGEMMA_OPS_GEMMA4_H
@@ -11,7 +11,7 @@ typedef struct ops_g4 {
     cl_kernel mv_any, router_topk, moe_up, geglu_split, moe_down, ple_gate;
     cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
     cl_kernel moe_sort, moe_combine;  /* tensor-core path: pairs grouped by expert, per-pair sums */
-    cl_kernel mvqe[GGML_TYPE_COUNT];  /* decode expert products on int8 dot products (NVIDIA; q4_k, q8_0, q5_0) */
+    cl_kernel mvqe[GGML_TYPE_COUNT];  /* decode expert products on int8 dot products (NVIDIA; DT_GEMV_Q8 types) */
     cl_kernel router_topk_w;          /* router top-k in one warp per token (NVIDIA) */
 } ops_g4;
 

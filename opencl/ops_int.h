@@ -3,12 +3,14 @@
 #define CLGEMMA_OPS_INT_H
 
 #include "ops.h"
+#include "types.h"
 
 /* argument list helpers: A(x) passes a value by address and size; LOCAL(n) reserves local bytes */
 #define A(x) KARG(x)
 #define LOCAL(n) KLOCAL(n)
 
-const char *ops_type_suffix(uint32_t type);
+/* kernel FAMILY_suffix of type (its dev_type row) into *k */
+int ops_type_kernel(cl_runtime *rt, cl_kernel *k, const char *family, uint32_t type, char *err, size_t errlen);
 /* a device buffer of at least need bytes (regrown, never shrunk; the old one is released once
  * the kernels already enqueued on it are done) */
 int ops_grow_buf(ops *o, cl_mem *b, size_t *have, size_t need, char *err, size_t errlen);

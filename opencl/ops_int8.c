@@ -7,63 +7,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* kernel FAMILY_suffix_NT (nt + 1) of type into *k, and the largest group it runs */
+static int nt_kernel(cl_runtime *rt, cl_kernel *k, size_t *wg, const char *family, uint32_t type, int nt, char *err,
+                     size_t errlen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s_%d", family, dev_type_of(type)->suffix, nt + 1);
+    if (!(*k = rt_kernel(rt, name, err, errlen))) return -1;
+    if (wg) clGetKernelWorkGroupInfo(*k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t), wg, NULL);
+    return 0;
+}
+
 int ops_int8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 {
-    if (rt->is_nvidia && !rt_setting_on(rt, "NO_MVQ")) {
-        /* MVQ_R=4: the 4-rows-per-pass variant; MVQ_RPG: rows per group (measurements) */
-        o->mvq_r = rt_setting_int(rt, "MVQ_R", 0, 2) == 4 ? 4 : 2;
-        o->mvq_rpg = (uint32_t)rt_setting_int(rt, "MVQ_RPG", 1, 0);
-        static const uint32_t mvq_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
-        for (size_t i = 0; i < sizeof mvq_types / sizeof *mvq_types; i++) {
-            char name[64];
-            snprintf(name, sizeof name, "%s_%s", o->mvq_r == 4 ? "mvq4" : "mvq", ops_type_suffix(mvq_types[i]));
-            if (!(o->mvq[mvq_types[i]] = rt_kernel(rt, name, err, errlen))) return -1;
-            snprintf(name, sizeof name, "mvqn_%s", ops_type_suffix(mvq_types[i]));
-            if (!rt_setting_on(rt, "NO_MVQN") && !(o->mvqn[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
+    if (rt->is_nvidia) {
+        for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+            if (dev_type_has(t, DT_GEMV_Q8) && (ops_type_kernel(rt, &o->mvq[t], "mvq", t, err, errlen) ||
+                                                ops_type_kernel(rt, &o->mvqn[t], "mvqn", t, err, errlen) ||
+                                                ops_type_kernel(rt, &o->mvqg[t], "mvqg", t, err, errlen)))
                 return -1;
-            snprintf(name, sizeof name, "mvqg_%s", ops_type_suffix(mvq_types[i]));
-            if (!rt_setting_on(rt, "NO_MVQG") && !(o->mvqg[mvq_types[i]] = rt_kernel(rt, name, err, errlen)))
-                return -1;
-        }
         if (!(o->mvq_xq = rt_kernel(rt, "mvq_xq", err, errlen))) return -1;
-        /* X staged per group costs a round trip per 32 blocks before any weight load, in every
-         * group at once; products this large quantize X once beforehand */
-        o->mvqg_min_elems = (size_t)rt_setting_int(rt, "MVQG_MIN_ELEMS", 0, 32 << 20);
-        o->mvqg_min_k = (uint32_t)rt_setting_int(rt, "MVQG_MIN_K", 0, 4096);
-        /* rows per group, a whole number of warps (4 rows each): 2 warps measured best on the H200
-         * (docs/PERF.md, "Defaults and their measurements") */
-        o->mvqg_rpg = (uint32_t)rt_setting_int(rt, "MVQG_RPG", 4, 8) / 4 * 4;
     }
-    if (o->has_mma && !rt_setting_on(rt, "NO_MMQ8")) {
-        static const uint32_t mmq8_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
-        for (size_t i = 0; i < sizeof mmq8_types / sizeof *mmq8_types; i++)
+    if (o->has_mma) {
+        for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
             for (int nt = 0; nt < 2; nt++) {
-                uint32_t t = mmq8_types[i];
-                char name[64];
-                snprintf(name, sizeof name, "mmq8_%s_%d", ops_type_suffix(t), nt + 1);
-                if (!(o->mmq8[nt][t] = rt_kernel(rt, name, err, errlen))) return -1;
-                clGetKernelWorkGroupInfo(o->mmq8[nt][t], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
-                                         &o->mmq8_wg[nt][t], NULL);
+                if (dev_type_has(t, DT_MMQ8) &&
+                    nt_kernel(rt, &o->mmq8[nt][t], &o->mmq8_wg[nt][t], "mmq8", t, nt, err, errlen))
+                    return -1;
+                /* a ring type's own kernels: mmq8s at 5-8 tokens only, mmq8p at both */
+                if (dev_type_has(t, DT_MMQ8_RING) &&
+                    ((nt == 0 && nt_kernel(rt, &o->mmq8s[t], NULL, "mmq8s", t, nt, err, errlen)) ||
+                     nt_kernel(rt, &o->mmq8p[nt][t], &o->mmq8p_wg[nt][t], "mmq8p", t, nt, err, errlen)))
+                    return -1;
             }
         if (!(o->q8x = rt_kernel(rt, "q8x_quant", err, errlen))) return -1;
-        if (!rt_setting_on(rt, "NO_MMQ8S") && !(o->mmq8s = rt_kernel(rt, "mmq8s_q4_k_1", err, errlen))) return -1;
-        for (int nt = 0; nt < 2 && !rt_setting_on(rt, "NO_MMQ8P"); nt++) {
-            char name[32];
-            snprintf(name, sizeof name, "mmq8p_q4_k_%d", nt + 1);
-            if (!(o->mmq8p[nt] = rt_kernel(rt, name, err, errlen))) return -1;
-            clGetKernelWorkGroupInfo(o->mmq8p[nt], rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t),
-                                     &o->mmq8p_wg[nt], NULL);
-        }
-        /* two stages measured best: deeper rings take local memory from L1, where the row groups
-         * of a compute unit share X (docs/PERF.md, "Defaults and their measurements") */
-        int ps = rt_setting_int(rt, "MMQ8P_STAGES", 2, 2);
-        o->mmq8p_stages = ps <= 4 ? (uint32_t)ps : 2;
-        o->mmq8_warps = (size_t)rt_setting_int(rt, "MMQ8_WARPS", 1, 0);
-        /* small products stay on mmqs: its X conversion needs no launch of its own, and a step
-         * of small matrices is bound by host enqueue (docs/PERF.md, "Defaults and their measurements") */
-        o->mmq8_min_elems = (size_t)rt_setting_int(rt, "MMQ8_MIN_ELEMS", 0, 4 << 20);
-        /* producers write mmq8's int8 X for rows this long: shorter ones' products stay on mmqs */
-        o->q8x_min_k = 2048;
     }
     return 0;
 }
@@ -73,7 +50,7 @@ static size_t mvqg_xqs_bytes(uint32_t ntok, uint32_t k) { return (size_t)ntok * 
 
 int ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok)
 {
-    return o->mvq_xq && o->act_int8 && ntok >= 1 && ntok <= 4 && k % 32 == 0 && k >= o->mvqg_min_k;
+    return o->mvq_xq && o->act_int8 && ntok >= 1 && ntok <= 4 && k % 32 == 0 && k >= o->pol.mvqg_min_k;
 }
 
 int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
@@ -85,7 +62,7 @@ int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
 
 int ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok)
 {
-    return o->q8x && o->act_int8 && ntok >= 5 && ntok <= 16 && k % 64 == 0 && k >= o->q8x_min_k;
+    return o->q8x && o->act_int8 && ntok >= 5 && ntok <= 16 && k % 64 == 0 && k >= o->pol.q8x_min_k;
 }
 
 int ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
@@ -109,25 +86,24 @@ static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + 
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
 {
     if (!o->act_int8 || ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
-    uint32_t blk = type == GGML_TYPE_Q4_K ? 256 : 32;
-    return o->mvq[type] && k % blk == 0 && (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
+    return o->mvq[type] && k % dev_type_of(type)->k_gemv_q8 == 0 &&
+           (o->mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
 }
 
 /* 1 if ops_mvq runs these products on mvq (X staged per group), not mvqg */
 static int mvq_staged(const ops *o, uint32_t type, size_t rows, uint32_t k, uint32_t ntok)
 {
-    return !(o->mvqg[type] && ((k >= o->mvqg_min_k && rows * k >= o->mvqg_min_elems) ||
+    return !(o->mvqg[type] && ((k >= o->pol.mvqg_min_k && rows * k >= o->pol.mvqg_min_elems) ||
                                mvq_local(k, ntok) + 1024 > o->local_mem));
 }
 
-/* rows per mvq group: ~4 groups per compute unit, whole passes of the 8 warps, at most 128 (each
- * group quantizes X once) */
+/* rows per mvq group: ~4 groups per compute unit, whole passes of the 8 warps (2 rows each), at
+ * most 128 (each group quantizes X once) */
 static uint32_t mvq_rpg(const ops *o, size_t rows)
 {
-    size_t pass = 8 * (size_t)o->mvq_r, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    size_t pass = 8 * 2, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
     if (rpg < pass) rpg = pass;
     if (rpg > 128) rpg = 128;
-    if (o->mvq_rpg >= pass) rpg = o->mvq_rpg / pass * pass;
     return (uint32_t)rpg;
 }
 
@@ -152,7 +128,7 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
                            A(o->xq), A(o->xqs)))
                 return -1;
         }
-        uint32_t rpg = o->mvqg_rpg;
+        uint32_t rpg = o->pol.mvqg_rpg / 4 * 4; /* whole warps of 4 rows */
         size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
         return ops_launch(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
                           2.0 * ntok * a.rows * k, err, errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
@@ -174,7 +150,7 @@ int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t
 {
     /* one token: the step is bound by its launches there; at 4 tokens every group's four chains
      * cost more than the launch saved */
-    if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == c->res_out || o->mvq_r != 2) return 1;
+    if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == c->res_out) return 1;
     uint32_t type = outs[0].w->type;
     size_t rows = 0;
     for (int i = 0; i < n; i++) {
@@ -198,9 +174,11 @@ int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t
 
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
-    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->mmq8[1][type]) return 0;
-    if ((size_t)rows * k < o->mmq8_min_elems) return 0;
-    return k % (type == GGML_TYPE_Q4_K ? 256 : 64) == 0;
+    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->q8x ||
+        !(o->mmq8[1][type] || o->mmq8p[1][type]))
+        return 0;
+    if ((size_t)rows * k < o->pol.mmq8_min_elems) return 0;
+    return k % dev_type_of(type)->k_mmq8 == 0;
 }
 
 /* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->xq /
@@ -225,13 +203,13 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
     int together = n > 1;
     for (int i = 0; i < n; i++)
         together &= outs[i].w->type == outs[0].w->type && outs[i].w->rows % OPS_MMQ8_ROWS == 0 &&
-                    !(outs[i].w->type == GGML_TYPE_Q4_K && !nt && o->mmq8s);
+                    !(!nt && o->mmq8s[outs[i].w->type]);
     for (int i = 0; i < n; i++) {
         const weight *w = outs[i].w;
-        if (w->type == GGML_TYPE_Q4_K && !nt && o->mmq8s && w->row_bytes % 16 == 0) {
-            /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (29_mmq8.cl) */
+        if (!nt && o->mmq8s[w->type] && w->row_bytes % 16 == 0) {
+            /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (mma_q8.cl) */
             size_t lws = 128, gws = (size_t)(w->rows + 15) / 16 * lws;
-            if (ops_launch(o, K_MMQ8S, o->mmq8s, 1, &gws, &lws,
+            if (ops_launch(o, K_MMQ8S, o->mmq8s[w->type], 1, &gws, &lws,
                            (double)w->row_bytes * w->rows + 4.0 * ntok * w->rows, 2.0 * ntok * w->rows * k, err,
                            errlen, 9, A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->xq), A(o->xqs),
                            A(outs[i].y), A(outs[i].ldy), A(ntok)))
@@ -242,27 +220,28 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         if (ops_gather_multi(together ? outs : &outs[i], together ? n : 1, &a, err, errlen)) return -1;
         size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
-        if (w->type == GGML_TYPE_Q4_K && o->mmq8p[nt]) {
-            /* each warp's ring of stages (29_mmq8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
+        if (o->mmq8p[nt][w->type]) {
+            /* each warp's ring of stages (mma_q8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
              * for the partial tiles */
-            size_t ring = (size_t)o->mmq8p_stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
-            size_t ks = o->mmq8_warps ? o->mmq8_warps
-                                      : ops_split_k_to(o, tiles, k / 32, o->mmq8p_wg[nt], ring, 16,
-                                                       o->mmq8p_warps_target);
+            uint32_t stages = o->pol.mmq8p_stages;
+            size_t ring = (size_t)stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
+            size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
+                                          : ops_split_k_to(o, tiles, k / 32, o->mmq8p_wg[nt][w->type], ring, 16,
+                                                           o->pol.mmq8p_warps_target);
             size_t lws = 32 * ks, gws = tiles * lws;
-            if (ops_launch(o, K_MMQ8P, o->mmq8p[nt], 1, &gws, &lws,
+            if (ops_launch(o, K_MMQ8P, o->mmq8p[nt][w->type], 1, &gws, &lws,
                            a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
                            err, errlen, 21, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
                            A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
-                           A(a.ld[2]), A(k), A(o->xq), A(o->xqs), A(ntok), A(o->mmq8p_stages), LOCAL(ks * ring)))
+                           A(a.ld[2]), A(k), A(o->xq), A(o->xqs), A(ntok), A(stages), LOCAL(ks * ring)))
                 return -1;
             if (together) break;
             continue;
         }
         /* warps per group as mmq's split of k (~2k warps in flight, powers of two); filling each
          * compute unit in exactly one wave instead measured slower */
-        size_t ks = o->mmq8_warps ? o->mmq8_warps
-                                  : ops_mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
+        size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
+                                      : ops_mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
         size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
         if (ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
                        a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k, err,

@@ -10,8 +10,6 @@
 
 #include "clock.h"
 
-extern const struct { const char *name; const char *src; } clg_kernel_sources[];
-
 const char *rt_errstr(cl_int e)
 {
     switch (e) {
@@ -167,43 +165,27 @@ int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t
     return 0;
 }
 
-/* Files of the register-capped program (NVIDIA): the 128 x 128 tile products hold 8 warps per
- * group, and two groups per compute unit (<= 128 registers a thread) keep twice the loads in
- * flight; the cap would make other kernels spill, so those files build apart with it. */
-static const char *const capped_own[] = { "28_mmt", NULL };            /* only in the capped program */
-static const char *const capped_helpers[] = { "00_common", "15_deq8", NULL }; /* in both */
+/* the register cap of the capped program (manifest.def says why) */
 static const char capped_opts[] = "-cl-nv-maxrregcount=128";
 
-static int listed(const char *const *list, const char *name)
-{
-    for (int i = 0; list[i]; i++)
-        if (strcmp(name, list[i]) == 0) return 1;
-    return 0;
-}
-
-/* which: 0 = every file (rt_kernel_source), 1 = the main program, 2 = the capped one */
-static char *program_source(int which)
+/* the kernel files of program prog (RT_PROG_*), concatenated in the manifest's order */
+static char *program_source(int prog)
 {
     size_t n = 1;
-    for (int i = 0; clg_kernel_sources[i].name; i++) n += strlen(clg_kernel_sources[i].src) + 1;
+    for (int i = 0; rt_kernel_files[i].name; i++) n += strlen(rt_kernel_files[i].src) + 1;
     char *s = malloc(n);
     if (!s) return NULL;
     size_t o = 0;
-    for (int i = 0; clg_kernel_sources[i].name; i++) {
-        const char *name = clg_kernel_sources[i].name;
-        if ((which == 1 && listed(capped_own, name)) ||
-            (which == 2 && !listed(capped_own, name) && !listed(capped_helpers, name)))
-            continue;
-        size_t l = strlen(clg_kernel_sources[i].src);
-        memcpy(s + o, clg_kernel_sources[i].src, l);
+    for (int i = 0; rt_kernel_files[i].name; i++) {
+        if (!(rt_kernel_files[i].progs & prog)) continue;
+        size_t l = strlen(rt_kernel_files[i].src);
+        memcpy(s + o, rt_kernel_files[i].src, l);
         o += l;
         s[o++] = '\n';
     }
     s[o] = 0;
     return s;
 }
-
-char *rt_kernel_source(void) { return program_source(0); }
 
 /* FNV-1a 64 over several strings: the cache key must change with device, driver, options, source */
 static uint64_t fnv(uint64_t h, const char *s)
@@ -321,17 +303,17 @@ static int build_program(cl_runtime *rt, const char *src, const char *opts, cons
 int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen)
 {
     double t0 = monotonic_seconds();
-    char opts[1024], opts2[1200];
+    char *opts = rt->build_opts, opts2[sizeof rt->build_opts + sizeof capped_opts + 1];
     /* CL_DEFS: extra build options for kernel experiments (docs/PERF.md); part of the cache key */
     const char *defs = rt_setting(rt, "CL_DEFS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s %s", rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "",
-             rt->is_cpu ? "-DCLG_CPU=1" : "", options ? options : "", defs ? defs : "");
+    snprintf(opts, sizeof rt->build_opts, "-cl-std=CL1.2 -cl-mad-enable %s%s %s",
+             rt->is_nvidia ? "-DCLG_NVIDIA=1 " : "", options ? options : "", defs ? defs : "");
     snprintf(opts2, sizeof opts2, "%s %s", opts, capped_opts);
-    char dir[768];
-    if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
-    else default_cache_dir(dir, sizeof dir);
+    char *dir = rt->cache_dir;
+    if (cache_dir && *cache_dir) snprintf(dir, sizeof rt->cache_dir, "%s", cache_dir);
+    else default_cache_dir(dir, sizeof rt->cache_dir);
     for (int which = 1; which <= (rt->is_nvidia ? 2 : 1); which++) {
-        char *src = program_source(which);
+        char *src = program_source(which == 1 ? RT_PROG_MAIN : RT_PROG_CAPPED);
         if (!src) { snprintf(err, errlen, "out of memory"); return -1; }
         int hit = 0;
         int rc = build_program(rt, src, which == 1 ? opts : opts2, dir, which == 1 ? &rt->prog : &rt->prog_capped,
@@ -354,6 +336,23 @@ cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
     return k;
 }
 
+cl_kernel rt_synth_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
+{
+    if (!rt->prog) { snprintf(err, errlen, "kernel '%s': rt_build has not run", name); return NULL; }
+    if (!rt->prog_synth) {
+        char *src = program_source(RT_PROG_SYNTH);
+        if (!src) { snprintf(err, errlen, "out of memory"); return NULL; }
+        int hit = 0;
+        int rc = build_program(rt, src, rt->build_opts, rt->cache_dir, &rt->prog_synth, &hit, err, errlen);
+        free(src);
+        if (rc) return NULL;
+    }
+    cl_int e;
+    cl_kernel k = clCreateKernel(rt->prog_synth, name, &e);
+    if (!k) snprintf(err, errlen, "kernel '%s': %s", name, rt_errstr(e));
+    return k;
+}
+
 cl_mem rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_t errlen)
 {
     cl_int e;
@@ -369,14 +368,9 @@ cl_mem rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_
     return m;
 }
 
-/* every measurement setting a reader asks for (docs/PERF.md says what each does) */
-static const char *const known_settings[] = {
-    "ATTN_DECQ_MAX_TOK", "ATTN_GROUPS_PER_CU", "ATTN_MIN_CHUNK", "CL_DEFS", "MAX_BATCH", "MMQ8P_STAGES",
-    "MMQ8_MIN_ELEMS", "MMQ8_WARPS", "MMQ_WARPS_TARGET", "MMT_MIN_GROUPS", "MVQG_MIN_ELEMS", "MVQG_MIN_K",
-    "MVQG_RPG", "MVQ_R", "MVQ_RPG", "MV_TPR", "MV_WG", "NO_ATTN_DEC", "NO_ATTN_DECQ", "NO_ATTN_FA", "NO_FLASH",
-    "NO_MMA", "NO_MMQ8", "NO_MMQ8P", "NO_MMQ8S", "NO_MMT", "NO_MMTA", "NO_MMTE", "NO_MVQ", "NO_MVQG", "NO_MVQN",
-    "NO_QKV_ROPE_W",
-};
+/* the settings the runtime and the engine read themselves; the rest are the ops policy's
+ * (ops/policy.c), docs/PERF.md says what each does */
+static const char *const known_settings[] = { "CL_DEFS" };
 
 const char *rt_setting(cl_runtime *rt, const char *name)
 {
@@ -388,31 +382,18 @@ const char *rt_setting(cl_runtime *rt, const char *name)
     return NULL;
 }
 
-int rt_setting_on(cl_runtime *rt, const char *name)
-{
-    const char *v = rt_setting(rt, name);
-    return v && *v && strcmp(v, "0");
-}
-
 int rt_setting_int(cl_runtime *rt, const char *name, int min, int def)
 {
     const char *v = rt_setting(rt, name);
     return v && atoi(v) >= min ? atoi(v) : def;
 }
 
-int rt_settings_check(const cl_runtime *rt, char *err, size_t errlen)
+int rt_setting_known(const char *setting)
 {
-    for (int i = 0; i < rt->n_settings; i++) {
-        const char *s = rt->settings[i], *eq = strchr(s, '=');
-        size_t k = 0, n = eq ? (size_t)(eq - s) : strlen(s);
-        while (k < sizeof known_settings / sizeof *known_settings &&
-               !(strlen(known_settings[k]) == n && strncmp(known_settings[k], s, n) == 0))
-            k++;
-        if (!eq || k == sizeof known_settings / sizeof *known_settings) {
-            snprintf(err, errlen, "unknown setting '%s' (NAME=VALUE; the names are in docs/PERF.md)", s);
-            return -1;
-        }
-    }
+    const char *eq = strchr(setting, '=');
+    size_t n = eq ? (size_t)(eq - setting) : strlen(setting);
+    for (size_t k = 0; eq && k < sizeof known_settings / sizeof *known_settings; k++)
+        if (strlen(known_settings[k]) == n && strncmp(known_settings[k], setting, n) == 0) return 1;
     return 0;
 }
 
@@ -420,6 +401,7 @@ void rt_destroy(cl_runtime *rt)
 {
     if (rt->prog) clReleaseProgram(rt->prog);
     if (rt->prog_capped) clReleaseProgram(rt->prog_capped);
+    if (rt->prog_synth) clReleaseProgram(rt->prog_synth);
     if (rt->q) clReleaseCommandQueue(rt->q);
     if (rt->ctx) clReleaseContext(rt->ctx);
     memset(rt, 0, sizeof *rt);

@@ -11,13 +11,26 @@
 
 #define RT_MAX_SETTINGS 32
 
+/* The programs the kernel files build into (opencl/kernels/manifest.def says which go where):
+ * every device builds MAIN; NVIDIA also CAPPED (the tile products under a register cap); SYNTH (the
+ * synthetic weight fill) builds on first use. */
+enum rt_prog { RT_PROG_MAIN = 1, RT_PROG_CAPPED = 2, RT_PROG_SYNTH = 4 };
+/* one kernel file: its name, the programs it goes to (RT_PROG_* bits), its source */
+typedef struct rt_kernel_file { const char *name; int progs; const char *src; } rt_kernel_file;
+/* every kernel file in build order, ended by a NULL name (generated from the manifest by
+ * tools/embed_kernels.sh) */
+extern const rt_kernel_file rt_kernel_files[];
+
 typedef struct cl_runtime {
     cl_platform_id platform;
     cl_device_id device;
     cl_context ctx;
     cl_command_queue q;
-    cl_program prog;
-    cl_program prog_capped;  /* NVIDIA: the tile products, built with a register cap (runtime.c) */
+    cl_program prog;         /* RT_PROG_MAIN */
+    cl_program prog_capped;  /* RT_PROG_CAPPED (NVIDIA) */
+    cl_program prog_synth;   /* RT_PROG_SYNTH, once rt_synth_kernel has built it */
+    char build_opts[1024];   /* rt_build's options and cache directory, for programs built later */
+    char cache_dir[768];
     char device_name[256];
     char platform_name[128];
     char driver[128];
@@ -38,25 +51,27 @@ typedef struct cl_runtime {
 int  rt_list_devices(void);
 /* spec: "P:D", or NULL (env CLGEMMA_DEVICE, else first GPU, else first device) */
 int  rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t errlen);
-/* Builds the embedded kernel sources with options (plus device-derived -D flags), using the
- * program-binary cache in cache_dir (NULL: default location). */
+/* Builds the embedded kernel sources of the main program (and on NVIDIA the capped one) with
+ * options (plus device-derived -D flags), using the program-binary cache in cache_dir (NULL: the
+ * default location). */
 int  rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *err, size_t errlen);
 void rt_destroy(cl_runtime *rt);
 
-/* The value of measurement setting name (e.g. "NO_MMT"), or NULL when it is not set. */
+/* The value of measurement setting name (e.g. "CL_DEFS"), or NULL when it is not set. */
 const char *rt_setting(cl_runtime *rt, const char *name);
-/* 1 when the setting is given and neither empty nor "0" (kill switches of fast paths) */
-int  rt_setting_on(cl_runtime *rt, const char *name);
 /* int value of a setting, or def when it is not set or below min */
 int  rt_setting_int(cl_runtime *rt, const char *name, int min, int def);
-/* -1 with the first setting whose name is not one of the known ones (a misspelt name) */
-int  rt_settings_check(const cl_runtime *rt, char *err, size_t errlen);
+/* 1 when setting ("NAME=VALUE") is one the runtime or the engine reads itself (CL_DEFS, MAX_BATCH);
+ * the others belong to the ops policy (ops_policy_apply) */
+int  rt_setting_known(const char *setting);
 
+/* a kernel of the main or capped program */
 cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen);
+/* a kernel of the synthetic weight fill's program, which the first call builds (after rt_build, with
+ * its options and cache): only synthetic models pay for it */
+cl_kernel rt_synth_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen);
 cl_mem    rt_alloc(cl_runtime *rt, size_t bytes, const void *host, char *err, size_t errlen);
 
 const char *rt_errstr(cl_int e);
-/* concatenated embedded kernel sources (caller frees) */
-char *rt_kernel_source(void);
 
 #endif

@@ -285,14 +285,14 @@ int synth_build(const char *model, const char *type, int layers, void **buf, siz
     return 0;
 }
 
-/* ---- the same bytes on the host: 70_synth.cl's byte functions compiled here too ------------ */
+/* ---- the same bytes on the host: synth.cl's byte functions compiled here too --------------- */
 
 static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 #define SYN_FN static
 #define uint uint32_t
 #define ulong uint64_t
 #define as_uint f_bits
-#include "kernels/70_synth.cl"
+#include "synth.cl"
 #undef SYN_FN
 #undef uint
 #undef ulong
@@ -328,7 +328,7 @@ int synth_fill(cl_runtime *rt, cl_mem m, const gguf_tensor *t, char *err, size_t
     uint32_t seed = fill_seed(t);
     float amp = sqrtf(3.0f / (float)t->ne[0]);
     cl_ulong nbytes = t->nbytes;
-    cl_kernel k = rt_kernel(rt, "synth_fill", err, errlen);
+    cl_kernel k = rt_synth_kernel(rt, "synth_fill", err, errlen);
     if (!k) return -1;
     cl_int e = clSetKernelArg(k, 0, sizeof m, &m);
     if (!e) e = clSetKernelArg(k, 2, sizeof nbytes, &nbytes);

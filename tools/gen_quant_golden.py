@@ -3,7 +3,7 @@
 
 For every GGUF type the engine supports, builds a small matrix of raw GGUF block bytes and
 dequantizes it with gguf-py (gguf.quants.dequantize: numpy code that mirrors llama.cpp's block
-layouts, written independently of opencl/kernels/10_dequant.cl). The quantized payload (nibbles,
+layouts, written independently of opencl/kernels/types.cl). The quantized payload (nibbles,
 high bits, 6-bit scales, int8 scales) is random bytes, so every bit pattern of every field is
 exercised; only the fp16 scale fields (d, dmin / m) are set to finite random halves, and the
 float types get finite random values, so the expected output never holds inf or NaN.

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Quick iteration on the GPU machine (run there from the repo root, $OUT set by the device tool):
 # kernel and Gemma 4 unit tests on the NVIDIA device (fast paths against float64 / transformers),
-# then A/B benches of the switches being measured. Carry .gpu, build/clgemma and the test binaries
+# then A/B benches of the settings being measured. Carry .gpu, build/clgemma and the test binaries
 # (build/tests/test_kernels, test_kernels_rows, test_kernels_attn, test_kv_ring, test_gemma4). The full tables come
 # from tools/gpu_bench.sh and tools/gpu_bench_synthetic.sh.
 #   tools/gpu_iter.sh [tests] [prefill] [decode] [dprof] [ab] [exp] [groups] [ptx]   (sections to run; default all)
@@ -29,9 +29,7 @@ b() {
 }
 if on prefill; then
 b 31b_p2048 X=1 -- $S gemma4-31b --type q4_k -p 2048 -n 2 -r 2
-b 31b_p2048_nommt CLGEMMA_NO_MMT=1 -- $S gemma4-31b --type q4_k -p 2048 -n 2 -r 2
 b e4b_p2048 X=1 -- $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 2
-b e4b_p2048_nommt CLGEMMA_NO_MMT=1 -- $S gemma4-e4b --type q8_0 -p 2048 -n 2 -r 2
 b 26b_p2048 X=1 -- $S gemma4-26b-a4b --type q4_k -p 2048 -n 2 -r 2
 b 31b_p2048_prof X=1 -- $S gemma4-31b --type q4_k -p 2048 -n 1 -r 1 --profile
 grep -E "^mm|kernel time" $OUT/31b_p2048_prof.err | head -6

@@ -29,9 +29,9 @@ typedef struct engine_opts {
     const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
     int verbose;          /* progress lines on stderr */
     int profile;          /* per-kernel timing through profiling events (slower; bench --profile) */
-    /* measurement settings "NAME=VALUE" (clgemma bench --set; docs/PERF.md lists them): kill
-     * switches of fast paths and tuning thresholds, read while loading; an unknown name fails the
-     * load. The server passes none. */
+    /* measurement settings "NAME=VALUE" (clgemma bench --set; docs/PERF.md lists them): fields of
+     * the ops policy (ops/policy.h) and two build / batch knobs, read while loading; an unknown name
+     * or an out-of-range value fails the load. The server passes none. */
     const char *const *settings;
     int n_settings;
 } engine_opts;

@@ -38,6 +38,7 @@ case_ bad_number "--temp" $CLI generate -m "$M" -p hi --temp warm
 case_ unknown_option "unknown option" $CLI generate -m "$M" -p hi --bogus
 case_ unknown_command "unknown command" $CLI fly
 # measurement settings are bench's alone, and a misspelt one is refused rather than ignored
-case_ unknown_setting "NO_MMTX" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set NO_MMTX=1
-case_ setting_outside_bench "only for bench" $CLI generate -m "$M" -p hi --set NO_MMT=1
+case_ unknown_setting "MMT_MIN_GROUP=" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set MMT_MIN_GROUP=0
+case_ setting_out_of_range "MMQ8P_STAGES takes a whole number from 2 to 4" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set MMQ8P_STAGES=9
+case_ setting_outside_bench "only for bench" $CLI generate -m "$M" -p hi --set MMT_MIN_GROUPS=0
 exit $fails

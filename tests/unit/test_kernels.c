@@ -280,8 +280,8 @@ static void matmul_case(const golden *g, uint32_t ntok)
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
                  (O.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
-             q8m ? (g->type == GGML_TYPE_Q4_K && O.mmq8s && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
-                    g->type == GGML_TYPE_Q4_K && O.mmq8p[ntok > 8] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
+             q8m ? (O.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
+                    O.mmq8p[ntok > 8][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
                                                                        "mmq8, int8 tensor cores") :
              mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
              ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
@@ -301,18 +301,13 @@ static void test_mv_all_types(void)
     size_t nn = sizeof ntoks / sizeof *ntoks - (OPS_MV_MAXT <= 8);
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < nn; j++) matmul_case(&G[i], ntoks[j]);
-    /* q4_k again on the kernels the defaults pass over: mmq8p at 5-8 tokens (mmq8s takes them),
-     * then mmq8 itself at 5-16 (mmq8p takes 9-16) */
-    cl_kernel s8 = O.mmq8s, p8[2];
-    memcpy(p8, O.mmq8p, sizeof p8);
+    /* q4_k again on the kernel the defaults pass over: mmq8p at 5-8 tokens (mmq8s takes them) */
+    cl_kernel s8 = O.mmq8s[GGML_TYPE_Q4_K];
     const golden *q4 = golden_of(GGML_TYPE_Q4_K);
-    if ((s8 || p8[1]) && q4) {
-        O.mmq8s = NULL;
+    if (s8 && q4) {
+        O.mmq8s[GGML_TYPE_Q4_K] = NULL;
         for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
-        memset(O.mmq8p, 0, sizeof O.mmq8p);
-        for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
-        O.mmq8s = s8;
-        memcpy(O.mmq8p, p8, sizeof p8);
+        O.mmq8s[GGML_TYPE_Q4_K] = s8;
     }
 }
 
@@ -342,9 +337,9 @@ static void test_matmul_gemm_path(void)
 static void test_matmul_tiles(void)
 {
     reseed(__func__);
-    uint32_t keep = O.mmt_min_groups;
+    uint32_t keep = O.pol.mmt_min_groups;
     cl_kernel mmta = O.mmta;
-    O.mmt_min_groups = 0;
+    O.pol.mmt_min_groups = 0;
     for (uint32_t i = 0; i < NG * (mmta ? 2 : 1); i++) {
         O.mmta = i < NG ? mmta : NULL;
         golden g = golden_rows(&G[i % NG], 261 + irand(8), 7, 3);
@@ -358,7 +353,7 @@ static void test_matmul_tiles(void)
         free(g.raw); free(g.exp);
     }
     O.mmta = mmta;
-    O.mmt_min_groups = keep;
+    O.pol.mmt_min_groups = keep;
 }
 
 /* several matrices of the same X in one op (fused Q/K/V, gate/up): every type goes through
@@ -596,18 +591,17 @@ static void test_matmul_multi(void)
 static void test_products_mvqg(void)
 {
     if (!O.mvq_xq) return;
-    size_t keep = O.mvqg_min_elems;
-    uint32_t keep_k = O.mvqg_min_k;
-    O.mvqg_min_elems = 0;
-    O.mvqg_min_k = 0;
+    uint32_t keep = O.pol.mvqg_min_elems, keep_k = O.pol.mvqg_min_k;
+    O.pol.mvqg_min_elems = 0;
+    O.pol.mvqg_min_k = 0;
     test_mv_all_types();
     test_matmul_multi();
     test_matmul_geglu();
     /* a norm chain leaves its output's int8 form for the next product (no mvq_xq / q8x_quant
      * launch): in mvqg's layout for 1-4 rows, in mmq8's for 5-16. The product must match float64
      * on the norm's float output within the int8 bound. */
-    uint32_t keep_q8x = O.q8x_min_k;
-    O.q8x_min_k = 0;
+    uint32_t keep_q8x = O.pol.q8x_min_k;
+    O.pol.q8x_min_k = 0;
     for (uint32_t i = 0; i < 2 * NG; i++) {
         const golden *g = &G[i % NG];
         int to_mmq8 = i >= NG;
@@ -636,9 +630,9 @@ static void test_products_mvqg(void)
         cl_mem all[] = { X, WN, Y0, Y, w.buf };
         for (size_t j = 0; j < sizeof all / sizeof *all; j++) clReleaseMemObject(all[j]);
     }
-    O.q8x_min_k = keep_q8x;
-    O.mvqg_min_elems = keep;
-    O.mvqg_min_k = keep_k;
+    O.pol.q8x_min_k = keep_q8x;
+    O.pol.mvqg_min_elems = keep;
+    O.pol.mvqg_min_k = keep_k;
 }
 
 /* op_norm_matmul: r = (res + norm(x)·wx)·scale into res_out, Y = W . (norm(r)·w0) in one launch
@@ -684,7 +678,7 @@ static void test_norm_matmul(void)
         err[0] = 0;
         int rc = op_norm_matmul(&O, &c, &out, 1, k, ntok, eps, err, sizeof err);
         int want = ntok == 1 && O.mvqn[g->type] && ops_mvq_fits(&O, g->type, k, ntok) && k % 32 == 0 &&
-                   (size_t)g->rows * k < O.mvqg_min_elems;
+                   (size_t)g->rows * k < O.pol.mvqg_min_elems;
         CHECK(rc == (want ? 0 : 1), "%s: rc %d (%s), expected %s", what, rc, err, want ? "fused" : "declined");
         if (rc == 0) {
             dread(RO, got, m * 4);
@@ -746,7 +740,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     if (fixture_setup()) return 1;
-    O.mmq8_min_elems = 0; /* the golden matrices are small: every fitting product takes mmq8 */
+    O.pol.mmq8_min_elems = 0; /* the golden matrices are small: every fitting product takes mmq8 */
     if (ops_g4_init(&G4, &RT, err, sizeof err)) { printf("FAIL setup: ops_g4_init: %s\n", err); return 1; }
     if (load_golden(argv[0])) return 1;
     fflush(stdout);

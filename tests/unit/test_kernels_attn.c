@@ -2,7 +2,8 @@
  * float64 softmax over the paged cache (kernels_fixture.h): attn_partial with its in-kernel merge
  * and attn_dec (GQA, several sequences with shuffled block tables, windows, softcap, several chunk
  * sizes, token slices, the int8 output for the next product), op_attention_batch (runs of one
- * sequence: attn_fa / attn_flash on NVIDIA, split-KV elsewhere, short runs between long ones),
+ * sequence: attn_fa on NVIDIA for head dims 128 / 256 / 512, split-KV elsewhere, short runs between long
+ * ones),
  * op_qkv_attention (decode batches from the raw projections: attn_decq on NVIDIA). */
 #include "kernels_fixture.h"
 
@@ -145,7 +146,7 @@ static void test_attention(void)
         for (int lay = 0; lay < 2 && O.attn_dec[0] && hd >= 256; lay++) {
             if (lay ? !O.q8x || T < 5 : !O.mvq_xq) continue;
             uint32_t nt = lay ? (T < 16 ? T : 16) : (T < 4 ? T : 4);
-            uint32_t *min_k = lay ? &O.q8x_min_k : &O.mvqg_min_k, keep_k = *min_k;
+            uint32_t *min_k = lay ? &O.pol.q8x_min_k : &O.pol.mvqg_min_k, keep_k = *min_k;
             *min_k = 0;
             OPOK(op_attention(&O, Q, 0, nt, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
                               chunk, PA, PM, CNT, OUT, err, sizeof err));
@@ -175,8 +176,8 @@ static void test_attention(void)
 }
 
 /* a forward batch as the engine builds it: each sequence's new tokens form one run at consecutive
- * positions after its earlier context. Long runs take the flash kernel where the device has it,
- * short ones the split-KV kernels, in one op_attention_batch call. */
+ * positions after its earlier context. Long runs take the flash kernel where the device has it for
+ * the head dim, short ones the split-KV kernels, in one op_attention_batch call. */
 typedef struct attn_bcfg { uint32_t nh, nkv; attn_cfg a; } attn_bcfg;
 
 static void test_attention_batch(void)
@@ -190,12 +191,7 @@ static void test_attention_batch(void)
         { 8, 8, { 0, 0.0884f, 0.0f, 128, 0 } },   /* no grouping: 64 tokens per tile */
     };
     const uint32_t nseq = 4;
-    /* on NVIDIA every case twice: attn_fa (head dims 128 / 256 / 512) and attn_flash */
-    cl_kernel fa[3] = { O.fa[0], O.fa[1], O.fa[2] };
-    size_t ncfg = sizeof cfgs / sizeof *cfgs, passes = fa[0] ? 2 : 1;
-    for (size_t cp = 0; cp < ncfg * passes; cp++) {
-        size_t c = cp % ncfg;
-        for (int i = 0; i < 3; i++) O.fa[i] = cp < ncfg ? fa[i] : NULL;
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         const attn_cfg *cf = &cfgs[c].a;
         uint32_t nh = cfgs[c].nh, nkv = cfgs[c].nkv, hd = cf->hd;
         /* earlier context and new tokens per sequence: long runs, a short run, a single token */
@@ -239,7 +235,7 @@ static void test_attention_batch(void)
         int flash = ops_flash_ok(&O, nh, nkv, hd);
         char what[200];
         snprintf(what, sizeof what, "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
-                 !flash ? "split" : (hd == 128 || hd == 256 || hd == 512) && O.fa[0] ? "fa + split" : "flash + split",
+                 flash ? "fa + split" : "split",
                  T, nh, nkv, hd, cf->window, cf->softcap, fresh[1], fresh[0],
                  fresh[3], fresh[2]);
         poison(OUT, nq * 4);
@@ -250,7 +246,6 @@ static void test_attention_batch(void)
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
-    for (int i = 0; i < 3; i++) O.fa[i] = fa[i];
 }
 
 /* op_qkv_attention on decode batches (one fresh token per sequence after earlier context of 0 to

@@ -1,8 +1,9 @@
 /* test_kernels_rows.c — the kernels that are not weight products, through the ops.h
- * launchers, against an independent plain-C float64 reference (kernels_fixture.h): rmsnorm,
- * rmsnorm_add, rmsnorm_add_norm, norm_chain (norm_fuse), norm_rope (Q in place, K into the paged
- * cache, partial rotation), v_store, qkv_rope (and its warp-per-row form), geglu, gather_rows,
- * softcap, add_rows, scale_rows, argmax_part + argmax_final. Attention: test_kernels_attn.c. */
+ * launchers, against an independent plain-C float64 reference (kernels_fixture.h): op_rmsnorm,
+ * op_rmsnorm_add, op_rmsnorm_add_norm (norm_fuse; rows of other than a multiple of 4 values are
+ * refused), norm_chain (norm_fuse), norm_rope (Q in place, K into the paged cache, partial
+ * rotation), qkv_rope (and its warp-per-row form), geglu, gather_rows, softcap, add_rows,
+ * scale_rows, argmax_part + argmax_final. Attention: test_kernels_attn.c. */
 #include "kernels_fixture.h"
 
 /* ------------------------------------------------------------------ RMSNorm */
@@ -48,18 +49,36 @@ static void rmsnorm_case(uint32_t rows, uint32_t n)
     clReleaseMemObject(X); clReleaseMemObject(W); clReleaseMemObject(Y);
 }
 
+/* rows of n values that the norm kernels (float4 rows) do not take: refused with an error */
+static void rmsnorm_refused(uint32_t n)
+{
+    cl_mem X = dbuf((size_t)2 * n * 4, NULL), W = dbuf((size_t)n * 4, NULL);
+    char what[64];
+    snprintf(what, sizeof what, "rmsnorm ops on rows of %u values", n);
+    err[0] = 0;
+    CHECK(op_rmsnorm(&O, X, W, X, 2, n, 1e-6f, err, sizeof err) == -1 && strstr(err, "multiples of 4"),
+          "%s: op_rmsnorm not refused (%s)", what, err);
+    CHECK(op_rmsnorm_add(&O, X, W, X, 2, n, 1e-6f, err, sizeof err) == -1, "%s: op_rmsnorm_add not refused", what);
+    CHECK(op_rmsnorm_add_norm(&O, X, W, X, W, X, 2, n, 1e-6f, err, sizeof err) == -1,
+          "%s: op_rmsnorm_add_norm not refused", what);
+    clReleaseMemObject(X); clReleaseMemObject(W);
+}
+
 static void test_rmsnorm(void)
 {
     reseed(__func__);
-    rmsnorm_case(3 + irand(5), 640 + 1 + 2 * irand(200)); /* odd: not a multiple of any work-group */
-    rmsnorm_case(2, 7);                                   /* fewer values than work-items */
-    rmsnorm_case(1 + irand(4), 4 * (160 + irand(500)));    /* float4 rows: the fused kernel */
+    rmsnorm_case(3 + irand(5), 4 * (160 + irand(50)) + 4); /* not a multiple of any work-group */
+    rmsnorm_case(2, 8);                                    /* fewer values than work-items */
+    rmsnorm_case(1 + irand(4), 4 * (160 + irand(500)));
+    rmsnorm_refused(640 + 1 + 2 * irand(200));
+    rmsnorm_refused(7);
+    rmsnorm_refused(642);
 }
 
 static void test_rmsnorm_add(void)
 {
     reseed(__func__);
-    uint32_t rows = 3 + irand(5), n = 1152 - 1 - 2 * irand(100);
+    uint32_t rows = 3 + irand(5), n = 1152 - 4 - 4 * irand(100);
     float eps = 1e-6f;
     size_t m = (size_t)rows * n, tot = m + PAD;
     float *x = malloc(m * 4), *w = malloc(n * 4), *res = malloc(m * 4), *y = malloc(tot * 4);
@@ -85,7 +104,7 @@ static void test_rmsnorm_add(void)
 static void test_rmsnorm_add_norm(void)
 {
     reseed(__func__);
-    uint32_t rows = 3 + irand(5), n = 1152 - 1 - 2 * irand(100);
+    uint32_t rows = 3 + irand(5), n = 1152 - 4 - 4 * irand(100);
     float eps = 1e-6f;
     size_t m = (size_t)rows * n, tot = m + PAD;
     float *x = malloc(m * 4), *w1 = malloc(n * 4), *w2 = malloc(n * 4), *res = malloc(m * 4), *got = malloc(tot * 4);
@@ -323,43 +342,6 @@ static void test_norm_rope_k_cache(void)
     }
 }
 
-static void test_v_store(void)
-{
-    reseed(__func__);
-    for (int norm = 0; norm < 2; norm++) {
-        uint32_t nkv = 2, hd = norm ? 256 : 64, bs = norm ? KV_BLOCK : 16;
-        uint32_t lens[3] = { 1 + irand(30), 60 + irand(100), 33 + irand(10) };
-        paged p;
-        int32_t pos[16], seq[16];
-        uint32_t ntok = cache_batch(&p, lens, bs, nkv, hd, 4, pos, seq);
-        float eps = 1e-6f;
-        size_t m = (size_t)ntok * nkv * hd, nc = paged_elems(&p);
-        float *x = malloc(m * 4), *one = malloc(hd * 4);
-        double *ref = malloc(m * 8);
-        uint16_t *cache = malloc(nc * 2);
-        fill_rows(x, ntok * nkv, hd);
-        for (uint32_t i = 0; i < hd; i++) one[i] = 1.0f;
-        for (uint32_t r = 0; r < ntok * nkv; r++) /* rot 0: norm only (or identity) */
-            norm_rope_ref(x + (size_t)r * hd, one, norm, 0, eps, NULL, hd, 0, 0, ref + (size_t)r * hd);
-        cl_mem X = dbuf(m * 4, x), P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq), C = dbuf(nc * 2, NULL),
-               BT = dbuf(sizeof p.table, p.table);
-        poison16(C, nc * 2);
-        kv_view kv = { C, BT, p.max_blocks, bs };
-        char what[96];
-        snprintf(what, sizeof what, "v_store ntok %u nkv %u hd %u norm %d block %u", ntok, nkv, hd, norm, bs);
-        err[0] = 0;
-        int rc = op_v_store(&O, X, ntok, nkv, hd, norm, eps, P, S, &kv, err, sizeof err);
-        CHECK(rc == 0, "%s: %s", what, err);
-        if (rc == 0) {
-            dread(C, cache, nc * 2);
-            check_cache(what, &p, cache, ntok, pos, seq, ref);
-        }
-        free(x); free(one); free(ref); free(cache);
-        clReleaseMemObject(X); clReleaseMemObject(P); clReleaseMemObject(S); clReleaseMemObject(C);
-        clReleaseMemObject(BT);
-    }
-}
-
 /* fused Q/K/V: Q normed + roped in place, K normed + roped into its cache, V (normed) into its
  * cache; norm modes 0 none, 1 RMS times weight (Q, K), 2 RMS without weight */
 static void test_qkv_rope(void)
@@ -371,8 +353,8 @@ static void test_qkv_rope(void)
     };
     /* on NVIDIA every case twice: qkv_rope_w (a warp per row, where the shape allows) and qkv_rope */
     cl_kernel wk = O.qkv_rope_w;
-    size_t ncfg = sizeof cfgs / sizeof *cfgs, keep_rows = O.qkv_rope_w_min_rows;
-    O.qkv_rope_w_min_rows = 0; /* these few tokens take it too */
+    size_t ncfg = sizeof cfgs / sizeof *cfgs, keep_rows = O.pol.qkv_rope_w_min_rows;
+    O.pol.qkv_rope_w_min_rows = 0; /* these few tokens take it too */
     for (size_t cp = 0; cp < ncfg * (wk ? 2 : 1); cp++) {
         size_t c = cp % ncfg;
         O.qkv_rope_w = cp < ncfg ? wk : NULL;
@@ -438,7 +420,7 @@ static void test_qkv_rope(void)
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
     O.qkv_rope_w = wk;
-    O.qkv_rope_w_min_rows = keep_rows;
+    O.pol.qkv_rope_w_min_rows = keep_rows;
 }
 
 /* ------------------------------------------------------------------ elementwise and row ops */
@@ -611,7 +593,6 @@ int main(void)
     RUN_TEST(test_norm_chain);
     RUN_TEST(test_norm_rope_q);
     RUN_TEST(test_norm_rope_k_cache);
-    RUN_TEST(test_v_store);
     RUN_TEST(test_qkv_rope);
     RUN_TEST(test_geglu);
     RUN_TEST(test_gather_rows);

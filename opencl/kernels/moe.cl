@@ -1,37 +1,8 @@
-/* 60_gemma4.cl — Gemma 4 extras: products with any row length (f32/f16 rows need not hold whole
- * 32-value sub-blocks), MoE routing (softmax over all experts, top-k, renormalised, times the
- * per-expert scale), expert products that read only the selected experts' rows, and the
- * per-layer-embedding gate. */
-
-/* dot of one weight row of k values (any supported type) with x */
-inline float g4_dot(uint type, global const uchar *row, uint k, global const float *x)
-{
-    float acc = 0.0f;
-    if (k % 32 == 0) {
-        for (uint sb = 0; sb < k / 32; sb++) {
-            float w[32];
-            deq32_any(type, row, (int)sb, w);
-            for (int i = 0; i < 32; i++) acc += w[i] * x[sb * 32 + i];
-        }
-    } else if (type == 0) {
-        global const float *r = (global const float *)row;
-        for (uint i = 0; i < k; i++) acc += r[i] * x[i];
-    } else if (type == 1) {
-        for (uint i = 0; i < k; i++) acc += vload_half(i, (global const half *)row) * x[i];
-    } else {
-        acc = NAN;
-    }
-    return acc;
-}
-
-/* Y[t][r] (ldy) = W[r] . X[t] (ldx): one item per output */
-kernel void g4_mv_any(global const uchar *W, uint type, uint row_bytes, uint n_rows, uint k,
-                      global const float *X, uint ldx, global float *Y, uint ldy, uint ntok)
-{
-    uint r = get_global_id(0), t = get_global_id(1);
-    if (r >= n_rows || t >= ntok) return;
-    Y[(size_t)t * ldy + r] = g4_dot(type, W + (size_t)r * row_bytes, k, X + (size_t)t * ldx);
-}
+/* moe.cl — mixture of experts: routing (softmax over all experts, top-k, renormalised, times the
+ * per-expert scale), expert products that read only the selected experts' rows (any device: one
+ * item per output, or gemv.cl's layout for decode; NVIDIA: mvqe_T on int8 X for decode, and the
+ * grouping of (token, slot) pairs by expert for mma_f16.cl's and tiles_f16.cl's expert tiles), and
+ * the weighted sum of the experts' outputs. */
 
 /* per token (one work-group, an item per expert, L >= n_exp): p = softmax(z) over n_exp, the
  * n_used largest (ties: lower index first), renormalised over those, times exp_scale[e] */
@@ -77,8 +48,8 @@ kernel void g4_router_topk(global const float *z, uint n_exp, uint n_used, globa
 
 #ifdef CLG_NVIDIA
 /* g4_router_topk in one warp per token (NVIDIA, n_exp <= 256): each lane holds experts lane + 32i,
- * the maxima and sums are shuffles, so the n_used picks take no barriers (the group version's
- * log2(n_exp) barriers per pick made it ~18 us per launch) */
+ * the maxima and sums are shuffles, so the n_used picks take no barriers (the group version takes
+ * log2(n_exp) per pick) */
 kernel __attribute__((reqd_work_group_size(32, 1, 1)))
 void g4_router_topk_w(global const float *z, uint n_exp, uint n_used, global const float *exp_scale,
                       global int *sel, global float *wsel, uint ntok)
@@ -161,15 +132,6 @@ kernel void g4_moe_down(global const uchar *W, uint type, uint row_bytes, uint r
         acc += wsel[s] * g4_dot(type, row, k, act + s * k);
     }
     Y[(size_t)t * rows_e + r] = acc;
-}
-
-/* g[t][i] = gelu(g[t][i]) * ple[t][il*p + i]; ple rows hold n_layer*p values */
-kernel void g4_ple_gate(global float *g, global const float *ple, uint p, uint row, uint il, uint ntok)
-{
-    uint i = get_global_id(0), t = get_global_id(1);
-    if (i >= p || t >= ntok) return;
-    size_t gi = (size_t)t * p + i;
-    g[gi] = gelu_tanh(g[gi]) * ple[(size_t)t * row + (size_t)il * p + i];
 }
 
 /* Expert products for decode (a few tokens): laid out as mv4_T (tpr items per segment, MV_R
@@ -271,3 +233,55 @@ kernel void g4_moe_combine(global const float *yd, global const float *wsel, uin
     }
     Y[(size_t)t * h + r] = acc;
 }
+
+#ifdef CLG_NVIDIA
+/* Expert products for decode on int8 X (NVIDIA): gemv_q8.cl's pieces (types_q8.cl) and staged
+ * X (quant_q8.cl). Virtual rows v = slot group *
+ * rows_e + r; the slots of group gg are gg * nj .. gg * nj + nj - 1, slot s's weights are expert
+ * sel[s]'s rows and its X row is (s / xdiv) of X (ldx apart), and
+ *   Y[v] = sum over those slots of (wsel ? wsel[s] : 1) * W_sel[s][r] . X_s.
+ * Up/gate: nj = 1, xdiv = n_used (one token's X for each of its experts). Down: nj = n_used,
+ * xdiv = 1, X = the gate|up rows with geglu on, weights wsel: the weighted sum over the token's
+ * experts without a combine pass (gate and up: k values each per row). A group's rpg rows lie in one
+ * slot group (rpg divides rows_e), so it quantizes only that group's nj X rows; lanes stride over
+ * (slot, piece) pairs. */
+#define DEFINE_MVQE(T)                                                                            \
+kernel __attribute__((reqd_work_group_size(256, 1, 1)))                                          \
+void mvqe_##T(global const uchar *W, uint rbytes, uint rows_e, uint k, global const float *X,       \
+              uint ldx, uint xdiv, uint geglu, global const int *sel, global const float *wsel,   \
+              uint use_w, uint nj, global float *Y, uint rpg,                                     \
+              local uint *xq, local float *xd, local float *xs)                                   \
+{                                                                                                 \
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
+    uint g0 = get_group_id(0) * rpg, gg = g0 / rows_e, s0 = gg * nj;                              \
+    global const float *xr = X + (size_t)(s0 / xdiv) * ldx;                                       \
+    mvq_quant_x(xr, ldx, xr + k, ldx, nj, k, geglu, xq, xd, xs);                                  \
+    int npc = (int)(k / 32), tot = (int)nj * npc;                                                 \
+    for (uint v = g0 + warp * 2; v < g0 + rpg; v += 16) {                                         \
+        uint r = v - gg * rows_e;                                                                 \
+        float acc0 = 0.0f, acc1 = 0.0f;                                                           \
+        for (int q = lane; q < tot; q += 32) {                                                    \
+            int j = q / npc, pc = q - j * npc;                                                    \
+            uint s = s0 + (uint)j;                                                                \
+            global const uchar *p = W + ((size_t)sel[s] * rows_e + r) * rbytes;                   \
+            mvqp_##T w0 = mvq_ld_##T(p, pc), w1 = mvq_ld_##T(p + rbytes, pc);                     \
+            float ws = use_w ? wsel[s] : 1.0f;                                                    \
+            local const uint *xqj = xq + j * (k / 4);                                             \
+            local const float *xdj = xd + j * (k / 32), *xsj = xs + j * (k / 16);                 \
+            acc0 += ws * mvq_dot_##T##_l(&w0, pc, xqj, xdj, xsj);                                     \
+            acc1 += ws * mvq_dot_##T##_l(&w1, pc, xqj, xdj, xsj);                                     \
+        }                                                                                         \
+        for (int m = 16; m > 0; m >>= 1) {                                                        \
+            acc0 += shfl_xor_f(acc0, m);                                                          \
+            acc1 += shfl_xor_f(acc1, m);                                                          \
+        }                                                                                         \
+        if (lane == 0) {                                                                          \
+            Y[v] = acc0;                                                                          \
+            Y[v + 1] = acc1;                                                                      \
+        }                                                                                         \
+    }                                                                                             \
+}
+
+#define DEFINE_MVQE_ID(T, id, MMA) DEFINE_MVQE(T)
+CLG_TYPES_Q8(DEFINE_MVQE_ID)
+#endif /* CLG_NVIDIA */

@@ -1,10 +1,11 @@
-/* 70_synth.cl — random weights made on the device for synthetic benchmark models (bench
+/* synth.cl — random weights made on the device for synthetic benchmark models (bench
  * --synthetic). Every byte is a hash of (seed, byte position), so the fill needs no host copy
  * and any type's blocks come out valid: scales are positive normal fp16 chosen so that the
  * dequantised values have a standard deviation of about amp/sqrt(3) (amp = sqrt(3/row length):
  * a product with an RMS-1 input gives an RMS-1 output); the quants are uniform random.
  * opencl/synth.c compiles the byte functions for the host too (SYN_FN static, OpenCL's types as
- * macros), so tables the engine keeps in host memory get the same bytes. */
+ * macros), so tables the engine keeps in host memory get the same bytes. A program of its own
+ * (manifest.def): only synthetic models build it. */
 
 #ifndef SYN_FN
 #define SYN_FN inline

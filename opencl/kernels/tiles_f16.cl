@@ -1,13 +1,13 @@
-/* 28_mmt.cl — prefill weight products as 128 x 128 tiles on NVIDIA tensor cores:
+/* tiles_f16.cl — prefill weight products as 128 x 128 tiles on NVIDIA tensor cores:
  * Y[t][r] = sum_k W[r][k] X[t][k] for 128 tokens x 128 weight rows per work-group of 8 warps.
  *
- * mmq (26_mma.cl) has every warp dequantize its own rows and convert its own X from global memory
- * at each use (58-74 TFLOP/s on the H200). Here X is converted to f16 rows once (mmt_cvt_x), and
+ * mmq (mma_f16.cl) has every warp dequantize its own rows and convert its own X from global memory
+ * at each use. Here X is converted to f16 rows once (mmt_cvt_x), and
  * each step of 32 k-values is staged once per group into local memory (X copied, W dequantized one
  * 32-value sub-block per row) and read by all 8 warps (2 token halves x 4 row quarters, a 64 x 32
  * tile each). Two buffers: the next step is loaded while this one is multiplied, one barrier per
  * step. The tiles are bound by bytes in flight, not by the tensor cores: this file builds in its
- * own program capped at 128 registers (runtime.c), so two groups share a compute unit.
+ * own program capped at 128 registers (manifest.def), so two groups share a compute unit.
  *
  * Fragments come back with 16-byte local loads: lane (g, t) reads k = 8t..8t+7 of a row and uses
  * them as its fragment slots {2t, 2t+1, 2t+8, 2t+9} of two k16 steps (any order of k inside a step
@@ -178,18 +178,13 @@ void mmte_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global
 }
 
 /* --- f16 rows on both sides, staged by cp.async (mmta) ---------------------------------------
- * mmt stages through registers, so a group has one 16 KB step in flight (Little's law caps it
- * near 2 TB/s of staging; the tiles measured 215 TFLOP/s with the weight staging left out). Here
+ * mmt stages through registers, so a group has one 16 KB step in flight (Little's law caps the
+ * staging rate, and the tiles ran far faster with the weight staging left out). Here
  * the weights are made f16 rows first (deqh_T, once per product) and both operands go global ->
  * local by cp.async, which holds no registers: three 16 KB stages (48 KB, all a group may have),
  * two in flight while the third is multiplied. Same warps, fragments and k order as mmt. */
 
-#ifndef MMTA_STAGES
-#define MMTA_STAGES 3
-#endif
-#ifndef MMTA_EXP
-#define MMTA_EXP 0 /* measuring only: 1 = no refills (products on stale stages), 2 = no products */
-#endif
+#define MMTA_STAGES 3 /* 16 KB each: the 48 KB a group may have */
 
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *Xh, global float *Y, uint ldy,
@@ -224,13 +219,13 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
         cp_async_wait1();
         barrier(CLK_LOCAL_MEM_FENCE);
         int nx = sb + MMTA_STAGES - 1;
-        if (nx < nsb && MMTA_EXP != 1)
+        if (nx < nsb)
             for (int i = 0; i < 2; i++) {
                 cp_async16(xs + nb * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * nx);
                 cp_async16(ws + nb * MMT_R * 4 + lid + 256 * i, wp[i] + 4 * nx);
             }
         cp_async_commit();
-        if (MMTA_EXP != 2) mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);
+        mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);
         cur = cur == MMTA_STAGES - 1 ? 0 : cur + 1;
         nb = nb == MMTA_STAGES - 1 ? 0 : nb + 1;
     }
@@ -250,50 +245,13 @@ kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2
     o[4] = hi;                                                                                    \
 }
 
-DEFINE_MMT_W(f32)
-DEFINE_MMT_W(bf16)
-DEFINE_MMT_W(q8_0)
-DEFINE_MMT_W(q4_0)
-DEFINE_MMT_W(q4_1)
-DEFINE_MMT_W(q5_0)
-DEFINE_MMT_W(q5_1)
-DEFINE_MMT_W(q4_k)
-DEFINE_MMT_W(q5_k)
-DEFINE_MMT_W(q6_k)
-
-DEFINE_MMT(f32)
-DEFINE_MMT(f16)
-DEFINE_MMT(bf16)
-DEFINE_MMT(q8_0)
-DEFINE_MMT(q4_0)
-DEFINE_MMT(q4_1)
-DEFINE_MMT(q5_0)
-DEFINE_MMT(q5_1)
-DEFINE_MMT(q4_k)
-DEFINE_MMT(q5_k)
-DEFINE_MMT(q6_k)
-
-DEFINE_DEQH(f32)
-DEFINE_DEQH(bf16)
-DEFINE_DEQH(q8_0)
-DEFINE_DEQH(q4_0)
-DEFINE_DEQH(q4_1)
-DEFINE_DEQH(q5_0)
-DEFINE_DEQH(q5_1)
-DEFINE_DEQH(q4_k)
-DEFINE_DEQH(q5_k)
-DEFINE_DEQH(q6_k)
-
-DEFINE_MMTE(f32)
-DEFINE_MMTE(f16)
-DEFINE_MMTE(bf16)
-DEFINE_MMTE(q8_0)
-DEFINE_MMTE(q4_0)
-DEFINE_MMTE(q4_1)
-DEFINE_MMTE(q5_0)
-DEFINE_MMTE(q5_1)
-DEFINE_MMTE(q4_k)
-DEFINE_MMTE(q5_k)
-DEFINE_MMTE(q6_k)
+/* the weight staging of every type but f16 (mmt_w_f16 above copies), the tiles of every type, and
+ * the f16 rows of every type but f16 for mmta */
+#define DEFINE_MMT_W_ID(T, id) DEFINE_MMT_W(T)
+#define DEFINE_TILES(T, id) DEFINE_MMT(T) DEFINE_MMTE(T)
+#define DEFINE_DEQH_ID(T, id) DEFINE_DEQH(T)
+CLG_TYPES_CONV(DEFINE_MMT_W_ID)
+CLG_TYPES(DEFINE_TILES)
+CLG_TYPES_CONV(DEFINE_DEQH_ID)
 
 #endif /* CLG_NVIDIA */

@@ -1,9 +1,8 @@
-/* 41_attn_dec.cl — split-KV attention for decode-shaped batches on NVIDIA (warp shuffles).
+/* attn_decode.cl — split-KV attention for decode-shaped batches on NVIDIA (warp shuffles).
  *
- * attn_partial spends its time in round trips, not bytes: the query and the key offsets staged
- * through local memory, a group barrier per 16 keys, then each item walking the chunk's value
- * rows four at a time; the H200 profile showed 34 us per launch at 64-80 keys of context (31B:
- * 60 launches per token, 14% of the step). Here each warp owns whole keys: lane i holds dims
+ * attn_partial (attn_split.cl) spends its time in round trips, not bytes: the query and the key
+ * offsets staged through local memory, a group barrier per 16 keys, then each item walking the
+ * chunk's value rows four at a time. Here each warp owns whole keys: lane i holds dims
  * DPL*i .. DPL*i + DPL - 1 of the query (scaled) in registers, loads the same dims of ATTN_DEC_KU
  * keys and values at once (16-byte loads, a 512-byte row per warp), reduces the scores with
  * shuffles and keeps an online softmax; the 8 warps of a group take every 8th run of keys, then
@@ -42,14 +41,6 @@ inline void attn_dec_q8(global float *orow, uint t, uint h, uint nh, uint hd, gl
     }
     if (lid % 4 == 0) xds[xq_ntok * (k / 32) + bi * 2 + (lid % 8) / 4] = d * (float)s;
     if (lid % 8 == 0) xds[bi] = d;
-}
-
-/* f32 rounded through f16, the cache's precision (round to nearest even, as vstore_half) */
-inline float round_f16(float x)
-{
-    float y;
-    asm("{ .reg .b16 h; cvt.rn.f16.f32 h, %1; cvt.f32.f16 %0, h; }" : "=f"(y) : "f"(x));
-    return y;
 }
 
 /* cos and sin of the rotation of the lane's DPL dims (dims DPL * lane ..) at position pos, for the

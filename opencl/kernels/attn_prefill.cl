@@ -1,31 +1,25 @@
-/* 46_fa.cl — prefill attention on NVIDIA tensor cores, second form (attn_fa_HD): the layout of
- * attn_flash (45_flash.cl: 64 query rows of one KV head per group of 4 warps, token-major
- * (token, head) rows, blocks of 32 keys, online softmax in registers) with what its profile
- * showed missing (H200 31B prefill 2048: 226 ms, a quarter of the step):
- *   - one group covers DV = min(HD, 256) output dims, so the scores are computed once per 256
- *     dims of V instead of once per 128;
+/* attn_prefill.cl — prefill attention on NVIDIA tensor cores (attn_fa_HD, head dims 128 / 256 /
+ * 512): one work-group takes a tile of consecutive tokens of one sequence and every query head of
+ * one KV head, walks the keys one KV block (32 keys) at a time and keeps the softmax online, so
+ * scores never leave registers and each K/V block is read once per tile, not once per (token, head).
+ *   - Rows: the tile's 64 query rows are (token, head-of-group) pairs, token-major, 16 per warp
+ *     (4 warps); with G = nh / nkv heads per KV head a tile holds 64 / G tokens.
+ *   - S = Q K^T and O += P V on mma m16n8k16: P comes from the S accumulators (the C layout of two
+ *     8-key tiles is the A layout of one 16-key step), V^T fragments by ldmatrix.trans; softmax in
+ *     the exp2 domain, row max and sum across the 4 lanes holding a row (shuffles).
+ *   - One group covers DV = min(HD, 256) output dims, so the scores are computed once per 256 dims.
  *   - K and V blocks go global -> local by cp.async (K first, V while the scores are computed),
  *     rows swizzled in 16-byte pieces (piece c of key row r at c ^ (r & 7)) so that the score
- *     fragments (8 key rows x one word) and ldmatrix's V^T fragments are free of bank conflicts;
- *   - Q comes as f16 rows (mmt_cvt_x): 4 word loads per 16 dims, nothing converted per block.
- * Keys of an edge block outside the tile's span are zeroed in the staged V (unwritten cache
- * slots may hold NaN, and 0 x NaN is NaN); their scores are masked to -inf. */
+ *     fragments (8 key rows x one word) and ldmatrix's V^T fragments are free of bank conflicts.
+ *   - Q comes as f16 rows (tiles_f16.cl's mmt_cvt_x): 4 word loads per 16 dims, nothing converted
+ *     per block.
+ * Keys of an edge block outside the tile's span are zeroed in the staged V (unwritten cache slots
+ * may hold NaN, and 0 x NaN is NaN); their scores are masked to -inf. */
 
 #ifdef CLG_NVIDIA
 
 #define FA_ROWS 64 /* query rows per group: 4 warps x 16 */
 #define FA_KEYS 32 /* keys per block: one KV-cache block */
-
-/* four 8x8 f16 matrices from local memory, transposed: lane 8m + r gives row r of matrix m */
-inline void ldsm_x4_t(local const uint4 *row, uint *r0, uint *r1, uint *r2, uint *r3)
-{
-    uint a, b, c, d;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
-                 : "r"((uint)(size_t)row)
-                 : "memory");
-    *r0 = a; *r1 = b; *r2 = c; *r3 = d;
-}
 
 #define DEFINE_FA(HD, DV)                                                                         \
 kernel __attribute__((reqd_work_group_size(128, 1, 1)))                                          \
@@ -135,7 +129,7 @@ void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, 
     }
 
 /* scale, cap and mask the scores (log2 domain), new row maxima, P = exp2(S - max) in s, running
- * sums l and the rescale of o (as attn_flash) */
+ * sums l and the rescale of o */
 #define FA_SOFTMAX(DV)                                                                            \
     {                                                                                             \
         float mx0 = m0, mx1 = m1;                                                                 \

@@ -1,36 +1,4 @@
-/* 50_misc.cl — activations, gathers, logit post-processing and greedy choice. */
-
-/* out[i] = gelu_tanh(g[i]) * u[i] */
-kernel void geglu(global const float *g, global const float *u, global float *out, uint n)
-{
-    size_t i = get_global_id(0);
-    if (i < n) out[i] = gelu_tanh(g[i]) * u[i];
-}
-
-/* dst[r][:] = src[idx[r]][:] */
-kernel void gather_rows(global const float *src, global const int *idx, global float *dst, uint n)
-{
-    size_t i = get_global_id(0), r = get_global_id(1);
-    if (i < n) dst[r * n + i] = src[(size_t)idx[r] * n + i];
-}
-
-kernel void add_rows(global float *x, global const float *y, uint n)
-{
-    size_t i = get_global_id(0);
-    if (i < n) x[i] += y[i];
-}
-
-kernel void scale_rows(global float *x, float s, uint n)
-{
-    size_t i = get_global_id(0);
-    if (i < n) x[i] *= s;
-}
-
-kernel void softcap(global float *x, float cap, uint n)
-{
-    size_t i = get_global_id(0);
-    if (i < n) x[i] = cap * tanh(x[i] / cap);
-}
+/* argmax.cl — the greedy pick of a batch's logits rows, on the device. */
 
 /* argmax in two stages so a 262k vocabulary spreads over many work-groups:
  * stage 1: group g of row r reduces its slice to (value, index) in part[r][g];

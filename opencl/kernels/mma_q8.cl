@@ -1,10 +1,10 @@
-/* 29_mmq8.cl — batched decode products (5-16 tokens) on int8 tensor cores, NVIDIA (inline PTX
+/* mma_q8.cl — batched decode products (5-16 tokens) on int8 tensor cores, NVIDIA (inline PTX
  * mma.sync m16n8k32, int32 accumulate).
  *
- * The f16 products (mmqs) read X as f32 from L2 per warp and per use (7x the weight bytes at 16
- * tokens) and unpack every weight into floats: 31B decode at 16 tokens ran at 0.4 TB/s. Here X
- * is quantized once per product (q8x_quant: int8 per 32 values, as llama.cpp's q8_1) and the
- * weights stay integers: nibbles or bytes go straight from their GGUF blocks into A fragments.
+ * The f16 products (mmqs) read X as f32 from L2 per warp and per use (many times the weight bytes
+ * at 16 tokens) and unpack every weight into floats. Here X is quantized once per product
+ * (quant_q8.cl's q8x_quant: int8 per 32 values, as llama.cpp's q8_1) and the weights stay
+ * integers: nibbles or bytes go straight from their GGUF blocks into A fragments (types_q8.cl).
  *
  * One mma covers 16 weight rows x 8 tokens x one 32-value sub-block, so each block scale applies
  * to its int32 result once: Y += d_w * d_x * (q_w . q_x) - m_w * (d_x * sum q_x), where m_w is
@@ -13,53 +13,15 @@
  * The k order inside a 32-step is free as long as A and B agree: thread (g = lane / 4, t = lane %
  * 4) takes values 8t..8t+7 of each sub-block (slots 4t..4t+3 <- values 8t..8t+3, slots
  * 16+4t..16+4t+3 <- 8t+4..8t+7), so its X is one 8-byte load and its q4_k nibbles one 8-byte load
- * that serves two sub-blocks (low and high nibbles).
+ * that serves two sub-blocks (low and high nibbles). q4_k has kernels of its own, mmq8s and mmq8p
+ * (below); mmq8_T serves the other int8 types.
  *
  * A work-group takes 16 * MMQ8_MT rows and all tokens; its warps split k in units of 64 values (two
- * sub-blocks; warp w takes units w, w + nw, ...) and add their partial tiles through local memory.
- * Measured without gain on the H200 (docs/PERF.md): weight loads bypassing L1, a two-instruction
- * int-to-float instead of cvt, 16 rows per warp, grids sized to one resident wave. */
+ * sub-blocks; warp w takes units w, w + nw, ...) and add their partial tiles through local memory. */
 
 #ifdef CLG_NVIDIA
 
 #define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_ROWS = 32 rows per group on the host) */
-#ifndef MMQ8_EXP
-#define MMQ8_EXP 0 /* measuring only: 1 = no scale arithmetic, 2 = X not loaded, 3 = weights not loaded */
-#endif
-
-/* X (ntok rows, ldx apart; geglu: gelu(X) * U, U's rows at U + u_off, ldu apart) to int8: Xq [tpad][k] bytes,
- * Xs [k/32][tpad] of (d, d * sum of the block's int8 values); tokens ntok..tpad-1 are zeros.
- * 8 items per 32-value block, 4 values each; every item runs the shuffles (no early return). */
-kernel void q8x_quant(global const float *X, uint ldx, global const float *U, uint u_off, uint ldu, uint geglu,
-                      uint ntok, uint tpad, uint k, global uint *Xq, global float2 *Xs)
-{
-    size_t gid = get_global_id(0);
-    uint nq = k / 4;
-    int live = gid < (size_t)tpad * nq;
-    uint tk = live ? (uint)(gid / nq) : 0, i4 = live ? (uint)(gid % nq) : 0;
-    float4 v = live && tk < ntok ? ld_x4(X, ldx, U + u_off, ldu, geglu, tk, i4) : (float4)(0.0f);
-    float d;
-    int s;
-    uint w = q8_quant4(v, &d, &s);
-    s += shfl_xor_i(s, 4); /* both halves */
-    if (!live) return;
-    Xq[gid] = w;
-    if (i4 % 8 == 0) Xs[(size_t)(i4 / 8) * tpad + tk] = (float2)(d, d * (float)s);
-}
-
-/* D = A (16 x 32, AT = u8 or s8) . B (32 x 8, s8), int32 */
-#define DEFINE_MMA8(AT)                                                                           \
-inline int4 mma8_##AT(uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)                       \
-{                                                                                                 \
-    int d0, d1, d2, d3;                                                                           \
-    asm("mma.sync.aligned.m16n8k32.row.col.s32." #AT ".s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "     \
-        "{%8,%9}, {%10,%10,%10,%10};"                                                             \
-        : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)                                                  \
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));                          \
-    return (int4)(d0, d1, d2, d3);                                                                \
-}
-DEFINE_MMA8(u8)
-DEFINE_MMA8(s8)
 
 /* one mma's int32 tile c (rows g, g + 8 x tokens 2t, 2t + 1) into the float tile acc with the block
  * scales: rows' d0, d1 and offsets m0, m1; x = the tokens' (d, d * sum) pairs */
@@ -67,66 +29,6 @@ inline float4 mmq8_scale_add(float4 acc, int4 c, float4 x, float d0, float d1, f
 {
     return acc + (float4)((float)c.x * (d0 * x.x) - m0 * x.y, (float)c.y * (d0 * x.z) - m0 * x.w,
                           (float)c.z * (d1 * x.x) - m1 * x.y, (float)c.w * (d1 * x.z) - m1 * x.w);
-}
-
-/* 8 bytes at p, which is 2 bytes past a 4-byte boundary, from aligned loads that stay within
- * p - 2 .. p + 7 (the last piece is a 2-byte load: p + 7 may end the buffer) */
-inline uint2 ld8_mid(global const uchar *p)
-{
-    global const uint *a = (global const uint *)(p - 2);
-    uint w0 = a[0], w1 = a[1], w2 = *(global const ushort *)(p + 6);
-    return (uint2)((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16));
-}
-
-inline uint2 ld8_al4(global const uchar *p)
-{
-    global const uint *a = (global const uint *)p;
-    return (uint2)(a[0], a[1]);
-}
-
-/* One row's unit u (values 64u..64u+63: sub-blocks 2u, 2u+1) for thread t: q[s] = (slots 4t..,
- * slots 16+4t..) of sub-block s, with its scale dw[s] and offset mw[s] */
-
-/* q4_k: sub-blocks 2p (low nibbles) and 2p + 1 (high) share qs[32p..32p+31] of super-block u / 4 */
-inline void mmq8_ld_q4_k(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
-{
-    global const uchar *b = row + (u >> 2) * 144;
-    int p = u & 3;
-    uint4 h = *(global const uint4 *)b; /* d, dmin, scales: one 16-byte load, shared by the quad */
-    uint2 w = *(global const uint2 *)(b + 16 + 32 * p + 8 * t);
-    const uint M = 0x0F0F0F0Fu;
-    q[0] = (uint2)(w.x & M, w.y & M);
-    q[1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);
-    q4k_scale_min(h, 2 * p, &dw[0], &mw[0]);
-    q4k_scale_min(h, 2 * p + 1, &dw[1], &mw[1]);
-}
-
-/* q8_0: blocks 2u (at 68u, so its values sit 2 past a 4-byte boundary) and 2u + 1 (4-aligned values) */
-inline void mmq8_ld_q8_0(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
-{
-    global const uchar *b = row + u * 68;
-    q[0] = ld8_mid(b + 2 + 8 * t);
-    q[1] = ld8_al4(b + 36 + 8 * t);
-    dw[0] = ld_half(b); dw[1] = ld_half(b + 34);
-    mw[0] = mw[1] = 0.0f;
-}
-
-/* q5_0: 22-byte blocks d, qh[4], qs[16]; value j < 16 is qs[j]'s low nibble, 16 + j its high one,
- * bit j of qh the fifth bit; stored plus 16. Values 8t..8t+7: qs[8(t & 1)..] nibble t >> 1. */
-inline uint2 q5_vals(uint2 w, uint hb, int t)
-{
-    int sh = (t >> 1) * 4;
-    const uint M = 0x0F0F0F0Fu;
-    return (uint2)(((w.x >> sh) & M) | q5_spread(hb), ((w.y >> sh) & M) | q5_spread(hb >> 4));
-}
-
-inline void mmq8_ld_q5_0(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
-{
-    global const uchar *b = row + u * 44;
-    q[0] = q5_vals(ld8_mid(b + 6 + 8 * (t & 1)), b[2 + t], t);
-    q[1] = q5_vals(ld8_al4(b + 28 + 8 * (t & 1)), b[24 + t], t);
-    dw[0] = ld_half(b); dw[1] = ld_half(b + 22);
-    mw[0] = 16.0f * dw[0]; mw[1] = 16.0f * dw[1];
 }
 
 /* warp 0's finished tiles acc[MT_][NT_] into Y (rows past n_rows and tokens past ntok dropped):
@@ -178,13 +80,13 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
         float dw[MMQ8_MT][2][2], mw[MMQ8_MT][2][2];                                               \
         for (int i = 0; i < MMQ8_MT; i++)                                                         \
             for (int h = 0; h < 2; h++)                                                           \
-                mmq8_ld_##T(wr[i][h], MMQ8_EXP == 3 ? (u & 1) : u, t, q[i][h], dw[i][h], mw[i][h]);  \
+                mmq8_ld_##T(wr[i][h], u, t, q[i][h], dw[i][h], mw[i][h]);                             \
         uint2 xb[NT][2];                                                                          \
         float4 xs[NT][2];                                                                         \
         for (int j = 0; j < NT; j++)                                                              \
             for (int s = 0; s < 2; s++) {                                                         \
-                xb[j][s] = MMQ8_EXP == 2 ? (uint2)(u, s) : vload2(0, xr[j] + 16 * u + 8 * s);      \
-                xs[j][s] = MMQ8_EXP == 2 ? (float4)(1.0f) : Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t]; \
+                xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                     \
+                xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                      \
             }                                                                                     \
         for (int s = 0; s < 2; s++)                                                               \
             for (int i = 0; i < MMQ8_MT; i++)                                                     \
@@ -193,10 +95,6 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                                  xb[j][s].x, xb[j][s].y);                                         \
                     float4 x = xs[j][s];                                                          \
                     float d0 = dw[i][0][s], d1 = dw[i][1][s], m0 = mw[i][0][s], m1 = mw[i][1][s]; \
-                    if (MMQ8_EXP == 1) {                                                          \
-                        acc[i][j] += as_float4(c);                                                \
-                        continue;                                                                 \
-                    }                                                                             \
                     acc[i][j] = mmq8_scale_add(acc[i][j], c, x, d0, d1, m0, m1);                  \
                 }                                                                                 \
     }                                                                                             \
@@ -214,31 +112,24 @@ kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     MMQ8_STORE(MMQ8_MT, NT)                                                                       \
 }
 
-DEFINE_MMQ8(q4_k, 1, mma8_u8)
-DEFINE_MMQ8(q4_k, 2, mma8_u8)
-DEFINE_MMQ8(q8_0, 1, mma8_s8)
-DEFINE_MMQ8(q8_0, 2, mma8_s8)
-DEFINE_MMQ8(q5_0, 1, mma8_u8)
-DEFINE_MMQ8(q5_0, 2, mma8_u8)
+#define DEFINE_MMQ8_KERNELS(T, id, MMA) DEFINE_MMQ8(T, 1, MMA) DEFINE_MMQ8(T, 2, MMA)
+CLG_TYPES_Q8_MMQ8(DEFINE_MMQ8_KERNELS)
 
 /* --- q4_k weights staged by cp.async (mmq8s) ------------------------------------------------
  * mmq8 reads each unit's nibbles as scattered 8-byte loads from 32 rows and waits on them every
- * pass (31B at 16 tokens: ~0.8 TB/s of weights). Here a group of 4 warps takes 16 * MT rows and
+ * pass. Here a group of 4 warps takes 16 * MT rows and
  * all of k: stages of MQS_SB(NT) super-blocks of those rows (10 KB) go global -> local by
  * cp.async, three in flight. Warp w multiplies super-block w / (4 / MQS_SB) of a stage for token
  * tile w % (4 / MQS_SB) on all MT row tiles (X fragments serve MT products), and the warps' partial
  * tiles are added through local memory at the end. Staged super-blocks are 160 bytes apart
  * (144 + 16): 8-byte nibble reads of 4 rows x 4 lanes fall on distinct banks. Needs row_bytes %
  * 16 == 0 (k a multiple of 256).
- * Built for 8 tokens only (16 rows, 4 super-blocks a stage, one per warp). At 16 tokens mmq8 stays:
- * this kernel has too few groups for the 5,376-row products, and X is read from L1 per product
- * (docs/PERF.md 11). */
+ * Built for 8 tokens only (16 rows, 4 super-blocks a stage, one per warp). At 16 tokens mmq8p takes
+ * them: this kernel has too few groups for the large products, and X is read from L1 per product. */
 
 #define MQS_STAGES 4
 #define MQS_PITCH 10 /* uint4 per staged super-block row (144 bytes + 16) */
 #define MQS_SB(NT) (4 / (NT)) /* super-blocks per stage */
-
-inline void cp_async_wait2(void) { asm volatile("cp.async.wait_group 2;" ::: "memory"); }
 
 /* stage si (super-blocks SBS * si ..) of rows r0 .. r0 + RR - 1 into buffer si % MQS_STAGES, laid
  * out [sb][row][160 B]; chunks in row-major order (one row's super-blocks are contiguous) */
@@ -328,33 +219,16 @@ DEFINE_MMQ8S(1, 1)
 
 /* --- q4_k with a per-warp cp.async ring (mmq8p) ---------------------------------------------
  * mmq8's warp loads a unit's nibbles, scales and X into registers and waits on them before its
- * mmas: one unit in flight per warp, ~10-20 warps per compute unit (31B at 16 tokens: ~1 TB/s of
- * weights, while -DMMQ8_EXP=3 without HBM traffic still took two thirds of the time). Here each
+ * mmas: one unit in flight per warp, and latency rather than memory bounds it. Here each
  * warp keeps nst units in flight in its own slice of local memory, filled by cp.async: the 32 rows'
  * scale headers (16 bytes each) and nibbles (32 bytes each), the unit's int8 X (64 bytes a token)
  * and its X scales. Only warp barriers inside the loop; grid, split of k across warps and arithmetic
  * are mmq8's, except that each row's two sub-block scales are decoded once per unit (lane l, row l)
- * into the place of its header. The slice is reused for the
- * partial tiles at the end.
+ * into the place of its header. The slice is reused for the partial tiles at the end.
  * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
  * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
 
-#ifndef MQP_SHARED_SCALES
-#define MQP_SHARED_SCALES 1 /* 0: every lane decodes the scales of its rows (measuring only) */
-#endif
 #define MQP_STAGE(tpad) (1536 + 80 * (tpad)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
-
-#ifndef MQP_X_CA
-#define MQP_X_CA 1 /* X by cp.async.ca (through L1: every row group of a compute unit reads the same X) */
-#endif
-inline void cp_async16_x(local uint4 *dst, global const uint4 *src)
-{
-#if MQP_X_CA
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)dst), "l"((ulong)src) : "memory");
-#else
-    cp_async16(dst, src);
-#endif
-}
 
 /* issue unit u's copies into stage buffer st: lane l copies row l's header and nibbles (wrow), then
  * the lanes copy the unit's X and X scales */
@@ -369,9 +243,10 @@ inline void mqp_issue(local uchar *st, int u, int lane, global const uchar *wrow
     cp_async16(nb + 2 * lane + 1, n + 1);
     for (uint c = lane; c < 4 * tpad; c += 32) {
         uint tok = c >> 2, ch = c & 3;
-        cp_async16_x(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)), (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
+        cp_async16_ca(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)),
+                      (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
     }
-    if (lane < tpad) cp_async16_x(xs + lane, (global const uint4 *)(Xs + (size_t)u * tpad + lane));
+    if (lane < tpad) cp_async16_ca(xs + lane, (global const uint4 *)(Xs + (size_t)u * tpad + lane));
 }
 
 #define DEFINE_MMQ8P(NT)                                                                          \
@@ -416,7 +291,7 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
         int u = warp + i * nw, p = u & 3;                                                         \
         /* each row's two sub-block scales decoded once (lane l: row l), in place of its header: \
          * the 4 lanes that read a row would each decode them */                                 \
-        if (MQP_SHARED_SCALES) {                                                                  \
+        {                                                                                         \
             uint4 hh = hd[lane];                                                                  \
             float d0, m0, d1, m1;                                                                 \
             q4k_scale_min(hh, 2 * p, &d0, &m0);                                                   \
@@ -443,10 +318,6 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
                 q[h][0] = (uint2)(w.x & M, w.y & M);                                              \
                 q[h][1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);                                \
                 dw[h][0] = f.x; mw[h][0] = f.y; dw[h][1] = f.z; mw[h][1] = f.w;                   \
-                if (!MQP_SHARED_SCALES) {                                                         \
-                    q4k_scale_min(hd[row], 2 * p, &dw[h][0], &mw[h][0]);                          \
-                    q4k_scale_min(hd[row], 2 * p + 1, &dw[h][1], &mw[h][1]);                      \
-                }                                                                                 \
             }                                                                                     \
             for (int s = 0; s < 2; s++)                                                           \
                 for (int j = 0; j < NT; j++) {                                                    \
@@ -471,7 +342,7 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     MMQ8_STORE(MMQ8_MT, NT)                                                                            \
 }
 
-/* 64 rows per warp (X read half as often per weight byte) measured slower: 138 registers */
+/* 64 rows per warp (X read half as often per weight byte) measured slower: too many registers */
 DEFINE_MMQ8P(1)
 DEFINE_MMQ8P(2)
 

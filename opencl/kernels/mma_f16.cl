@@ -1,4 +1,4 @@
-/* 26_mma.cl — weight products on NVIDIA tensor cores (inline PTX mma.sync m16n8k16, f16 inputs,
+/* mma_f16.cl — weight products on NVIDIA tensor cores (inline PTX mma.sync m16n8k16, f16 inputs,
  * f32 accumulate), for batched decode and prefill: Y[t][r] = sum_k W[r][k] X[t][k].
  *
  * The mma's A operand is 16 tokens of X, B is 8 weight rows, C is tokens x rows. The order of k
@@ -142,19 +142,9 @@ kernel void NAME##_##T(global const uchar *W, uint row_bytes, uint n_rows, uint 
 
 /* mmqs: one tile of 16 tokens x 16 rows per warp (batched decode); mmql: 64 tokens x 32 rows;
  * mmqe_s / mmqe_l: the same over expert-grouped pairs */
-#define DEFINE_MMQ_KERNELS(T) DEFINE_MMQ(T, mmqs, 1, 2) DEFINE_MMQ(T, mmql, 4, 4) \
+#define DEFINE_MMQ_KERNELS(T, id) DEFINE_MMQ(T, mmqs, 1, 2) DEFINE_MMQ(T, mmql, 4, 4) \
     DEFINE_MMQ_MOE(T, mmqe_s, 1, 2) DEFINE_MMQ_MOE(T, mmqe_l, 4, 4)
 
-DEFINE_MMQ_KERNELS(f32)
-DEFINE_MMQ_KERNELS(f16)
-DEFINE_MMQ_KERNELS(bf16)
-DEFINE_MMQ_KERNELS(q8_0)
-DEFINE_MMQ_KERNELS(q4_0)
-DEFINE_MMQ_KERNELS(q4_1)
-DEFINE_MMQ_KERNELS(q5_0)
-DEFINE_MMQ_KERNELS(q5_1)
-DEFINE_MMQ_KERNELS(q4_k)
-DEFINE_MMQ_KERNELS(q5_k)
-DEFINE_MMQ_KERNELS(q6_k)
+CLG_TYPES(DEFINE_MMQ_KERNELS)
 
 #endif /* CLG_NVIDIA */

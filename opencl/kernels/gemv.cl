@@ -1,10 +1,10 @@
-/* 20_matmul.cl — weight products with rows kept in their GGUF type.
- *
- * mvN_T: Y[t][r] = sum_k W[r][k] * X[t][k] for t < ntok <= N (decode: a few tokens per step).
- *        tpr items per output row stride over the row's 32-value sub-blocks, so the row is read
- *        once for all tokens, then a local-memory reduction per token.
- * deq_T: dequantize rows [r0, r0+n) to float (prefill: the GEMM then runs on the float tile).
- * emb_T: embedding lookup of token ids, times a scale. */
+/* gemv.cl — decode products (a few tokens) with weight rows kept in their GGUF type, dequantized in
+ * registers (deq8_T), on any device: Y[t][r] = sum_k W[r][k] * X[t][k].
+ *   mv4_T     1-4 tokens, MV_R rows per item segment;  mv16_T 5-16 tokens;
+ *   mv_multi  up to three matrices of one X in one launch (Q/K/V, gate/up), types chosen at run time;
+ *   g4_mv_any any row length (f32/f16 rows need not hold whole 32-value sub-blocks).
+ * tpr items per output row stride over the row's 8-value units, so the row is read once for all
+ * tokens, then a reduction per token (shuffles on NVIDIA, local memory elsewhere). */
 
 /* mv4_T serves 1-4 tokens, mv16_T 5-16: the per-token accumulators stay in registers.
  * tpr items share a row (a power of two; on NVIDIA at most a warp, so the reduction is shuffles),
@@ -45,8 +45,8 @@ kernel void mv##MAXT##_##T(global const uchar *W, uint row_bytes, uint n_rows, u
 }
 
 /* mv4_T (1-4 tokens, decode): as mvN_T, but each segment of tpr items takes MV_R rows, so every
- * float4 of X loaded serves MV_R rows (X from cache, not weights, was what bounded the one-row
- * version at ~600 GB/s on the H200) and MV_R rows' weight loads are in flight together. */
+ * float4 of X loaded serves MV_R rows (X from cache, not the weights, bounded the one-row version)
+ * and MV_R rows' weight loads are in flight together. */
 #define MV_R 4
 
 /* the unit loop of the MV_R-row kernels: DEQ_I dequantizes unit u of row i into lo[i], hi[i];
@@ -88,60 +88,8 @@ kernel void mv4_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, 
     }                                                                                             \
 }
 
-#define DEFINE_WEIGHT_KERNELS(T)                                                                  \
-DEFINE_MV4(T)                                                                                     \
-DEFINE_MV(T, 16)                                                                                  \
-kernel void deq_##T(global const uchar *W, uint row_bytes, uint r0, uint n_rows, uint k,          \
-                    global float *out)                                                            \
-{                                                                                                 \
-    uint sb = get_global_id(0), r = get_global_id(1);                                             \
-    if (sb >= k / 32 || r >= n_rows) return;                                                      \
-    float w[32];                                                                                  \
-    deq32_##T(W + (size_t)(r0 + r) * row_bytes, sb, w);                                           \
-    global float *o = out + (size_t)r * k + sb * 32;                                              \
-    for (int i = 0; i < 32; i++) o[i] = w[i];                                                     \
-}                                                                                                 \
-kernel void emb_##T(global const uchar *W, uint row_bytes, uint k, global const int *ids,         \
-                    uint ntok, float scale, global float *out)                                    \
-{                                                                                                 \
-    uint sb = get_global_id(0), t = get_global_id(1);                                             \
-    if (sb >= k / 32 || t >= ntok) return;                                                        \
-    float w[32];                                                                                  \
-    deq32_##T(W + (size_t)ids[t] * row_bytes, sb, w);                                             \
-    global float *o = out + (size_t)t * k + sb * 32;                                              \
-    for (int i = 0; i < 32; i++) o[i] = w[i] * scale;                                             \
-}
-
-DEFINE_WEIGHT_KERNELS(f32)
-DEFINE_WEIGHT_KERNELS(f16)
-DEFINE_WEIGHT_KERNELS(bf16)
-DEFINE_WEIGHT_KERNELS(q8_0)
-DEFINE_WEIGHT_KERNELS(q4_0)
-DEFINE_WEIGHT_KERNELS(q4_1)
-DEFINE_WEIGHT_KERNELS(q5_0)
-DEFINE_WEIGHT_KERNELS(q5_1)
-DEFINE_WEIGHT_KERNELS(q4_k)
-DEFINE_WEIGHT_KERNELS(q5_k)
-DEFINE_WEIGHT_KERNELS(q6_k)
-
-/* any supported type, chosen at run time (uniform per work-group) */
-inline void deq32_any(uint type, global const uchar *row, int sb, float *w)
-{
-    switch (type) {
-    case 0: deq32_f32(row, sb, w); break;
-    case 1: deq32_f16(row, sb, w); break;
-    case 2: deq32_q4_0(row, sb, w); break;
-    case 3: deq32_q4_1(row, sb, w); break;
-    case 6: deq32_q5_0(row, sb, w); break;
-    case 7: deq32_q5_1(row, sb, w); break;
-    case 8: deq32_q8_0(row, sb, w); break;
-    case 12: deq32_q4_k(row, sb, w); break;
-    case 13: deq32_q5_k(row, sb, w); break;
-    case 14: deq32_q6_k(row, sb, w); break;
-    case 30: deq32_bf16(row, sb, w); break;
-    default: for (int i = 0; i < 32; i++) w[i] = NAN;
-    }
-}
+#define DEFINE_GEMV(T, id) DEFINE_MV4(T) DEFINE_MV(T, 16)
+CLG_TYPES(DEFINE_GEMV)
 
 /* one row of the up-to-three matrices of mv_multi, numbered across them (matrix 0's first) */
 typedef struct mrow { global const uchar *p; uint type, ldy; global float *y; int live; } mrow;
@@ -185,4 +133,34 @@ kernel void mv_multi(global const uchar *W0, uint t0, uint rb0, uint n0, global 
             if (sub == 0 && m[i].live) m[i].y[(size_t)t * m[i].ldy] = v;
         }
     }
+}
+
+/* dot of one weight row of k values (any supported type) with x */
+inline float g4_dot(uint type, global const uchar *row, uint k, global const float *x)
+{
+    float acc = 0.0f;
+    if (k % 32 == 0) {
+        for (uint sb = 0; sb < k / 32; sb++) {
+            float w[32];
+            deq32_any(type, row, (int)sb, w);
+            for (int i = 0; i < 32; i++) acc += w[i] * x[sb * 32 + i];
+        }
+    } else if (type == CLG_TYPE_f32) {
+        global const float *r = (global const float *)row;
+        for (uint i = 0; i < k; i++) acc += r[i] * x[i];
+    } else if (type == CLG_TYPE_f16) {
+        for (uint i = 0; i < k; i++) acc += vload_half(i, (global const half *)row) * x[i];
+    } else {
+        acc = NAN;
+    }
+    return acc;
+}
+
+/* Y[t][r] (ldy) = W[r] . X[t] (ldx): one item per output */
+kernel void g4_mv_any(global const uchar *W, uint type, uint row_bytes, uint n_rows, uint k,
+                      global const float *X, uint ldx, global float *Y, uint ldy, uint ntok)
+{
+    uint r = get_global_id(0), t = get_global_id(1);
+    if (r >= n_rows || t >= ntok) return;
+    Y[(size_t)t * ldy + r] = g4_dot(type, W + (size_t)r * row_bytes, k, X + (size_t)t * ldx);
 }

@@ -1,4 +1,4 @@
-/* 40_attention.cl — attention over the paged KV cache, split over key chunks ("flash-decoding"):
+/* attn_split.cl — attention over the paged KV cache, split over key chunks ("flash-decoding"):
  * attn_partial computes, per (chunk, q head, token), the chunk's softmax statistics and weighted
  * V sum; the group that finishes a (token, head) last merges its chunks into the output (a
  * counter per (token, head), reset by that group), so no second launch. Causal by position; a

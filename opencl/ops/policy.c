@@ -1,0 +1,101 @@
+/* policy.c — see policy.h. The measurements behind each default: docs/PERF.md, "Defaults and
+ * their measurements". */
+#include "policy.h"
+#include "errf.h"
+#include "ops.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
+{
+    cl_uint cu = 1;
+    clGetDeviceInfo(rt->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    *p = (ops_policy){
+        /* a CPU runs a work-group as a loop: small groups spare it barrier overhead */
+        .mv_wg = rt->is_cpu ? 4 : 128,
+        /* a warp on NVIDIA, whose reduction is then shuffles; elsewhere the whole group */
+        .mv_tpr = rt->is_nvidia ? 32 : 1024,
+        /* staging X per group costs every group a round trip per 32 blocks before its first weight
+         * load: large products quantize X once instead, and a short X is cheap to stage */
+        .mvqg_min_elems = 32u << 20,
+        .mvqg_min_k = 4096,
+        /* 2 warps of 4 rows measured best */
+        .mvqg_rpg = 8,
+        /* shorter rows' products stay on mmqs, which needs no int8 X */
+        .q8x_min_k = 2048,
+        /* small products stay on mmqs: its X conversion takes no launch of its own, and a step of
+         * small matrices is bound by host enqueue */
+        .mmq8_min_elems = 4u << 20,
+        .mmq8_warps = 0,
+        /* deeper rings take local memory from L1, where a compute unit's row groups share X */
+        .mmq8p_stages = 2,
+        /* mmq8p twice as many: its ring hides less latency per warp */
+        .mmq_warps_target = 2048,
+        .mmq8p_warps_target = 4096,
+        /* below about half a group per compute unit the tiles leave the GPU part-idle; mmql does better */
+        .mmt_min_groups = cu / 2,
+        /* attn_dec's 8 warps take 32 keys a round, and a span in one chunk needs no merge */
+        .attn_min_chunk = rt->is_nvidia ? 128 : OPS_ATTN_MIN_CHUNK,
+        /* 3, not 4: a 16-token decode step of 32 heads then keeps one chunk up to 256 keys */
+        .attn_groups_per_cu = 3,
+        /* 16-token steps measured slower in one launch than with qkv_rope before attn_dec */
+        .attn_decq_max_tok = 4,
+        /* a decode step's few rows run faster on qkv_rope's groups */
+        .qkv_rope_w_min_rows = 2048,
+    };
+}
+
+/* name, field, range: what `clgemma bench --set NAME=VALUE` may change */
+static const struct policy_name {
+    const char *name;
+    size_t off;
+    uint32_t min, max;
+} NAMES[] = {
+#define F(NAME, field, lo, hi) { #NAME, offsetof(ops_policy, field), lo, hi }
+    F(MV_WG, mv_wg, 1, 1024),
+    F(MV_TPR, mv_tpr, 1, 1024),
+    F(MVQG_MIN_ELEMS, mvqg_min_elems, 0, UINT32_MAX),
+    F(MVQG_MIN_K, mvqg_min_k, 0, UINT32_MAX),
+    F(MVQG_RPG, mvqg_rpg, 4, 128),
+    F(Q8X_MIN_K, q8x_min_k, 0, UINT32_MAX),
+    F(MMQ8_MIN_ELEMS, mmq8_min_elems, 0, UINT32_MAX),
+    F(MMQ8_WARPS, mmq8_warps, 0, 16),
+    F(MMQ8P_STAGES, mmq8p_stages, 2, 4),
+    F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),
+    F(MMQ8P_WARPS_TARGET, mmq8p_warps_target, 1, 1u << 20),
+    F(MMT_MIN_GROUPS, mmt_min_groups, 0, 1u << 20),
+    F(ATTN_MIN_CHUNK, attn_min_chunk, 0, OPS_ATTN_CHUNK),
+    F(ATTN_GROUPS_PER_CU, attn_groups_per_cu, 1, 1024),
+    F(ATTN_DECQ_MAX_TOK, attn_decq_max_tok, 1, 256),
+    F(QKV_ROPE_W_MIN_ROWS, qkv_rope_w_min_rows, 0, UINT32_MAX),
+#undef F
+};
+
+int ops_policy_set(ops_policy *p, const char *setting, char *err, size_t errlen)
+{
+    const char *eq = strchr(setting, '=');
+    size_t n = eq ? (size_t)(eq - setting) : strlen(setting);
+    for (size_t i = 0; i < sizeof NAMES / sizeof *NAMES; i++) {
+        const struct policy_name *f = &NAMES[i];
+        if (strlen(f->name) != n || strncmp(f->name, setting, n)) continue;
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = eq && eq[1] != '-' ? strtoull(eq + 1, &end, 10) : 0;
+        if (!eq || !end || end == eq + 1 || *end || errno || v < f->min || v > f->max)
+            return errf(err, errlen, "setting '%s': %s takes a whole number from %u to %u", setting, f->name, f->min,
+                        f->max);
+        *(uint32_t *)((char *)p + f->off) = (uint32_t)v;
+        return 0;
+    }
+    return errf(err, errlen, "unknown setting '%s' (NAME=VALUE; the names are in docs/PERF.md)", setting);
+}
+
+int ops_policy_apply(ops_policy *p, const cl_runtime *rt, char *err, size_t errlen)
+{
+    for (int i = 0; i < rt->n_settings; i++)
+        if (!rt_setting_known(rt->settings[i]) && ops_policy_set(p, rt->settings[i], err, errlen)) return -1;
+    return 0;
+}

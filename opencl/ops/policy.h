@@ -1,0 +1,45 @@
+/* policy.h — the thresholds and launch geometry the ops choose kernels and shapes by: one struct,
+ * its defaults (policy.c says why each is what it is), and the NAME under which tests and
+ * `clgemma bench --set NAME=VALUE` may change a field for a measurement. The server never does;
+ * nothing here reads the environment. docs/PERF.md lists the names. */
+#ifndef CLGEMMA_POLICY_H
+#define CLGEMMA_POLICY_H
+
+#include "runtime.h"
+
+typedef struct ops_policy {
+    /* decode products (1-16 tokens) */
+    uint32_t mv_wg;               /* MV_WG: work-group of the float GEMV (mv4, mv16, mv_multi; capped by the device) */
+    uint32_t mv_tpr;              /* MV_TPR: items per row in it at most (capped by mv_wg) */
+    uint32_t mvqg_min_elems;      /* MVQG_MIN_ELEMS: int8 GEMV products of at least this many weights quantize X
+                                   * once beforehand (mvqg) instead of per group (mvq) ... */
+    uint32_t mvqg_min_k;          /* MVQG_MIN_K: ... when their rows hold at least this many values */
+    uint32_t mvqg_rpg;            /* MVQG_RPG: rows per mvqg group (rounded down to whole warps of 4 rows) */
+    uint32_t q8x_min_k;           /* Q8X_MIN_K: producers leave mmq8's int8 X for rows at least this long */
+    uint32_t mmq8_min_elems;      /* MMQ8_MIN_ELEMS: int8 tensor-core products (mmq8) from this many weights */
+    uint32_t mmq8_warps;          /* MMQ8_WARPS: warps per mmq8 / mmq8p group (0: split of k chosen per launch) */
+    uint32_t mmq8p_stages;        /* MMQ8P_STAGES: units in flight per mmq8p warp */
+    uint32_t mmq_warps_target;    /* MMQ_WARPS_TARGET: batched products split k until about this many warps */
+    uint32_t mmq8p_warps_target;  /* MMQ8P_WARPS_TARGET: the same for mmq8p */
+    /* prefill products */
+    uint32_t mmt_min_groups;      /* MMT_MIN_GROUPS: the 128 x 128 tiles only for grids of this many groups */
+    /* attention and RoPE */
+    uint32_t attn_min_chunk;      /* ATTN_MIN_CHUNK: keys per split-KV chunk at least (rounded up to a power of
+                                   * two, 32..256) */
+    uint32_t attn_groups_per_cu;  /* ATTN_GROUPS_PER_CU: split-KV chunks shrink until this many groups per compute
+                                   * unit */
+    uint32_t attn_decq_max_tok;   /* ATTN_DECQ_MAX_TOK: decode batches of up to this many tokens run qkv_rope inside
+                                   * the attention launch (attn_decq) */
+    uint32_t qkv_rope_w_min_rows; /* QKV_ROPE_W_MIN_ROWS: qkv_rope with a warp per head row from this many rows */
+} ops_policy;
+
+/* the defaults for the device of rt (some scale with its compute units) */
+void ops_policy_defaults(ops_policy *p, const cl_runtime *rt);
+/* Applies one "NAME=VALUE". Returns 0, or -1 with one line in err naming the setting when NAME is
+ * not a field's name or VALUE not a whole number within the field's range. */
+int ops_policy_set(ops_policy *p, const char *setting, char *err, size_t errlen);
+/* Applies rt's settings (engine_opts.settings) but those the runtime or engine read themselves
+ * (rt_setting_known): -1 with err at the first that ops_policy_set refuses. */
+int ops_policy_apply(ops_policy *p, const cl_runtime *rt, char *err, size_t errlen);
+
+#endif
