@@ -1,6 +1,6 @@
 #!/bin/bash
 # Before/after table of two clgemma builds in one GPU-machine call (run there from the repo root):
-#   tools/gpu_ab.sh BEFORE_BIN AFTER_BIN [GEMMA3.gguf] [OUTDIR] [ROUNDS]
+#   [ONLY="tag ..."] tools/gpu_ab.sh BEFORE_BIN AFTER_BIN [GEMMA3.gguf] [OUTDIR] [ROUNDS]
 # Every row runs both binaries back to back (the order alternates per round), each a median of 3 runs
 # inside bench; the row's figure is the median over ROUNDS (default 2). Rows: the Gemma 3 file's decode
 # B=1/16/64 and prefill 2048 when given (a tools/gguf_sample.py grown copy times the same), and synthetic
@@ -38,6 +38,7 @@ one() { # bin tag args metric -> prints the figure (empty on failure)
 for r in $(seq "$rounds"); do
   for row in "${rows[@]}"; do
     IFS='|' read -r tag args metric <<<"$row"
+    [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $tag "* ]] && continue
     if [ $((r % 2)) -eq 1 ]; then a=$(one "$A" "$tag" "$args" "$metric"); b=$(one "$B" "$tag" "$args" "$metric")
     else b=$(one "$B" "$tag" "$args" "$metric"); a=$(one "$A" "$tag" "$args" "$metric"); fi
     echo "$tag $r ${a:-NA} ${b:-NA}" | tee -a "$out/ab.txt"
