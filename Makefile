@@ -17,8 +17,11 @@ CLI_SRCS    := $(wildcard cli/*.c)
 CLI_OBJS    := $(CLI_SRCS:%.c=build/obj/%.o)
 FCGI_SRCS   := $(filter-out fcgi/main.c,$(wildcard fcgi/*.c))
 FCGI_OBJS   := $(FCGI_SRCS:%.c=build/obj/%.o)
-UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
-UNIT_BINS   := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
+# unit tests mirror the tree (tests/opencl/<room>/, tests/fcgi/); each builds to build/tests/<name>
+TEST_DIRS   := tests/opencl tests/opencl/io tests/opencl/models tests/opencl/ops tests/opencl/bench tests/fcgi
+UNIT_SRCS   := $(foreach d,$(TEST_DIRS),$(wildcard $(d)/test_*.c))
+UNIT_BINS   := $(addprefix build/tests/,$(basename $(notdir $(UNIT_SRCS))))
+vpath test_%.c $(TEST_DIRS)
 # the kernel files and the program each builds into: one manifest, in build order
 KERNEL_MANIFEST := opencl/kernels/manifest.def
 KERNELS     := $(shell sed -e 's/\#.*//' $(KERNEL_MANIFEST) | awk 'NF == 2 { print $$2 }')
@@ -56,13 +59,13 @@ build/libclgemma-fcgi.a: $(FCGI_OBJS)
 build/clgemma-fcgi: build/obj/fcgi/main.o build/libclgemma-fcgi.a build/libclgemma.a
 	$(CC) $(CFLAGS) -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
-build/tests/%: tests/unit/%.c build/libclgemma.a
+build/tests/%: %.c build/libclgemma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC) -Itests/unit -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -Itests/lib -I$(dir $<) -o $@ $^ $(LDLIBS)
 
-build/tests/test_fcgi_%: tests/unit/test_fcgi_%.c build/libclgemma-fcgi.a build/libclgemma.a
+build/tests/test_fcgi_%: test_fcgi_%.c build/libclgemma-fcgi.a build/libclgemma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(INC) -Itests/unit -Ifcgi -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC) -Itests/lib -Ifcgi -o $@ $^ $(FCGI_LDLIBS) $(LDLIBS)
 
 setup:
 	@sh deploy/setup.sh

@@ -1,7 +1,7 @@
 /* api_chat.c — POST /v1/chat/completions.
  *
  * The messages go to the engine as a JSON conversation; the model's chat template is rendered natively
- * (opencl/chat.h) and tokenized so that message text can never become control tokens: only the control
+ * (opencl/io/chat.h) and tokenized so that message text can never become control tokens: only the control
  * tokens the template itself writes are parsed as such. A user who writes "<end_of_turn>" gets the
  * characters, not the turn boundary. A conversation the template refuses (as jinja2 would raise) is a 400. */
 #include <json-c/json.h>

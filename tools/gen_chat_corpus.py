@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/golden/chat_gemma4.json and tests/golden/chat_gemma3.json: conversations and the text
-jinja2 renders from the real chat templates, checked byte for byte by tests/unit/test_chat_gemma4.c and
-tests/unit/test_chat.c against clgemma's native renderers (opencl/chat*.c); and tests/golden/chat_checks.json:
+jinja2 renders from the real chat templates, checked byte for byte by tests/opencl/io/test_chat_gemma4.c and
+tests/opencl/io/test_chat.c against clgemma's native renderers (opencl/io/chat*.c); and tests/golden/chat_checks.json:
 template texts and whether jinja2 parses them, for the structural check of unknown templates.
 
     .venv-hf/bin/python tools/gen_chat_corpus.py [llama.cpp-dir]
@@ -114,7 +114,7 @@ def read(path):
 
 def fnv1a64(text):
     """FNV-1a 64 of the UTF-8 text less one trailing newline (jinja2 drops it: keep_trailing_newline=False),
-    as opencl/chat.c identifies templates."""
+    as opencl/io/chat.c identifies templates."""
     b = text.encode("utf-8")
     if b.endswith(b"\n"):
         b = b[:-1]
@@ -418,7 +418,7 @@ CASES = [
 
 GEMMA4_TEMPLATES = ["gemma4", "gemma4-interleaved", "gemma4-31b"]
 
-# Template texts for the structural check (opencl/chat_check.c): whether jinja2 (transformers' environment)
+# Template texts for the structural check (opencl/io/chat_check.c): whether jinja2 (transformers' environment)
 # parses each is recorded, and the C check must agree. Expressions are not the check's business, so every
 # text here has valid expressions.
 TEMPLATE_CHECKS = [

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Random conversations rendered by jinja2 with the three Gemma 4 templates, in the form of
-tests/golden/chat_gemma4.json, for differential testing of opencl/chat_gemma4.c beyond the committed corpus:
+tests/golden/chat_gemma4.json, for differential testing of opencl/io/chat_gemma4.c beyond the committed corpus:
 
     .venv-hf/bin/python tools/gen_chat_fuzz.py OUT.json [COUNT [SEED]]
     build/tests/test_chat_gemma4 OUT.json

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/golden/tokens.json: llama.cpp's tokenization of a fixed corpus on the real
-Gemma 3 vocabulary, used by tests/unit/test_tokenizer.c to check opencl/tokenizer.c.
+Gemma 3 vocabulary, used by tests/opencl/io/test_tokenizer.c to check opencl/io/tokenizer.c.
 
 Uses llama.cpp's llama_tokenize / llama_token_to_piece through tools/gen_tokenizer_ref.py
 (llama-cpp-python's low-level bindings; see there why not the high-level API).

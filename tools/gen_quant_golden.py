@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_quant_golden.py — golden dequantization data for the weight kernels (tests/unit/test_kernels.c).
+"""gen_quant_golden.py — golden dequantization data for the weight kernels (tests/opencl/ops/test_kernels.c).
 
 For every GGUF type the engine supports, builds a small matrix of raw GGUF block bytes and
 dequantizes it with gguf-py (gguf.quants.dequantize: numpy code that mirrors llama.cpp's block

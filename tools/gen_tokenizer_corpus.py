@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/golden/tokens_gemma4.json: llama.cpp's tokenization of a fixed corpus on the real
-Gemma 4 vocabulary (tokenizer.ggml.model "gemma4"), used by tests/unit/test_tokenizer_gemma4.c.
+Gemma 4 vocabulary (tokenizer.ggml.model "gemma4"), used by tests/opencl/io/test_tokenizer_gemma4.c.
 
 Reference: llama.cpp itself, through llama-cpp-python's low-level bindings (llama_tokenize,
 llama_token_to_piece, llama_detokenize, llama_vocab_is_eog / _is_control; the common part in

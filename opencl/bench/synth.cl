@@ -3,7 +3,7 @@
  * and any type's blocks come out valid: scales are positive normal fp16 chosen so that the
  * dequantised values have a standard deviation of about amp/sqrt(3) (amp = sqrt(3/row length):
  * a product with an RMS-1 input gives an RMS-1 output); the quants are uniform random.
- * opencl/synth.c compiles the byte functions for the host too (SYN_FN static, OpenCL's types as
+ * opencl/bench/synth.c compiles the byte functions for the host too (SYN_FN static, OpenCL's types as
  * macros), so tables the engine keeps in host memory get the same bytes. A program of its own
  * (manifest.def): only synthetic models build it. */
 

@@ -1,4 +1,4 @@
-/* fuzz_chat.c — libFuzzer harness for the chat templates (opencl/chat*.c). The first byte picks the
+/* fuzz_chat.c — libFuzzer harness for the chat templates (opencl/io/chat*.c). The first byte picks the
  * template (low two bits), add_generation_prompt and enable_thinking; the rest is either a JSON
  * conversation ({"messages": ..., "tools": ...} or a bare messages array) or, when it is not JSON, a
  * template text for the structural check and recognition. Rendering never crashes or leaks; a rendering

@@ -1,4 +1,4 @@
-/* fuzz_tokenizer.c — libFuzzer harness for opencl/tokenizer*.c on the real Gemma vocabularies:
+/* fuzz_tokenizer.c — libFuzzer harness for opencl/io/tokenizer*.c on the real Gemma vocabularies:
  * Gemma 3's SentencePiece ("llama") and Gemma 4's BPE ("gemma4").
  *
  * Input: first byte = flags (bit 0: add_special, bit 3: Gemma 4), the rest = text. For both

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds tests/unit/test_gguf.c + opencl/gguf.c with ASan + UBSan (+ LeakSanitizer) and runs it.
+# Builds tests/opencl/io/test_gguf.c + opencl/io/gguf.c with ASan + UBSan (+ LeakSanitizer) and runs it.
 # The test's PASS/FAIL lines pass through; any sanitizer report makes the suite fail.
 cd "$(dirname "$0")/../.." || exit 1
 out=build/asan
@@ -8,8 +8,8 @@ cc=${ASAN_CC:-clang}
 command -v "$cc" >/dev/null 2>&1 || cc=cc
 
 if ! "$cc" -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-     -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Iopencl/include -Itests/unit \
-     tests/unit/test_gguf.c opencl/gguf.c -o "$out/test_gguf" 2> "$out/build.log"; then
+     -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Iopencl/io -Iopencl/include -Itests/lib \
+     tests/opencl/io/test_gguf.c opencl/io/gguf.c -o "$out/test_gguf" 2> "$out/build.log"; then
   echo "FAIL asan_gguf: build failed"; cat "$out/build.log"; exit 1
 fi
 cat "$out/build.log"

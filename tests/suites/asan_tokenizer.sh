@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds tests/unit/test_tokenizer.c (Gemma 3, SentencePiece) and test_tokenizer_gemma4.c
+# Builds tests/opencl/io/test_tokenizer.c (Gemma 3, SentencePiece) and test_tokenizer_gemma4.c
 # (Gemma 4, BPE) with the tokenizer and GGUF reader under AddressSanitizer +
 # UndefinedBehaviorSanitizer (leak checking on) and runs them. The tests' PASS/FAIL lines pass
 # through; any sanitizer report aborts the run, which fails the suite.
@@ -10,8 +10,8 @@ mkdir -p "$out"
 for t in test_tokenizer test_tokenizer_gemma4; do
     if ! $CC -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
             -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-            -Iopencl -Iopencl/include -Itests/unit -o "$out/$t" \
-            "tests/unit/$t.c" opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
+            -Iopencl -Iopencl/io -Iopencl/include -Itests/lib -Itests/opencl/io -o "$out/$t" \
+            "tests/opencl/io/$t.c" opencl/io/tokenizer*.c opencl/io/gguf.c opencl/errf.c; then
         echo "FAIL asan_tokenizer: $t: build failed"
         exit 1
     fi

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The chat templates (opencl/chat*.c): libFuzzer + ASan + UBSan on tests/fuzz/fuzz_chat.c for a bounded
+# The chat templates (opencl/io/chat*.c): libFuzzer + ASan + UBSan on tests/fuzz/fuzz_chat.c for a bounded
 # time (FUZZ_SECONDS, default 15), seeded with the conversations of tests/golden/chat_gemma4.json and the
 # texts of tests/golden/chat_checks.json. A crash file reproduces with: build/fuzz/fuzz_chat FILE
 cd "$(dirname "$0")/../.." || exit 1
@@ -11,8 +11,8 @@ if ! command -v "$cc" >/dev/null 2>&1; then
   echo "FAIL fuzz_chat: $cc not found (libFuzzer needs clang)"; exit 1
 fi
 if ! "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 -Wall -Wextra -D_GNU_SOURCE \
-     -Iopencl -Iopencl/include tests/fuzz/fuzz_chat.c opencl/chat.c opencl/chat_py.c opencl/chat_gemma4.c opencl/chat_check.c \
-     opencl/tokenizer*.c opencl/gguf.c opencl/errf.c -ljson-c -lm -o "$out/fuzz_chat" 2> "$out/chat-build.log" ||
+     -Iopencl -Iopencl/io -Iopencl/include tests/fuzz/fuzz_chat.c opencl/io/chat.c opencl/io/chat_py.c opencl/io/chat_gemma4.c opencl/io/chat_check.c \
+     opencl/io/tokenizer*.c opencl/io/gguf.c opencl/errf.c -ljson-c -lm -o "$out/fuzz_chat" 2> "$out/chat-build.log" ||
    [ -s "$out/chat-build.log" ]; then
   echo "FAIL fuzz_chat: build failed or warned"; cat "$out/chat-build.log"; exit 1
 fi

@@ -14,8 +14,8 @@ if ! command -v "$cc" >/dev/null 2>&1; then
 fi
 # -fno-sanitize-recover: UBSan findings must stop the run like a crash, not scroll by.
 if ! "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-     -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Iopencl/include \
-     tests/fuzz/fuzz_gguf.c opencl/gguf.c -o "$out/fuzz_gguf" 2> "$out/fuzz_gguf.build.log"; then
+     -std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl -Iopencl/io -Iopencl/include \
+     tests/fuzz/fuzz_gguf.c opencl/io/gguf.c -o "$out/fuzz_gguf" 2> "$out/fuzz_gguf.build.log"; then
   echo "FAIL fuzz_gguf: build failed"; cat "$out/fuzz_gguf.build.log"; exit 1
 fi
 if [ -s "$out/fuzz_gguf.build.log" ]; then

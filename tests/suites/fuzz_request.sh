@@ -7,7 +7,7 @@ out=build/fuzz
 mkdir -p "$out"
 cc=${FUZZ_CC:-clang}
 secs=${FUZZ_SECONDS:-30}
-flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -Ifcgi -Itests/unit"
+flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -Ifcgi -Itests/lib"
 parser="fcgi/json_io.c fcgi/api_error.c opencl/sampler.c"
 
 if ! command -v "$cc" >/dev/null 2>&1; then

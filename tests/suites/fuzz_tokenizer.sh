@@ -20,8 +20,8 @@ fi
 mkdir -p "$out/corpus_tokenizer"
 if ! clang -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
         -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-        -Iopencl -Iopencl/include -Itests/unit -o "$out/fuzz_tokenizer" \
-        tests/fuzz/fuzz_tokenizer.c opencl/tokenizer*.c opencl/gguf.c opencl/errf.c; then
+        -Iopencl -Iopencl/io -Iopencl/include -Itests/lib -Itests/opencl/io -o "$out/fuzz_tokenizer" \
+        tests/fuzz/fuzz_tokenizer.c opencl/io/tokenizer*.c opencl/io/gguf.c opencl/errf.c; then
     echo "FAIL fuzz_tokenizer: build failed"
     exit 1
 fi

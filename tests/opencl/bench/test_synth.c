@@ -1,4 +1,4 @@
-/* test_synth.c — synthetic benchmark models (opencl/synth.c, bench --synthetic).
+/* test_synth.c — synthetic benchmark models (opencl/bench/synth.c, bench --synthetic).
  *
  * test_shapes: each model description opens with gguf_open_virtual; its parameter count and the
  *   weights read per token match docs/GEMMA4.md §1 (from the public configs); types follow

@@ -1,4 +1,4 @@
-/* Chat templates beyond Gemma 4's corpus (tests/unit/test_chat_gemma4.c):
+/* Chat templates beyond Gemma 4's corpus (tests/opencl/io/test_chat_gemma4.c):
  * - Gemma 3: every conversation of tests/golden/chat_gemma3.json renders byte-identical to jinja2's
  *   rendering of google/gemma-3-*-it's template (tools/gen_chat_corpus.py), or is refused where it raised;
  * - the structural check agrees with jinja2 on whether each text of tests/golden/chat_checks.json parses;
