@@ -46,14 +46,24 @@ enum op_kernel {
 
 /* One kernel launch: sets the arguments, enqueues (rounding gws up to lws when lws is given),
  * and with profiling on records time, bytes and FLOPs under kind. Arguments: KARG(value) or
- * KLOCAL(bytes). Every launcher (ops.c, ops_gemma4.c) goes through it. */
+ * KLOCAL(bytes), counted by the compiler (OPS_LAUNCH). Every launcher goes through it. */
 typedef struct karg { size_t size; const void *ptr; } karg;
 #define KARG(x) ((karg){ sizeof(x), &(x) })
 #define KLOCAL(n) ((karg){ (n), NULL })
 
 
+/* the MoE, any-length product and PLE gate kernels (ops_gemma4.c) */
+typedef struct ops_g4 {
+    cl_kernel mv_any, router_topk, moe_up, geglu_split, moe_down, ple_gate;
+    cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
+    cl_kernel moe_sort, moe_combine;  /* tensor-core path: pairs grouped by expert, per-pair sums */
+    cl_kernel mvqe[GGML_TYPE_COUNT];  /* decode expert products on int8 dot products (NVIDIA; DT_GEMV_Q8 types) */
+    cl_kernel router_topk_w;          /* router top-k in one warp per token (NVIDIA) */
+} ops_g4;
+
 typedef struct ops {
     cl_runtime *rt;
+    ops_g4 g4;
     cl_kernel k[K_GEMM];
     cl_kernel mv4[GGML_TYPE_COUNT], mv16[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
     cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
@@ -108,10 +118,24 @@ typedef struct ops {
     long prof_n[K_COUNT];
     double prof_bytes[K_COUNT];
     double prof_flop[K_COUNT];
+    /* the first failure since ops_clear ("op: what"); while set every op is a no-op returning -1 */
+    int failed;
+    char err[256];
 } ops;
 
-int ops_launch(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws, double bytes,
-               double flop, char *err, size_t errlen, int nargs, ...);
+/* Sticky errors: an op that fails records "op: what" once (ops_fail, which returns -1) and every
+ * later op does nothing and returns -1, so a forward calls its ops unchecked and ends with
+ * ops_status, which copies the first failure into err (-1) or returns 0. ops_clear forgets it
+ * (the engine calls it before each step). */
+int  ops_fail(ops *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int  ops_status(const ops *o, char *err, size_t errlen);
+void ops_clear(ops *o);
+
+int ops_launch_args(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws, double bytes,
+                    double flop, const karg *args, size_t nargs);
+#define OPS_LAUNCH(o, kind, k, dims, gws, lws, bytes, flop, ...)                                             \
+    ops_launch_args(o, kind, k, dims, gws, lws, bytes, flop, (const karg[]){ __VA_ARGS__ },                 \
+                    sizeof((const karg[]){ __VA_ARGS__ }) / sizeof(karg))
 
 /* launch shape of the mv-layout kernels (mv4_T, mv_multi, g4_moe_*_mv): tpr items per segment,
  * rows_per_seg rows per segment, rows in all, k columns */
@@ -126,9 +150,9 @@ const char *ops_kernel_name(int k);
 
 /* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx, a multiple of 4) for t < ntok. Uses mv for ntok <= 4;
  * above that the tensor-core mmq kernels where the device has them, else mv up to OPS_MV_MAXT,
- * else dequantized tiles and GEMM. */
-int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok,
-              char *err, size_t errlen);
+ * else dequantized tiles and GEMM; rows whose length is not a multiple of 32 (f32/f16) take
+ * g4_mv_any. */
+int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok);
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
@@ -144,14 +168,14 @@ int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_
  * OPS_MMTE_PAIRS pairs; X (nx rows of w->cols) is converted to f16 rows first */
 #define OPS_MMTE_PAIRS 128
 int op_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t nx,
-               uint32_t xdiv, cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, int kind, char *err, size_t errlen);
+               uint32_t xdiv, cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, int kind);
 int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
-               cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind, char *err, size_t errlen);
-int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out, char *err, size_t errlen);
+               cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind);
+int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out);
 /* y = norm(x) * w (y may be x), and res += norm(x) * w: op_norm_chain's, so rows of n % 4 == 0 values
  * (both loaders ask for multiples of 32; other n fail with an error) */
-int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
-int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
+int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps);
+int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps);
 
 typedef struct kv_view {       /* where one layer's K or V cache lives and how it is paged */
     cl_mem cache;
@@ -169,48 +193,49 @@ typedef struct norm_chain {
     norm_out out[3];
     int nout;
 } norm_chain;
-int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps, char *err, size_t errlen);
+int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps);
 
 /* res += norm(x) * w1; y = norm(res) * w2 (op_norm_chain's, n % 4 == 0) */
 int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
-                        float eps, char *err, size_t errlen);
-/* Y = W . (gelu(G) * U) for decode (G rows ldg apart, U's at U + u_off, ldu apart) in one launch,
- * the activation folded into the int8 product's X quantization. Returns 1 without launching when
- * that product does not fit (then the caller runs the activation and op_matmul), -1 on error. */
+                        float eps);
+/* Y = W . (gelu(G) * U), G rows ldg apart, U's at U + u_off, ldu apart: one launch where the
+ * int8 product folds the activation into its X quantization (decode), else G = gelu(G) * U in place
+ * (geglu where U is laid out as G, the strided PLE gate where u_off is a multiple of k) and
+ * op_matmul. G must be rows of k = w->cols values (ldg == k). */
 int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
-                    uint32_t ldy, uint32_t ntok, char *err, size_t errlen);
+                    uint32_t ldy, uint32_t ntok);
 /* several products of the same X (Q/K/V or gate/up): one launch when ntok <= 4, else one each */
 typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
-int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok, char *err,
-                    size_t errlen);
-/* The norm chain r = (res + norm(x)·wx)·scale into res_out (not res), y = norm(r)·w0 (y = r where
- * w0 is NULL), fused into
- * the products of y (outs: 1-3 matrices of one type, k columns) in one launch (mvqn: NVIDIA, one
- * token, where the products take mvq). Returns 1, launching nothing, where it does not apply: the
- * caller then runs op_norm_chain and op_matmul_multi. */
-typedef struct norm_mm { cl_mem x, wx, res, res_out, w0; float scale; } norm_mm;
-int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok, float eps,
-                   char *err, size_t errlen);
+int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok);
+/* The residual stream's two buffers: cur holds x; spare is scratch of the same size. An op that
+ * writes the new x into spare (op_norm_matmul's fused kernel) flips them, so cur always holds x. */
+typedef struct resid { cl_mem cur, spare; } resid;
+/* The norm chain c with r->cur as its residual (c->res is ignored), then the products outs (0-3
+ * matrices of k columns; 0: the chain alone) of the chain's first output, or of the new residual
+ * itself where c has no outputs. One launch (mvqn: NVIDIA, one token, a plain chain: x·wx, no x2 / wt, at most one
+ * output, products that take mvq) that writes the new residual into r->spare and flips r, the
+ * chain's y not written; else op_norm_chain then op_matmul (one matrix) or op_matmul_multi. */
+int op_norm_matmul(ops *o, resid *r, const norm_chain *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
+                   float eps);
 /* Q/K/V of a batch in one launch: Q normed + roped in place, K normed + roped into its cache,
  * V into its cache. Norm modes (qk_norm for Q and K, v_norm for V): 0 none, 1 RMS norm times the
  * head weight (qw, kw), 2 RMS norm without weight. */
 int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                 cl_mem qw, cl_mem kw, int qk_norm, int v_norm, float eps, cl_mem freq, uint32_t rot,
-                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kc, const kv_view *vc, char *err, size_t errlen);
+                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kc, const kv_view *vc);
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
-                 cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache,
-                 char *err, size_t errlen);
+                 cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
  * short decode steps still spread over the device (small chunks) and long prefills do not */
 /* int8 X handed from its producer to the next mvqg product (NVIDIA): whether a producer of rows of
  * k values (ntok of them) should write it, room for it in xq / xqs, and the tag naming the X it
  * came from (cleared by any launch but mvqg's) */
 int  ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok);
-int  ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen);
+int  ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k);
 void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k);
 /* the same for 5-16 tokens in mmq8's layout (q8x_quant's): 1 if a producer should write it */
 int  ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok);
-int  ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen);
+int  ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k);
 
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
@@ -220,7 +245,7 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem part_cnt, cl_mem out, char *err, size_t errlen);
+                 cl_mem part_cnt, cl_mem out);
 /* one layer's attention shape and KV cache */
 typedef struct attn_layer {
     uint32_t nh, nkv, hd;
@@ -241,7 +266,7 @@ typedef struct attn_batch {
 } attn_batch;
 /* attention of a whole batch: runs of >= OPS_FLASH_MIN_RUN tokens of one sequence on the flash
  * kernel (attn_fa) where the device has it for the head dim, everything else on the split-KV kernels */
-int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
+int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l);
 /* a layer's raw projections and op_qkv_rope's other arguments (b->q is the raw Q) */
 typedef struct qkv_raw {
     cl_mem k, v, qw, kw, freq;
@@ -251,21 +276,21 @@ typedef struct qkv_raw {
 } qkv_raw;
 /* op_qkv_rope then op_attention_batch; one launch (attn_decq) for a decode batch of 1-4 tokens (one
  * per sequence, b->h_seq given) on NVIDIA, which leaves b->q raw */
-int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l, char *err, size_t errlen);
+int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l);
 /* flash kernel (attn_fa) available for this head shape */
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
 /* tokens [t0, t0+ntok), one sequence at consecutive positions, on the flash kernel; span: the
  * longest key span of a token (for the profile's byte and FLOP counts) */
 int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                        const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                       float scale, float softcap, uint32_t span, cl_mem out, char *err, size_t errlen);
-int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n, char *err, size_t errlen);
-int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n, char *err, size_t errlen);
-int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n, char *err, size_t errlen);
-int op_scale(ops *o, cl_mem x, float s, uint32_t n, char *err, size_t errlen);
-int op_softcap(ops *o, cl_mem x, float cap, uint32_t n, char *err, size_t errlen);
+                       float scale, float softcap, uint32_t span, cl_mem out);
+int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n);
+int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n);
+int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n);
+int op_scale(ops *o, cl_mem x, float s, uint32_t n);
+int op_softcap(ops *o, cl_mem x, float cap, uint32_t n);
 /* rows <= 256 */
-int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out, char *err, size_t errlen);
+int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out);
 
 void ops_profile_reset(ops *o);
 /* prints the per-op profile table to stderr */

@@ -10,7 +10,6 @@
 int ops_g4_init(ops_g4 *g, cl_runtime *rt, char *err, size_t errlen)
 {
     memset(g, 0, sizeof *g);
-    g->rt = rt;
     struct { cl_kernel *k; const char *name; } ks[] = {
         { &g->mv_any, "g4_mv_any" }, { &g->router_topk, "g4_router_topk" }, { &g->moe_up, "g4_moe_up" },
         { &g->geglu_split, "g4_geglu_split" }, { &g->moe_down, "g4_moe_down" }, { &g->ple_gate, "g4_ple_gate" },
@@ -50,36 +49,26 @@ void ops_g4_destroy(ops_g4 *g)
 
 /* a 2-D launch without a fixed work-group size through the shared (profiled) launcher; empty grids
  * enqueue nothing */
-#define G4_LAUNCH(kind, k, g0, g1, bytes, flop, nargs, ...)                                                    \
+#define G4_LAUNCH(kind, k, g0, g1, bytes, flop, ...)                                                    \
     ((g0) == 0 || (g1) == 0 ? 0                                                                                \
-                            : ops_launch(o, kind, k, 2, (size_t[2]){ (g0), (g1) }, NULL, bytes, flop, err, errlen, \
-                                         nargs, __VA_ARGS__))
+                            : OPS_LAUNCH(o, kind, k, 2, ((size_t[2]){ (g0), (g1) }), NULL, bytes, flop, __VA_ARGS__))
 
-int g4_matmul(ops *o, const ops_g4 *g, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy,
-              uint32_t ntok, char *err, size_t errlen)
+int g4_router_topk(ops *o, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel,
+                   cl_mem wsel, uint32_t ntok)
 {
-    if (w->cols % 32 == 0) return op_matmul(o, w, X, ldx, Y, ldy, ntok, err, errlen);
-    return G4_LAUNCH(K_G4_MV_ANY, g->mv_any, w->rows, ntok, (double)w->rows * w->row_bytes,
-                     2.0 * ntok * w->rows * w->cols, 10, A(w->buf), A(w->type), A(w->row_bytes), A(w->rows),
-                     A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok));
-}
-
-int g4_router_topk(ops *o, const ops_g4 *g, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel,
-                   cl_mem wsel, uint32_t ntok, char *err, size_t errlen)
-{
-    if (n_exp > 256 || n_used == 0 || n_used > n_exp) return ERR("router: %u of %u experts unsupported", n_used, n_exp);
+    const ops_g4 *g = &o->g4;
+    if (n_exp > 256 || n_used == 0 || n_used > n_exp) return ops_fail(o, "router: %u of %u experts unsupported", n_used, n_exp);
     if (g->router_topk_w && n_used <= 32) {
         size_t l1 = 32, g1 = (size_t)ntok * 32;
-        return ops_launch(o, K_G4_ROUTER, g->router_topk_w, 1, &g1, &l1, 4.0 * ntok * (n_exp + 2 * n_used),
-                          4.0 * ntok * n_exp, err, errlen, 7, A(z), A(n_exp), A(n_used), A(exp_scale), A(sel), A(wsel),
+        return OPS_LAUNCH(o, K_G4_ROUTER, g->router_topk_w, 1, &g1, &l1, 4.0 * ntok * (n_exp + 2 * n_used),
+                          4.0 * ntok * n_exp, A(z), A(n_exp), A(n_used), A(exp_scale), A(sel), A(wsel),
                           A(ntok));
     }
     size_t lws = 32;
     while (lws < n_exp) lws *= 2;
     size_t gws = (size_t)ntok * lws;
     return ntok == 0 ? 0
-                     : ops_launch(o, K_G4_ROUTER, g->router_topk, 1, &gws, &lws, 4.0 * ntok * n_exp, 0, err, errlen,
-                                  9, A(z), A(n_exp), A(n_used), A(exp_scale), A(sel), A(wsel), A(ntok),
+                     : OPS_LAUNCH(o, K_G4_ROUTER, g->router_topk, 1, &gws, &lws, 4.0 * ntok * n_exp, 0, A(z), A(n_exp), A(n_used), A(exp_scale), A(sel), A(wsel), A(ntok),
                                   KLOCAL(lws * sizeof(float)), KLOCAL(lws * sizeof(int)));
 }
 
@@ -108,8 +97,9 @@ static int moe_grouped(const ops *o, const weight *w, uint32_t ntok) { return o-
 /* The int8 decode expert products (mvqe_T) take ngg slot groups of nj slots each: rows per group
  * divide rows_e (a group quantizes only its slots' X rows), as many as keep ~2 groups per compute
  * unit. 0 when the shape or type does not fit. */
-static uint32_t mvqe_rpg(const ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, uint32_t nj, uint32_t ngg)
+static uint32_t mvqe_rpg(const ops *o, const weight *w, uint32_t rows_e, uint32_t nj, uint32_t ngg)
 {
+    const ops_g4 *g = &o->g4;
     uint32_t k = w->cols;
     size_t local = (size_t)nj * (k + k / 32 * 4 + k / 16 * 4);
     if (!o->act_int8 || !g->mvqe[w->type] || k % dev_type_of(w->type)->k_gemv_q8 || rows_e % 16 ||
@@ -121,90 +111,82 @@ static uint32_t mvqe_rpg(const ops *o, const ops_g4 *g, const weight *w, uint32_
     return rpg;
 }
 
-static int mvqe(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, uint32_t rpg, cl_mem X, uint32_t ldx,
-                uint32_t xdiv, uint32_t geglu, cl_mem sel, cl_mem wsel, uint32_t nj, uint32_t ngg, cl_mem Y, int kind,
-                char *err, size_t errlen)
+static int mvqe(ops *o, const weight *w, uint32_t rows_e, uint32_t rpg, cl_mem X, uint32_t ldx,
+                uint32_t xdiv, uint32_t geglu, cl_mem sel, cl_mem wsel, uint32_t nj, uint32_t ngg, cl_mem Y, int kind)
 {
+    const ops_g4 *g = &o->g4;
     uint32_t k = w->cols, use_w = wsel != NULL;
     cl_mem ws = use_w ? wsel : sel; /* any buffer when unused */
     size_t lws = 256, gws = (size_t)ngg * rows_e / rpg * lws, nsel = (size_t)ngg * nj;
-    return ops_launch(o, kind, g->mvqe[w->type], 1, &gws, &lws,
+    return OPS_LAUNCH(o, kind, g->mvqe[w->type], 1, &gws, &lws,
                       (double)nsel * rows_e * w->row_bytes + 4.0 * nsel * k * (geglu ? 2 : 1),
-                      2.0 * nsel * rows_e * k, err, errlen, 17, A(w->buf), A(w->row_bytes), A(rows_e), A(k), A(X),
+                      2.0 * nsel * rows_e * k, A(w->buf), A(w->row_bytes), A(rows_e), A(k), A(X),
                       A(ldx), A(xdiv), A(geglu), A(sel), A(ws), A(use_w), A(nj), A(Y), A(rpg),
                       KLOCAL((size_t)nj * k), KLOCAL((size_t)nj * k / 32 * 4), KLOCAL((size_t)nj * k / 16 * 4));
 }
 
-int g4_moe_up(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel,
-              uint32_t n_used, cl_mem gu, cl_mem ord, uint32_t ntok, char *err, size_t errlen)
+int g4_moe_up(ops *o, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel,
+              uint32_t n_used, cl_mem gu, cl_mem ord, uint32_t ntok)
 {
+    const ops_g4 *g = &o->g4;
     if (moe_grouped(o, w, ntok)) {
         uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(o, n_exp, nsel);
         size_t lws = o->rt->is_cpu ? 16 : 256, gws = lws;
-        if (ops_launch(o, K_G4_MOE_SORT, g->moe_sort, 1, &gws, &lws, 8.0 * nsel, 0, err, errlen, 7, A(sel), A(nsel),
+        if (OPS_LAUNCH(o, K_G4_MOE_SORT, g->moe_sort, 1, &gws, &lws, 8.0 * nsel, 0, A(sel), A(nsel),
                        A(n_exp), A(tt), A(ord), KLOCAL(n_exp * sizeof(int)), KLOCAL(n_exp * sizeof(int))))
             return -1;
         if (tt == OPS_MMTE_PAIRS)
-            return op_mmt_moe(o, w, rows_e, n_exp, X, ldx, ntok, n_used, gu, rows_e, ord, nsel, K_G4_MOE_UP, err,
-                              errlen);
-        return op_mmq_moe(o, w, rows_e, n_exp, X, ldx, n_used, gu, rows_e, ord, nsel, tt, K_G4_MOE_UP, err, errlen);
+            return op_mmt_moe(o, w, rows_e, n_exp, X, ldx, ntok, n_used, gu, rows_e, ord, nsel, K_G4_MOE_UP);
+        return op_mmq_moe(o, w, rows_e, n_exp, X, ldx, n_used, gu, rows_e, ord, nsel, tt, K_G4_MOE_UP);
     }
-    uint32_t nsel = ntok * n_used, tpr, rpg = ntok <= 4 ? mvqe_rpg(o, g, w, rows_e, 1, nsel) : 0;
+    uint32_t nsel = ntok * n_used, tpr, rpg = ntok <= 4 ? mvqe_rpg(o, w, rows_e, 1, nsel) : 0;
     if (rpg)
-        return mvqe(o, g, w, rows_e, rpg, X, ldx, n_used, 0, sel, NULL, 1, nsel, gu, K_G4_MOE_UP, err, errlen);
+        return mvqe(o, w, rows_e, rpg, X, ldx, n_used, 0, sel, NULL, 1, nsel, gu, K_G4_MOE_UP);
     size_t gws, lws;
     if (ntok <= 4 && moe_mv_geometry(o, w->cols, rows_e, (size_t)nsel * rows_e, &gws, &lws, &tpr))
-        return ops_launch(o, K_G4_MOE_UP, g->moe_up_mv, 1, &gws, &lws, (double)nsel * rows_e * w->row_bytes,
-                          2.0 * nsel * rows_e * w->cols, err, errlen, 13, A(w->buf), A(w->type), A(w->row_bytes),
+        return OPS_LAUNCH(o, K_G4_MOE_UP, g->moe_up_mv, 1, &gws, &lws, (double)nsel * rows_e * w->row_bytes,
+                          2.0 * nsel * rows_e * w->cols, A(w->buf), A(w->type), A(w->row_bytes),
                           A(rows_e), A(w->cols), A(X), A(ldx), A(sel), A(n_used), A(gu), A(nsel), A(tpr),
                           KLOCAL(lws * sizeof(float)));
     return G4_LAUNCH(K_G4_MOE_UP, g->moe_up, rows_e, nsel, (double)nsel * rows_e * w->row_bytes,
-                     2.0 * nsel * rows_e * w->cols, 11, A(w->buf), A(w->type), A(w->row_bytes), A(rows_e), A(w->cols),
+                     2.0 * nsel * rows_e * w->cols, A(w->buf), A(w->type), A(w->row_bytes), A(rows_e), A(w->cols),
                      A(X), A(ldx), A(sel), A(n_used), A(gu), A(nsel));
 }
 
-int g4_geglu_split(ops *o, const ops_g4 *g, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel, char *err, size_t errlen)
+int g4_geglu_split(ops *o, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel)
 {
-    return G4_LAUNCH(K_G4_GEGLU_SPLIT, g->geglu_split, f, nsel, 12.0 * f * nsel, 10.0 * f * nsel, 4, A(gu), A(f),
+    const ops_g4 *g = &o->g4;
+    return G4_LAUNCH(K_G4_GEGLU_SPLIT, g->geglu_split, f, nsel, 12.0 * f * nsel, 10.0 * f * nsel, A(gu), A(f),
                      A(act), A(nsel));
 }
 
-int g4_moe_down(ops *o, const ops_g4 *g, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
-                cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok, char *err,
-                size_t errlen)
+int g4_moe_down(ops *o, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
+                cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok)
 {
-    uint32_t rpg = ntok <= 4 ? mvqe_rpg(o, g, w, rows_e, n_used, ntok) : 0;
+    const ops_g4 *g = &o->g4;
+    uint32_t rpg = ntok <= 4 ? mvqe_rpg(o, w, rows_e, n_used, ntok) : 0;
     if (rpg) /* geglu folded into the quantization of each pair's X */
-        return mvqe(o, g, w, rows_e, rpg, gu, 2 * w->cols, 1, 1, sel, wsel, n_used, ntok, Y, K_G4_MOE_DOWN, err,
-                    errlen);
-    if (g4_geglu_split(o, g, gu, w->cols, act, ntok * n_used, err, errlen)) return -1;
+        return mvqe(o, w, rows_e, rpg, gu, 2 * w->cols, 1, 1, sel, wsel, n_used, ntok, Y, K_G4_MOE_DOWN);
+    if (g4_geglu_split(o, gu, w->cols, act, ntok * n_used)) return -1;
     if (moe_grouped(o, w, ntok)) {
         uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(o, n_exp, nsel);
         if (tt == OPS_MMTE_PAIRS ? op_mmt_moe(o, w, rows_e, n_exp, act, w->cols, nsel, 1, yd, rows_e, ord, nsel,
-                                              K_G4_MOE_DOWN, err, errlen)
+                                              K_G4_MOE_DOWN)
                                  : op_mmq_moe(o, w, rows_e, n_exp, act, w->cols, 1, yd, rows_e, ord, nsel, tt,
-                                              K_G4_MOE_DOWN, err, errlen))
+                                              K_G4_MOE_DOWN))
             return -1;
         return G4_LAUNCH(K_G4_MOE_COMBINE, g->moe_combine, rows_e, ntok, 4.0 * (nsel + ntok) * rows_e,
-                         2.0 * nsel * rows_e, 6, A(yd), A(wsel), A(n_used), A(rows_e), A(Y), A(ntok));
+                         2.0 * nsel * rows_e, A(yd), A(wsel), A(n_used), A(rows_e), A(Y), A(ntok));
     }
     double nsel = (double)ntok * n_used;
     uint32_t tpr;
     size_t gws, lws;
     if (ntok <= 4 && moe_mv_geometry(o, w->cols, rows_e, (size_t)ntok * rows_e, &gws, &lws, &tpr))
-        return ops_launch(o, K_G4_MOE_DOWN, g->moe_down_mv, 1, &gws, &lws, nsel * rows_e * w->row_bytes,
-                          2.0 * nsel * rows_e * w->cols, err, errlen, 13, A(w->buf), A(w->type), A(w->row_bytes),
+        return OPS_LAUNCH(o, K_G4_MOE_DOWN, g->moe_down_mv, 1, &gws, &lws, nsel * rows_e * w->row_bytes,
+                          2.0 * nsel * rows_e * w->cols, A(w->buf), A(w->type), A(w->row_bytes),
                           A(rows_e), A(w->cols), A(act), A(sel), A(wsel), A(n_used), A(Y), A(ntok), A(tpr),
                           KLOCAL(lws * sizeof(float)));
     return G4_LAUNCH(K_G4_MOE_DOWN, g->moe_down, rows_e, ntok, nsel * rows_e * w->row_bytes,
-                     2.0 * nsel * rows_e * w->cols, 11, A(w->buf), A(w->type), A(w->row_bytes), A(rows_e), A(w->cols),
+                     2.0 * nsel * rows_e * w->cols, A(w->buf), A(w->type), A(w->row_bytes), A(rows_e), A(w->cols),
                      A(act), A(sel), A(wsel), A(n_used), A(Y), A(ntok));
-}
-
-int g4_ple_gate(ops *o, const ops_g4 *g, cl_mem gate, cl_mem ple, uint32_t p, uint32_t n_layer, uint32_t il,
-                uint32_t ntok, char *err, size_t errlen)
-{
-    uint32_t row = p * n_layer;
-    return G4_LAUNCH(K_G4_PLE_GATE, g->ple_gate, p, ntok, 12.0 * p * ntok, 10.0 * p * ntok, 6, A(gate), A(ple), A(p),
-                     A(row), A(il), A(ntok));
 }

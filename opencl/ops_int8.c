@@ -53,10 +53,10 @@ int ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok)
     return o->mvq_xq && o->act_int8 && ntok >= 1 && ntok <= 4 && k % 32 == 0 && k >= o->pol.mvqg_min_k;
 }
 
-int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
+int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k)
 {
-    return ops_grow_buf(o, &o->xq, &o->xq_bytes, (size_t)ntok * k, err, errlen) ||
-                   ops_grow_buf(o, &o->xqs, &o->xqs_bytes, mvqg_xqs_bytes(ntok, k), err, errlen)
+    return ops_grow_buf(o, &o->xq, &o->xq_bytes, (size_t)ntok * k) ||
+                   ops_grow_buf(o, &o->xqs, &o->xqs_bytes, mvqg_xqs_bytes(ntok, k))
                ? -1 : 0;
 }
 
@@ -65,11 +65,11 @@ int ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok)
     return o->q8x && o->act_int8 && ntok >= 5 && ntok <= 16 && k % 64 == 0 && k >= o->pol.q8x_min_k;
 }
 
-int ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k, char *err, size_t errlen)
+int ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k)
 {
     size_t tp = ntok <= 8 ? 8 : 16;
-    return ops_grow_buf(o, &o->xq, &o->xq_bytes, tp * k, err, errlen) ||
-                   ops_grow_buf(o, &o->xqs, &o->xqs_bytes, tp * (k / 32) * 2 * sizeof(float), err, errlen)
+    return ops_grow_buf(o, &o->xq, &o->xq_bytes, tp * k) ||
+                   ops_grow_buf(o, &o->xqs, &o->xqs_bytes, tp * (k / 32) * 2 * sizeof(float))
                ? -1 : 0;
 }
 
@@ -109,12 +109,11 @@ static uint32_t mvq_rpg(const ops *o, size_t rows)
 
 /* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernels: mvqg for
  * large products (X quantized once, or taken as its producer left it), else mvq */
-int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
-            char *err, size_t errlen)
+int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
 {
     multi_args a;
     uint32_t k = outs[0].w->cols, type = outs[0].w->type;
-    if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
+    if (ops_gather_multi(o, outs, n, &a)) return -1;
     uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
     cl_mem U = gg ? gg->U : X;
     if (!mvq_staged(o, type, a.rows, k, ntok)) {
@@ -122,35 +121,36 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
         if (!given) {
             size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
-            if (ops_xq_reserve(o, ntok, k, err, errlen) ||
-                ops_launch(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k,
-                           0, err, errlen, 10, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k),
+            if (ops_xq_reserve(o, ntok, k) ||
+                OPS_LAUNCH(o, K_MVQ_XQ, o->mvq_xq, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k,
+                           0, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k),
                            A(o->xq), A(o->xqs)))
                 return -1;
         }
         uint32_t rpg = o->pol.mvqg_rpg / 4 * 4; /* whole warps of 4 rows */
         size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
-        return ops_launch(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
-                          2.0 * ntok * a.rows * k, err, errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+        return OPS_LAUNCH(o, K_MVQG, o->mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
+                          2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
                           A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
                           A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->xq), A(o->xqs));
     }
     uint32_t rpg32 = mvq_rpg(o, a.rows);
     size_t lws = 256, gws = (a.rows + rpg32 - 1) / rpg32 * lws;
-    return ops_launch(o, K_MVQ, o->mvq[type], 1, &gws, &lws,
-                      a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, err, errlen,
-                      27, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+    return OPS_LAUNCH(o, K_MVQ, o->mvq[type], 1, &gws, &lws,
+                      a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
                       A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
                       A(k), A(X), A(ldx), A(ntok), A(rpg32), A(U), A(u_off), A(ldu), A(geglu),
                       LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
 }
 
-int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok, float eps,
-                   char *err, size_t errlen)
+/* mvqn: the plain chain r = (res + norm(x)·wx)·scale into res_out, y = norm(r)·w0 (y = r where w0 is
+ * NULL), inside the products of y. One token only: the step is bound by its launches there; at 4
+ * tokens every group's four chains cost more than the launch saved. 1 where it does not apply. */
+static int mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
+                float eps)
 {
-    /* one token: the step is bound by its launches there; at 4 tokens every group's four chains
-     * cost more than the launch saved */
-    if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == c->res_out) return 1;
+    if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == res_out || !c->wx || c->x2 || c->wt || c->nout > 1)
+        return 1;
     uint32_t type = outs[0].w->type;
     size_t rows = 0;
     for (int i = 0; i < n; i++) {
@@ -160,16 +160,37 @@ int op_norm_matmul(ops *o, const norm_mm *c, const mm_out *outs, int n, uint32_t
     if (type >= GGML_TYPE_COUNT || !o->mvqn[type] || !ops_mvq_fits(o, type, k, ntok) || !mvq_staged(o, type, rows, k, ntok))
         return 1;
     multi_args a;
-    if (ops_gather_multi(outs, n, &a, err, errlen)) return -1;
-    uint32_t rpg = mvq_rpg(o, a.rows), raw = c->w0 == NULL;
-    cl_mem w0 = raw ? c->x : c->w0; /* any buffer when unused */
+    if (ops_gather_multi(o, outs, n, &a)) return -1;
+    cl_mem w0in = c->nout ? c->out[0].w : NULL;
+    uint32_t rpg = mvq_rpg(o, a.rows), raw = w0in == NULL;
+    cl_mem w0 = raw ? c->x : w0in; /* any buffer when unused */
     size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
-    return ops_launch(o, K_MVQ, o->mvqn[type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (4.0 * k + a.rows),
-                      2.0 * ntok * a.rows * k, err, errlen, 30, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+    return OPS_LAUNCH(o, K_MVQ, o->mvqn[type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (4.0 * k + a.rows),
+                      2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
                       A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
                       A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(c->x), A(c->wx), A(c->res),
-                      A(c->res_out), A(c->scale), A(w0), A(raw), A(eps), LOCAL((size_t)ntok * k),
+                      A(res_out), A(c->scale), A(w0), A(raw), A(eps), LOCAL((size_t)ntok * k),
                       LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4), LOCAL(32 * sizeof(cl_float2)));
+}
+
+int op_norm_matmul(ops *o, resid *r, const norm_chain *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
+                   float eps)
+{
+    if (o->failed) return -1;
+    norm_chain ch = *c;
+    ch.res = r->cur;
+    int rc = mvqn(o, &ch, r->spare, outs, n, k, ntok, eps);
+    if (rc <= 0) {
+        if (rc == 0) { /* the new residual is in spare */
+            cl_mem t = r->cur;
+            r->cur = r->spare;
+            r->spare = t;
+        }
+        return rc;
+    }
+    if (op_norm_chain(o, &ch, ntok, k, eps) || n == 0) return o->failed ? -1 : 0;
+    cl_mem y = ch.nout ? ch.out[0].y : r->cur;
+    return n == 1 ? op_matmul(o, outs[0].w, y, k, outs[0].y, outs[0].ldy, ntok) : op_matmul_multi(o, outs, n, y, k, ntok);
 }
 
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
@@ -183,8 +204,7 @@ int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32
 
 /* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->xq /
  * o->xqs, tokens padded to 8 or 16), then one launch per matrix of OPS_MMQ8_ROWS rows per group */
-int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok,
-                char *err, size_t errlen)
+int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
 {
     uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
     uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
@@ -193,9 +213,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
      * reach their own (unstored) output columns */
     int given = !gg && o->xq_of == X && ldx == k && o->xq_ntok == ntok && o->xq_k == k;
     size_t qlws = 256, qgws = ((size_t)tp * k / 4 + qlws - 1) / qlws * qlws;
-    if (!given && (ops_q8x_reserve(o, ntok, k, err, errlen) ||
-                   ops_launch(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0,
-                              err, errlen, 11, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k),
+    if (!given && (ops_q8x_reserve(o, ntok, k) ||
+                   OPS_LAUNCH(o, K_Q8X, o->q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k, 0, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k),
                               A(o->xq), A(o->xqs))))
         return -1;
     /* matrices of one type whose rows are whole groups go in one launch (Q/K/V, gate/up): fewer
@@ -209,15 +228,14 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         if (!nt && o->mmq8s[w->type] && w->row_bytes % 16 == 0) {
             /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (mma_q8.cl) */
             size_t lws = 128, gws = (size_t)(w->rows + 15) / 16 * lws;
-            if (ops_launch(o, K_MMQ8S, o->mmq8s[w->type], 1, &gws, &lws,
-                           (double)w->row_bytes * w->rows + 4.0 * ntok * w->rows, 2.0 * ntok * w->rows * k, err,
-                           errlen, 9, A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->xq), A(o->xqs),
+            if (OPS_LAUNCH(o, K_MMQ8S, o->mmq8s[w->type], 1, &gws, &lws,
+                           (double)w->row_bytes * w->rows + 4.0 * ntok * w->rows, 2.0 * ntok * w->rows * k, A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->xq), A(o->xqs),
                            A(outs[i].y), A(outs[i].ldy), A(ntok)))
                 return -1;
             continue;
         }
         multi_args a;
-        if (ops_gather_multi(together ? outs : &outs[i], together ? n : 1, &a, err, errlen)) return -1;
+        if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
         size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
         size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
         if (o->mmq8p[nt][w->type]) {
@@ -229,9 +247,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
                                           : ops_split_k_to(o, tiles, k / 32, o->mmq8p_wg[nt][w->type], ring, 16,
                                                            o->pol.mmq8p_warps_target);
             size_t lws = 32 * ks, gws = tiles * lws;
-            if (ops_launch(o, K_MMQ8P, o->mmq8p[nt][w->type], 1, &gws, &lws,
-                           a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
-                           err, errlen, 21, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
+            if (OPS_LAUNCH(o, K_MMQ8P, o->mmq8p[nt][w->type], 1, &gws, &lws,
+                           a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
                            A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
                            A(a.ld[2]), A(k), A(o->xq), A(o->xqs), A(ntok), A(stages), LOCAL(ks * ring)))
                 return -1;
@@ -243,9 +260,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
                                       : ops_mmq_split_k(o, tiles, k / 32, o->mmq8_wg[nt][w->type], part_per_warp, 16);
         size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
-        if (ops_launch(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
-                       a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k, err,
-                       errlen, 20, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+        if (OPS_LAUNCH(o, K_MMQ8, o->mmq8[nt][w->type], 1, &gws, &lws,
+                       a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
                        A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
                        A(k), A(o->xq), A(o->xqs), A(ntok), LOCAL(part)))
             return -1;

@@ -155,7 +155,16 @@ static inline void finish(void)
 static inline int is_poison(float f) { uint32_t u; memcpy(&u, &f, 4); return u == POISON32; }
 static inline float poison_f(void) { float f; uint32_t u = POISON32; memcpy(&f, &u, 4); return f; }
 
-#define OPOK(call) do { err[0] = 0; int rc_ = (call); CHECK(rc_ == 0, "%s failed: %s", #call, err); \
+/* an op's return code, its sticky error (if any) copied into err and cleared, so each op is judged
+ * alone */
+static inline int op_rc(int rc)
+{
+    if (ops_status(&O, err, sizeof err)) rc = rc ? rc : -1;
+    ops_clear(&O);
+    return rc;
+}
+#define OPRC(call) (ops_clear(&O), err[0] = 0, op_rc(call))
+#define OPOK(call) do { int rc_ = OPRC(call); CHECK(rc_ == 0, "%s failed: %s", #call, err); \
                         if (rc_) return; } while (0)
 
 /* ------------------------------------------------------------------ comparisons */

@@ -125,7 +125,7 @@ static void test_attention(void)
         poison(PM, npart * 2 * 4);
         /* slice [t0, T) first: rows before t0 must stay untouched */
         OPOK(op_attention(&O, Q, t0, T - t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, CNT, OUT, err, sizeof err));
+                          chunk, PA, PM, CNT, OUT));
         dread(OUT, out, tot * 4);
         char w2[200];
         snprintf(w2, sizeof w2, "%s, slice t0 %u", what, t0);
@@ -136,7 +136,7 @@ static void test_attention(void)
         poison(PA, npart * hd * 4);
         poison(PM, npart * 2 * 4);
         OPOK(op_attention(&O, Q, 0, t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, CNT, OUT, err, sizeof err));
+                          chunk, PA, PM, CNT, OUT));
         dread(OUT, out, tot * 4);
         snprintf(w2, sizeof w2, "%s, all tokens", what);
         check_close(w2, out, ref, nq, TOL_RED);
@@ -149,7 +149,7 @@ static void test_attention(void)
             uint32_t *min_k = lay ? &O.pol.q8x_min_k : &O.pol.mvqg_min_k, keep_k = *min_k;
             *min_k = 0;
             OPOK(op_attention(&O, Q, 0, nt, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                              chunk, PA, PM, CNT, OUT, err, sizeof err));
+                              chunk, PA, PM, CNT, OUT));
             *min_k = keep_k;
             snprintf(w2, sizeof w2, "%s, int8 output of %u tokens (%s layout)", what, nt, lay ? "mmq8" : "mvqg");
             CHECK(O.xq_of == OUT, "%s: no int8 output", w2);
@@ -164,10 +164,9 @@ static void test_attention(void)
         for (size_t i = 0; i < (size_t)T * nh; i++) stale += cnt[i] != 0;
         CHECK(stale == 0, "%s: %zu attention counters left non-zero", what, stale);
         if (c == 0) { /* chunks the kernel's score buffer cannot hold are refused */
-            CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, OPS_ATTN_CHUNK + 1, PA, PM,
-                               CNT, OUT, err, sizeof err) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
-            CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, CNT, OUT, err,
-                               sizeof err) != 0, "op_attention accepted chunk 0");
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, OPS_ATTN_CHUNK + 1, PA, PM,
+                               CNT, OUT)) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, CNT, OUT)) != 0, "op_attention accepted chunk 0");
         }
         free(K); free(V); free(q); free(out); free(ref); free(cnt);
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
@@ -239,7 +238,7 @@ static void test_attention_batch(void)
                  T, nh, nkv, hd, cf->window, cf->softcap, fresh[1], fresh[0],
                  fresh[3], fresh[2]);
         poison(OUT, nq * 4);
-        OPOK(op_attention_batch(&O, &ab, &al, err, sizeof err));
+        OPOK(op_attention_batch(&O, &ab, &al));
         dread(OUT, out, nq * 4);
         check_close(what, out, ref, nq, flash ? TOL_MMA : TOL_RED);
         free(K); free(V); free(q); free(out); free(ref); free(pos); free(seq);
@@ -325,7 +324,7 @@ static void test_qkv_attention(void)
                  O.attn_decq[hd == 512] ? "attn_decq" : "qkv_rope + split", nh, nkv, hd, rot, qn, vn, cf->window,
                  cf->softcap);
         poison(OUT, nq * 4);
-        OPOK(op_qkv_attention(&O, &raw, &ab, &al, err, sizeof err));
+        OPOK(op_qkv_attention(&O, &raw, &ab, &al));
         dread(OUT, out, nq * 4);
         check_close(what, out, ref, nq, TOL_RED);
         /* the fresh slots against float64, every other half of the caches as it was */
