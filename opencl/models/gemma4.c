@@ -27,7 +27,6 @@
 #include "errf.h"
 #include "host_table.h"
 #include "load.h"
-#include "ops_gemma4.h"
 
 /* what registry.c's row points at, declared here too so that the compiler checks the definitions */
 model_load_fn gemma4_load;
@@ -335,7 +334,7 @@ int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, s
         sz[X_ACT] = T * K * g->n_ff_exp;
         sz[X_MOE] = T * H;
         sz[X_H2] = T * H;
-        sz[X_ORD] = g4_moe_ord_ints(g->n_expert, T * K);
+        sz[X_ORD] = ops_moe_ord_ints(g->n_expert, T * K);
         sz[X_YD] = T * K * H;
     }
     for (int i = 0; i < X_COUNT; i++) {
@@ -379,9 +378,9 @@ static void moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t
     const gemma4_model *g = m->priv;
     uint32_t H = m->hp.n_embd, Fe = g->n_ff_exp, K = g->n_used;
     op_matmul(o, &L->router, b->ext[X_MOE], H, b->ext[X_Z], g->n_expert, T);
-    g4_router_topk(o, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T);
-    g4_moe_up(o, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T);
-    g4_moe_down(o, &L->down_exps, H, b->ext[X_GU], b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE],
+    op_router_topk(o, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T);
+    op_moe_up(o, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T);
+    op_moe_down(o, &L->down_exps, H, b->ext[X_GU], b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE],
                 b->ext[X_ORD], b->ext[X_YD], T);
 }
 

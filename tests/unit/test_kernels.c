@@ -8,7 +8,6 @@
  * mirrors llama.cpp's layouts independently of the kernels. Norms, RoPE, attention and row ops:
  * test_kernels_rows.c. */
 #include "kernels_fixture.h"
-#include "ops_gemma4.h"
 
 
 /* ------------------------------------------------------------------ golden quantized blocks */
@@ -133,7 +132,7 @@ static void test_golden_complete(void)
 static cl_int launch_deq(const weight *w, uint32_t r0, uint32_t n, cl_mem out)
 {
     /* same geometry as op_matmul's prefill path */
-    cl_kernel k = O.deq[w->type];
+    cl_kernel k = O.mm.deq[w->type];
     cl_int e = 0;
     e |= clSetKernelArg(k, 0, sizeof(cl_mem), &w->buf);
     e |= clSetKernelArg(k, 1, sizeof(uint32_t), &w->row_bytes);
@@ -278,9 +277,9 @@ static void matmul_case(const golden *g, uint32_t ntok)
     int q8x = q8m || ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
-                 (O.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
-             q8m ? (O.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
-                    O.mmq8p[ntok > 8][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
+                 (O.mm.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
+             q8m ? (O.q8.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
+                    O.q8.mmq8p[ntok > 8][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
                                                                        "mmq8, int8 tensor cores") :
              mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
              ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
@@ -301,12 +300,12 @@ static void test_mv_all_types(void)
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < nn; j++) matmul_case(&G[i], ntoks[j]);
     /* q4_k again on the kernel the defaults pass over: mmq8p at 5-8 tokens (mmq8s takes them) */
-    cl_kernel s8 = O.mmq8s[GGML_TYPE_Q4_K];
+    cl_kernel s8 = O.q8.mmq8s[GGML_TYPE_Q4_K];
     const golden *q4 = golden_of(GGML_TYPE_Q4_K);
     if (s8 && q4) {
-        O.mmq8s[GGML_TYPE_Q4_K] = NULL;
+        O.q8.mmq8s[GGML_TYPE_Q4_K] = NULL;
         for (size_t j = 0; j < nn; j++) matmul_case(q4, ntoks[j]);
-        O.mmq8s[GGML_TYPE_Q4_K] = s8;
+        O.q8.mmq8s[GGML_TYPE_Q4_K] = s8;
     }
 }
 
@@ -337,21 +336,21 @@ static void test_matmul_tiles(void)
 {
     reseed(__func__);
     uint32_t keep = O.pol.mmt_min_groups;
-    cl_kernel mmta = O.mmta;
+    cl_kernel mmta = O.mm.mmta;
     O.pol.mmt_min_groups = 0;
     for (uint32_t i = 0; i < NG * (mmta ? 2 : 1); i++) {
-        O.mmta = i < NG ? mmta : NULL;
+        O.mm.mmta = i < NG ? mmta : NULL;
         golden g = golden_rows(&G[i % NG], 261 + irand(8), 7, 3);
         /* one partial token tile; one whole and one partial */
         uint32_t ntoks[2] = { 64 + irand(60), 200 + irand(50) };
         for (int j = 0; j < 2; j++) {
-            CHECK(!O.has_mma || !O.mmt[g.type] || ops_mmt_fits(&O, g.type, g.rows, g.cols, ntoks[j]),
+            CHECK(!O.has_mma || !O.mm.mmt[g.type] || ops_mmt_fits(&O, g.type, g.rows, g.cols, ntoks[j]),
                   "%s: mmt not chosen for %u x %u, %u tokens", type_name(g.type), g.rows, g.cols, ntoks[j]);
             matmul_case(&g, ntoks[j]);
         }
         free(g.raw); free(g.exp);
     }
-    O.mmta = mmta;
+    O.mm.mmta = mmta;
     O.pol.mmt_min_groups = keep;
 }
 
@@ -395,7 +394,8 @@ static void multi_case_rows(const uint32_t *types, int n, uint32_t ntok, const u
     for (int i = 1; i < n; i++) q8x &= g[i]->type == g[0]->type;
     uint32_t rows = 0;
     for (int i = 0; i < n; i++) rows += g[i]->rows;
-    for (int i = 0; i < n; i++) q8m &= ops_mmq8_fits(&O, g[i]->type, rows, g[i]->cols, ntok) && g[i]->cols == g[0]->cols;
+    for (int i = 0; i < n; i++) q8m &= ops_mmq8_fits(&O, g[i]->type, rows, g[i]->cols,
+    ntok) && g[i]->cols == g[0]->cols;
     for (int i = 0; i < n && rc == 0; i++) {
         char w2[200];
         snprintf(w2, sizeof w2, "%s -> output %d", what, i);
@@ -512,25 +512,25 @@ static void moe_case(const golden *g, uint32_t n_exp, uint32_t rows_e, uint32_t 
         }
     }
     weight w = { dbuf((size_t)nrow * g->row_bytes, raw), g->type, nrow, k, g->row_bytes };
-    size_t nord = g4_moe_ord_ints(n_exp, nsel);
+    size_t nord = ops_moe_ord_ints(n_exp, nsel);
     cl_mem X = dbuf((size_t)ntok * ldx * 4, x), SEL = dbuf(nsel * 4, sel), WS = dbuf(nsel * 4, wsel),
            GUI = dbuf((size_t)nsel * 2 * k * 4, gu_in), ACT = dbuf((size_t)nsel * k * 4, NULL),
            ORD = dbuf(nord * 4, NULL), YD = dbuf(nup * 4, NULL), UP = dbuf((nup + PAD) * 4, NULL),
            DN = dbuf((ndn + PAD) * 4, NULL);
     poison(UP, (nup + PAD) * 4);
     poison(DN, (ndn + PAD) * 4);
-    int q8 = O.g4.mvqe[g->type] && ntok <= 4;
+    int q8 = O.moe.mvqe[g->type] && ntok <= 4;
     char what[128];
     float *got = malloc((nup + PAD) * 4);
     snprintf(what, sizeof what, "moe up %s %u experts x %u rows x %u, %u tokens x %u (%s)", type_name(g->type), n_exp,
              rows_e, k, ntok, n_used, q8 ? "int8 expert products" : "float / tensor cores");
-    OPOK(g4_moe_up(&O, &w, rows_e, X, ldx, SEL, n_used, UP, ORD, ntok));
+    OPOK(op_moe_up(&O, &w, rows_e, X, ldx, SEL, n_used, UP, ORD, ntok));
     dread(UP, got, (nup + PAD) * 4);
     check_q8_or_close(what, got, ref_up, bnd_up, nup, q8, TOL_MMA);
     check_untouched(what, got, nup, nup + PAD);
     snprintf(what, sizeof what, "moe down %s %u experts x %u rows x %u, %u tokens x %u (%s)", type_name(g->type),
              n_exp, rows_e, k, ntok, n_used, q8 ? "int8 expert products, geglu folded" : "float / tensor cores");
-    OPOK(g4_moe_down(&O, &w, rows_e, GUI, ACT, SEL, WS, n_used, DN, ORD, YD, ntok));
+    OPOK(op_moe_down(&O, &w, rows_e, GUI, ACT, SEL, WS, n_used, DN, ORD, YD, ntok));
     dread(DN, got, (ndn + PAD) * 4);
     check_q8_or_close(what, got, ref_dn, bnd_dn, ndn, q8, TOL_MMA);
     check_untouched(what, got, ndn, ndn + PAD);
@@ -595,7 +595,7 @@ static void test_matmul_multi(void)
  * golden matrices are below the size that takes that path by default */
 static void test_products_mvqg(void)
 {
-    if (!O.mvq_xq) return;
+    if (!O.act.mvq_xq) return;
     uint32_t keep = O.pol.mvqg_min_elems, keep_k = O.pol.mvqg_min_k;
     O.pol.mvqg_min_elems = 0;
     O.pol.mvqg_min_k = 0;
@@ -611,7 +611,7 @@ static void test_products_mvqg(void)
         const golden *g = &G[i % NG];
         int to_mmq8 = i >= NG;
         uint32_t ntok = to_mmq8 ? 5 + irand(12) : 1 + irand(4), n = g->cols, ldy = g->rows + 3;
-        if (to_mmq8 ? !ops_mmq8_fits(&O, g->type, g->rows, n, ntok) : !O.mvqg[g->type] || g->cols % 32) continue;
+        if (to_mmq8 ? !ops_mmq8_fits(&O, g->type, g->rows, n, ntok) : !O.q8.mvqg[g->type] || g->cols % 32) continue;
         float *x = malloc((size_t)ntok * n * 4), *wn = malloc((size_t)n * 4), *y0 = malloc((size_t)ntok * n * 4);
         for (size_t j = 0; j < (size_t)ntok * n; j++) x[j] = 3.0f * nrand();
         for (uint32_t j = 0; j < n; j++) wn[j] = 1.0f + 0.5f * nrand();
@@ -625,7 +625,7 @@ static void test_products_mvqg(void)
         snprintf(what, sizeof what, "norm_fuse int8 X -> %s %s %u x %u, ntok %u", to_mmq8 ? "mmq8" : "mvqg",
                  type_name(g->type), g->rows, n, ntok);
         OPOK(op_norm_chain(&O, &c, ntok, n, 1e-6f));
-        CHECK(O.xq_of == Y0, "%s: the norm left no int8 X", what);
+        CHECK(O.act.xq_of == Y0, "%s: the norm left no int8 X", what);
         dread(Y0, y0, (size_t)ntok * n * 4);
         if (to_mmq8) check_q8x_of(what, y0, ntok, n);
         else check_xq_of(what, y0, ntok, n);
@@ -684,7 +684,7 @@ static void test_norm_matmul(void)
                  g->rows, k, ntok);
         err[0] = 0;
         int rc = OPRC(op_norm_matmul(&O, &r, &c, &out, 1, k, ntok, eps));
-        int want = ntok == 1 && O.mvqn[g->type] && ops_mvq_fits(&O, g->type, k, ntok) && k % 32 == 0 &&
+        int want = ntok == 1 && O.q8.mvqn[g->type] && ops_mvq_fits(&O, g->type, k, ntok) && k % 32 == 0 &&
                    (size_t)g->rows * k < O.pol.mvqg_min_elems;
         CHECK(rc == 0, "%s: rc %d (%s)", what, rc, err);
         CHECK(r.cur == (want ? RO : R) && r.spare == (want ? R : RO), "%s: residual pair %s, expected %s", what,

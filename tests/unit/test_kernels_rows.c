@@ -359,12 +359,12 @@ static void test_qkv_rope(void)
         { 256, 128, 1, 0, 10000.0 }, { 512, 128, 1, 2, 1e6 },
     };
     /* on NVIDIA every case twice: qkv_rope_w (a warp per row, where the shape allows) and qkv_rope */
-    cl_kernel wk = O.qkv_rope_w;
+    cl_kernel wk = O.rope.qkv_w;
     size_t ncfg = sizeof cfgs / sizeof *cfgs, keep_rows = O.pol.qkv_rope_w_min_rows;
     O.pol.qkv_rope_w_min_rows = 0; /* these few tokens take it too */
     for (size_t cp = 0; cp < ncfg * (wk ? 2 : 1); cp++) {
         size_t c = cp % ncfg;
-        O.qkv_rope_w = cp < ncfg ? wk : NULL;
+        O.rope.qkv_w = cp < ncfg ? wk : NULL;
         uint32_t nh = 4, nkv = 2, hd = cfgs[c].hd, rot = cfgs[c].rot, bs = c % 2 ? 16 : KV_BLOCK;
         int qn = cfgs[c].qk_norm, vn = cfgs[c].v_norm;
         uint32_t lens[3] = { 40 + irand(100), 1 + irand(40), 100 + irand(60) };
@@ -403,9 +403,10 @@ static void test_qkv_rope(void)
         kv_view kk = { KC, BT, p.max_blocks, bs }, vv = { VC, BT, p.max_blocks, bs };
         char what[160];
         snprintf(what, sizeof what, "qkv_rope%s ntok %u nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d block %u",
-                 O.qkv_rope_w && rot % 64 == 0 ? "_w" : "", ntok, nh, nkv, hd, rot, qn, vn, bs);
+                 O.rope.qkv_w && rot % 64 == 0 ? "_w" : "", ntok, nh, nkv, hd, rot, qn, vn, bs);
         err[0] = 0;
-        int rc = OPRC(op_qkv_rope(&O, Q, K, V, ntok, nh, nkv, hd, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, qn, vn, eps, F,
+        int rc = OPRC(op_qkv_rope(&O, Q, K, V, ntok, nh, nkv, hd, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, qn, vn,
+                      eps, F,
                              rot, P, S, &kk, &vv));
         CHECK(rc == 0, "%s: %s", what, err);
         if (rc == 0) {
@@ -426,7 +427,7 @@ static void test_qkv_rope(void)
         cl_mem all[] = { Q, K, V, QW, KW, F, P, S, KC, VC, BT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
-    O.qkv_rope_w = wk;
+    O.rope.qkv_w = wk;
     O.pol.qkv_rope_w_min_rows = keep_rows;
 }
 

@@ -1,11 +1,14 @@
-/* ops.h — host-side launchers for the kernels in opencl/kernels. Each op enqueues work on the
- * runtime's in-order queue and returns at once (no clFinish); errors carry the op's name. */
+/* ops.h — the op API: host-side launchers for the kernels in opencl/kernels, one file per family
+ * in opencl/ops (launch.c: the context; matmul.c, matmul_q8.c, act_q8.c, norm.c, rope.c,
+ * attention.c, rows.c, moe.c). Each op enqueues work on the runtime's in-order queue and returns at
+ * once (no clFinish); a failure is kept in the context (sticky, below). */
 #ifndef CLGEMMA_OPS_H
 #define CLGEMMA_OPS_H
 
 #include "runtime.h"
 #include "gguf.h"
 #include "policy.h"
+#include "kv.h"
 
 #define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in gemv.cl) */
 #define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in gemv.cl) */
@@ -24,23 +27,22 @@ typedef struct weight {
     uint32_t row_bytes;
 } weight;
 
+/* what bench --profile counts launches under (one name each in launch.c) */
 enum op_kernel {
     K_NORM_ROPE, K_ATTN_PARTIAL, K_GEGLU,
     K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_QKV_ROPE, K_MV_MULTI,
     K_NORM_FUSE,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
-    /* Gemma 4 kernels (ops_gemma4.c): profiled here, created there */
-    K_G4_MV_ANY, K_G4_ROUTER, K_G4_MOE_UP, K_G4_GEGLU_SPLIT, K_G4_MOE_DOWN, K_G4_PLE_GATE, K_G4_MOE_SORT,
-    K_G4_MOE_COMBINE,
-    K_MVQ,        /* NVIDIA only: ops.mvq */
-    K_MMT, K_MMT_CVT, /* NVIDIA only: ops.mmt, ops.mmt_cvt */
-    K_MMQ8, K_Q8X,    /* NVIDIA only: ops.mmq8, ops.q8x */
-    K_ATTN_DEC,       /* NVIDIA only: ops.attn_dec */
-    K_MVQG, K_MVQ_XQ, /* NVIDIA only: ops.mvqg, ops.mvq_xq */
-    K_MMTA, K_DEQH,   /* NVIDIA only: ops.mmta, ops.deqh */
-    K_ATTN_FA,        /* NVIDIA only: ops.fa */
-    K_MMQ8S,          /* NVIDIA only: ops.mmq8s */
-    K_MMQ8P,          /* NVIDIA only: ops.mmq8p */
+    K_MV_ANY, K_ROUTER, K_MOE_UP, K_GEGLU_SPLIT, K_MOE_DOWN, K_PLE_GATE, K_MOE_SORT, K_MOE_COMBINE,
+    K_MVQ,            /* NVIDIA only from here on */
+    K_MMT, K_MMT_CVT,
+    K_MMQ8, K_Q8X,
+    K_ATTN_DEC,
+    K_MVQG, K_MVQ_XQ,
+    K_MMTA, K_DEQH,
+    K_ATTN_FA,
+    K_MMQ8S,
+    K_MMQ8P,
     K_COUNT
 };
 
@@ -51,68 +53,103 @@ typedef struct karg { size_t size; const void *ptr; } karg;
 #define KARG(x) ((karg){ sizeof(x), &(x) })
 #define KLOCAL(n) ((karg){ (n), NULL })
 
+#define OPS_T GGML_TYPE_COUNT
 
-/* the MoE, any-length product and PLE gate kernels (ops_gemma4.c) */
-typedef struct ops_g4 {
-    cl_kernel mv_any, router_topk, moe_up, geglu_split, moe_down, ple_gate;
+/* The context's members by family; each family's file creates and releases its own (launch.c
+ * calls them in turn). Per-type arrays are indexed by GGML type, NULL where a type has none. */
+typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products */
+    cl_kernel mv4[OPS_T], mv16[OPS_T]; /* decode products on float: <= 4 / <= 16 tokens */
+    cl_kernel mv_multi;        /* up to three matrices sharing X, <= 4 tokens */
+    cl_kernel mv_any;          /* f32/f16 rows of any length */
+    cl_kernel deq[OPS_T];      /* weight rows to float tiles for GEMM */
+    cl_mem scratch;            /* those tiles */
+    size_t scratch_elems;
+    cl_kernel mmqs[OPS_T], mmql[OPS_T]; /* tensor-core products (NVIDIA) */
+    cl_kernel mmqe_s[OPS_T], mmqe_l[OPS_T]; /* the same over expert-grouped pairs */
+    size_t mmq_wg[2][OPS_T];   /* largest group each mmq kernel can run (registers) */
+    cl_kernel mmt[OPS_T];      /* 128 x 128 tiled prefill products (NVIDIA) */
+    cl_kernel mmte[OPS_T];     /* the same over expert tiles of 128 pairs */
+    cl_kernel mmt_cvt;         /* X to f16 rows for mmt (and attn_fa's Q) */
+    cl_mem xh;                 /* those rows (grown on demand) */
+    size_t xh_bytes;
+    cl_kernel mmta;            /* the tiles on f16 rows staged by cp.async */
+    cl_kernel deqh[OPS_T];     /* weight rows to f16 rows for mmta (none for f16) */
+    cl_mem wh;                 /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
+    size_t wh_bytes;
+} ops_mm;
+
+typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVIDIA) */
+    cl_kernel mvq[OPS_T];      /* int8 dot-product decode products (q4_k, q8_0, q5_0) */
+    cl_kernel mvqg[OPS_T];     /* the same with X quantized beforehand (act_q8) */
+    cl_kernel mvqn[OPS_T];     /* mvq with the norm chain before it fused in */
+    cl_kernel mmq8[2][OPS_T];  /* int8 tensor-core products for 5-8 / 9-16 tokens (DT_MMQ8 types) */
+    size_t mmq8_wg[2][OPS_T];
+    /* the same as kernels of the type's own (DT_MMQ8_RING: q4_k): */
+    cl_kernel mmq8s[OPS_T];    /* 5-8 tokens with weights staged by cp.async */
+    cl_kernel mmq8p[2][OPS_T]; /* 5-8 / 9-16 tokens with a per-warp cp.async ring */
+    size_t mmq8p_wg[2][OPS_T];
+} ops_q8;
+
+typedef struct ops_act {       /* act_q8.c: the int8 form of the next product's X (NVIDIA) */
+    cl_kernel mvq_xq;          /* X to int8 in mvqg's layout (1-4 tokens) */
+    cl_kernel q8x;             /* X to int8 per 32 values in mmq8's layout (5-16 tokens) */
+    cl_mem xq, xqs;            /* those values and their (scale, scaled sum) pairs (grown on demand) */
+    size_t xq_bytes, xqs_bytes;
+    cl_mem xq_of;              /* the X whose int8 form xq / xqs hold, as its producer (norm_fuse,
+                                * attn_dec) left it; forgotten by any launch but those that read it */
+    uint32_t xq_ntok, xq_k;
+} ops_act;
+
+typedef struct ops_norm {      /* norm.c */
+    cl_kernel fuse;            /* norm_fuse: every RMSNorm chain */
+    size_t wg_max;             /* largest group it runs with (power of two, <= 1024) */
+} ops_norm;
+
+typedef struct ops_rope {      /* rope.c */
+    cl_kernel norm_rope, qkv;  /* per-head norm + RoPE (+ cache write); Q/K/V of a batch */
+    cl_kernel qkv_w;           /* qkv_rope with a warp per head row (NVIDIA) */
+} ops_rope;
+
+typedef struct ops_attn {      /* attention.c */
+    cl_kernel partial;         /* split-KV attention, any device */
+    cl_kernel dec[2];          /* split-KV, one warp per key run, head dims 256 / 512 (NVIDIA) */
+    cl_kernel decq[2];         /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
+    cl_kernel fa[3];           /* tensor-core prefill attention, head dims 128 / 256 / 512 (NVIDIA) */
+} ops_attn;
+
+typedef struct ops_rows {      /* rows.c */
+    cl_kernel emb[OPS_T];      /* embedding rows */
+    cl_kernel geglu, ple_gate; /* gelu(g) * u: flat, and over a slice of wider u rows */
+    cl_kernel gather, add, scale, softcap;
+    cl_kernel argmax_part, argmax_final;
+    cl_mem am_val, am_idx;     /* argmax partials: up to 256 rows x 256 parts */
+} ops_rows;
+
+typedef struct ops_moe {       /* moe.c */
+    cl_kernel router_topk, router_topk_w; /* the latter one warp per token (NVIDIA) */
+    cl_kernel moe_up, moe_down, geglu_split;
     cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
     cl_kernel moe_sort, moe_combine;  /* tensor-core path: pairs grouped by expert, per-pair sums */
-    cl_kernel mvqe[GGML_TYPE_COUNT];  /* decode expert products on int8 dot products (NVIDIA; DT_GEMV_Q8 types) */
-    cl_kernel router_topk_w;          /* router top-k in one warp per token (NVIDIA) */
-} ops_g4;
+    cl_kernel mvqe[OPS_T];     /* decode expert products on int8 dot products (NVIDIA; DT_GEMV_Q8 types) */
+} ops_moe;
 
 typedef struct ops {
     cl_runtime *rt;
-    ops_g4 g4;
-    cl_kernel k[K_GEMM];
-    cl_kernel mv4[GGML_TYPE_COUNT], mv16[GGML_TYPE_COUNT], deq[GGML_TYPE_COUNT], emb[GGML_TYPE_COUNT];
-    cl_kernel mmqs[GGML_TYPE_COUNT], mmql[GGML_TYPE_COUNT]; /* tensor-core products (NVIDIA) */
-    cl_kernel mmqe_s[GGML_TYPE_COUNT], mmqe_l[GGML_TYPE_COUNT]; /* the same over expert-grouped pairs */
-    cl_kernel mvq[GGML_TYPE_COUNT]; /* int8 dot-product decode products (NVIDIA; q4_k, q8_0, q5_0) */
-    cl_kernel mvqg[GGML_TYPE_COUNT]; /* the same with X quantized beforehand (mvq_xq into xq / xqs) */
-    cl_kernel mvq_xq;
-    cl_kernel mvqn[GGML_TYPE_COUNT]; /* mvq with the norm chain before it fused in */
-    cl_mem xq_of;            /* the X whose int8 form xq / xqs hold, as its producer (norm_fuse,
-                              * attn_dec) left it: mvqg's layout for 1-4 tokens, mmq8's for 5-16;
-                              * cleared by any launch but those products' */
-    uint32_t xq_ntok, xq_k;
-    cl_kernel mmt[GGML_TYPE_COUNT]; /* 128 x 128 tiled prefill products (NVIDIA) */
-    cl_kernel mmte[GGML_TYPE_COUNT]; /* the same over expert tiles of 128 pairs */
-    cl_kernel mmq8[2][GGML_TYPE_COUNT]; /* int8 tensor-core products for 5-8 / 9-16 tokens (NVIDIA;
-                              * DT_MMQ8 types) */
-    size_t mmq8_wg[2][GGML_TYPE_COUNT];
-    /* the same as kernels of the type's own (DT_MMQ8_RING: q4_k): */
-    cl_kernel mmq8s[GGML_TYPE_COUNT]; /* 5-8 tokens with weights staged by cp.async */
-    cl_kernel mmq8p[2][GGML_TYPE_COUNT]; /* 5-8 / 9-16 tokens with a per-warp cp.async ring */
-    size_t mmq8p_wg[2][GGML_TYPE_COUNT];
-    cl_kernel q8x;           /* X to int8 per 32 values for mmq8 */
-    cl_mem xq, xqs;          /* those values and their (scale, scaled sum) pairs (grown on demand) */
-    size_t xq_bytes, xqs_bytes;
-    cl_kernel mmt_cvt;       /* X to f16 rows for mmt */
-    cl_kernel mmta;          /* the tiles on f16 rows staged by cp.async */
-    cl_kernel deqh[GGML_TYPE_COUNT]; /* weight rows to f16 rows for mmta (none for f16) */
-    cl_mem wh;               /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
-    size_t wh_bytes;
-    cl_mem xh;               /* those rows (grown on demand) */
-    size_t xh_bytes;
-    cl_kernel qkv_rope_w;    /* qkv_rope with a warp per head row (NVIDIA) */
-    cl_kernel fa[3];         /* tensor-core prefill attention staged by cp.async, head dims 128 / 256 / 512
-                              * (NVIDIA); Q as f16 rows from mmt_cvt_x */
-    cl_kernel attn_dec[2];   /* split-KV attention, one warp per key run, head dims 256 / 512 (NVIDIA) */
-    cl_kernel attn_decq[2];  /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
-    int has_mma;             /* tensor-core kernels built (NVIDIA) */
-    int act_int8;            /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
-                              * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
-    size_t mmq_wg[2][GGML_TYPE_COUNT]; /* largest group each mmq kernel can run (registers) */
-    size_t local_mem;        /* bytes of local memory per group on the device */
-    cl_kernel argmax_part, argmax_final;
-    cl_mem am_val, am_idx;    /* argmax partials: up to 256 rows x 256 parts */
+    int has_mma;               /* tensor-core kernels built (NVIDIA) */
+    int act_int8;              /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
+                                * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
+    size_t local_mem;          /* bytes of local memory per group on the device */
     uint32_t n_cu;
-    size_t norm_wg_max;      /* largest group norm_fuse runs with (power of two, <= 1024) */
-    cl_mem scratch;          /* dequantized weight tiles for GEMM */
-    size_t scratch_elems;
-    size_t wg;               /* default work-group size for row kernels */
-    ops_policy pol;          /* thresholds and launch geometry (policy.h): defaults from ops_init */
+    size_t wg;                 /* default work-group size for row kernels */
+    ops_policy pol;            /* thresholds and launch geometry (policy.h): defaults from ops_init */
+    ops_mm mm;
+    ops_q8 q8;
+    ops_act act;
+    ops_norm norm;
+    ops_rope rope;
+    ops_attn attn;
+    ops_rows rows;
+    ops_moe moe;
     /* profiling (bench --profile): time and launches per op kind */
     double prof_ms[K_COUNT];
     long prof_n[K_COUNT];
@@ -126,7 +163,7 @@ typedef struct ops {
 /* Sticky errors: an op that fails records "op: what" once (ops_fail, which returns -1) and every
  * later op does nothing and returns -1, so a forward calls its ops unchecked and ends with
  * ops_status, which copies the first failure into err (-1) or returns 0. ops_clear forgets it
- * (the engine calls it before each step). */
+ * (the engine calls it before each step). Every op below returns 0, or -1 with the error kept. */
 int  ops_fail(ops *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int  ops_status(const ops *o, char *err, size_t errlen);
 void ops_clear(ops *o);
@@ -137,13 +174,9 @@ int ops_launch_args(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, 
     ops_launch_args(o, kind, k, dims, gws, lws, bytes, flop, (const karg[]){ __VA_ARGS__ },                 \
                     sizeof((const karg[]){ __VA_ARGS__ }) / sizeof(karg))
 
-/* launch shape of the mv-layout kernels (mv4_T, mv_multi, g4_moe_*_mv): tpr items per segment,
- * rows_per_seg rows per segment, rows in all, k columns */
-void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_seg, size_t *gws, size_t *lws,
-                     uint32_t *tpr);
-
 /* 1 if the engine has kernels for this tensor type (ops/types.c) */
 int  ops_type_supported(uint32_t type);
+/* the context and every family's kernels; scratch_elems: floats of GEMM dequantization tiles */
 int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
 void ops_destroy(ops *o);
 const char *ops_kernel_name(int k);
@@ -151,7 +184,7 @@ const char *ops_kernel_name(int k);
 /* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx, a multiple of 4) for t < ntok. Uses mv for ntok <= 4;
  * above that the tensor-core mmq kernels where the device has them, else mv up to OPS_MV_MAXT,
  * else dequantized tiles and GEMM; rows whose length is not a multiple of 32 (f32/f16) take
- * g4_mv_any. */
+ * mv_any. One dispatcher over the families in matmul.c's table, in order of preference. */
 int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok);
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
@@ -162,26 +195,10 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
-/* Expert products on tensor cores over pairs grouped by g4_moe_sort (ord, tiles of tt pairs):
- * Y[p] = W_e . X[p / xdiv] for every pair p of expert e; W holds n_exp experts of rows_e rows. */
-/* Expert products on 128 x 128 tiles (mmte_T, NVIDIA): like op_mmq_moe for a sort with tiles of
- * OPS_MMTE_PAIRS pairs; X (nx rows of w->cols) is converted to f16 rows first */
-#define OPS_MMTE_PAIRS 128
-int op_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t nx,
-               uint32_t xdiv, cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, int kind);
-int op_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
-               cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, uint32_t tt, int kind);
-int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out);
 /* y = norm(x) * w (y may be x), and res += norm(x) * w: op_norm_chain's, so rows of n % 4 == 0 values
  * (both loaders ask for multiples of 32; other n fail with an error) */
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps);
 int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps);
-
-typedef struct kv_view {       /* where one layer's K or V cache lives and how it is paged */
-    cl_mem cache;
-    cl_mem block_table;
-    uint32_t max_blocks, block_size;
-} kv_view;
 
 /* One RMSNorm chain in one launch (kernel norm_fuse; rows of n values, n % 4 == 0):
  *   t = norm(x)·wx [+ norm(x2)·wx2], or x itself when wx is NULL;  t = norm(t)·wt when wt is set;
@@ -227,16 +244,6 @@ int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_m
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
  * short decode steps still spread over the device (small chunks) and long prefills do not */
-/* int8 X handed from its producer to the next mvqg product (NVIDIA): whether a producer of rows of
- * k values (ntok of them) should write it, room for it in xq / xqs, and the tag naming the X it
- * came from (cleared by any launch but mvqg's) */
-int  ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok);
-int  ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k);
-void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k);
-/* the same for 5-16 tokens in mmq8's layout (q8x_quant's): 1 if a producer should write it */
-int  ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok);
-int  ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k);
-
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
  * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
@@ -284,6 +291,9 @@ int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
 int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                        const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                        float scale, float softcap, uint32_t span, cl_mem out);
+/* rows.c: embedding rows times scale; out = gelu(g) * u; dst[r] = src[idx[r]]; x += y; x *= s;
+ * x = cap * tanh(x / cap) (n values each) */
+int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out);
 int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n);
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n);
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n);
@@ -291,6 +301,24 @@ int op_scale(ops *o, cl_mem x, float s, uint32_t n);
 int op_softcap(ops *o, cl_mem x, float cap, uint32_t n);
 /* rows <= 256 */
 int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out);
+
+/* moe.c: z [ntok][n_exp] router logits -> sel/wsel [ntok][n_used] (n_exp <= 256) */
+int op_router_topk(ops *o, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel, cl_mem wsel,
+                   uint32_t ntok);
+/* expert products: W holds n_exp experts of rows_e rows x k (weight.rows = n_exp * rows_e). With
+ * tensor cores and more than 4 tokens, op_moe_up groups the pairs by expert into ord
+ * (ops_moe_ord_ints) and op_moe_down reuses that grouping, its per-pair products going through yd
+ * (ntok * n_used * rows_e floats). */
+size_t ops_moe_ord_ints(uint32_t n_exp, uint32_t nsel);
+int op_moe_up(ops *o, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel, uint32_t n_used,
+              cl_mem gu, cl_mem ord, uint32_t ntok);
+/* act = gelu(gate) * up of gu's [f gate | f up] rows (nsel of them) */
+int op_geglu_split(ops *o, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel);
+/* Y [ntok][rows_e] = sum over a token's experts of wsel * W_e . geglu(gate, up), from gu's rows of
+ * [k gate | k up] values per (token, slot) pair; act (nsel * k floats) holds geglu's output where a
+ * path needs it materialised (the int8 decode path folds it into its X quantization). */
+int op_moe_down(ops *o, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel, cl_mem wsel,
+                uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok);
 
 void ops_profile_reset(ops *o);
 /* prints the per-op profile table to stderr */

@@ -2,10 +2,38 @@
  * tensor-core flash kernel attn_fa (runs of one sequence's tokens, NVIDIA, head dims 128 / 256 /
  * 512), and op_attention_batch,
  * which cuts a forward batch into runs and gives each the kernel that suits it. */
-#include "ops.h"
-#include "errf.h"
 #include "ops_int.h"
 
+#include <stdio.h>
+
+int ops_attn_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
+{
+    ops_attn *at = &o->attn;
+    if (!(at->partial = rt_kernel(rt, "attn_partial", err, errlen))) return -1;
+    for (int i = 0; o->mm.mmt_cvt && i < 3; i++) { /* Q goes to f16 rows by matmul's conversion */
+        char name[32];
+        snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
+        if (!(at->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
+    }
+    if (rt->is_nvidia &&
+        (!(at->dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
+         !(at->dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
+         !(at->decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
+         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
+        return -1;
+    return 0;
+}
+
+void ops_attn_release(ops *o)
+{
+    ops_attn *at = &o->attn;
+    ops_kernel_release(&at->partial);
+    for (int i = 0; i < 2; i++) {
+        ops_kernel_release(&at->dec[i]);
+        ops_kernel_release(&at->decq[i]);
+    }
+    for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
+}
 
 /* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
 static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
@@ -17,7 +45,7 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     int di = hd == 256 ? 0 : hd == 512 ? 1 : -1;
-    cl_kernel dec = di < 0 ? NULL : r ? o->attn_decq[di] : o->attn_dec[di];
+    cl_kernel dec = di < 0 ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
@@ -26,7 +54,7 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
         uint32_t q8x = t0 == 0 && !q8 && ops_q8x_takes_x(o, qk, ntok), tpad = q8x ? (ntok <= 8 ? 8 : 16) : 0;
         if ((q8 && ops_xq_reserve(o, ntok, qk)) || (q8x && ops_q8x_reserve(o, ntok, qk)))
             return -1;
-        cl_mem xq = q8 || q8x ? o->xq : out, xqs = q8 || q8x ? o->xqs : out;
+        cl_mem xq = q8 || q8x ? o->act.xq : out, xqs = q8 || q8x ? o->act.xqs : out;
         uint32_t xq_ntok = q8 || q8x ? ntok : 0;
         int rc;
         if (r) {
@@ -50,7 +78,8 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     }
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
-    return OPS_LAUNCH(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, bytes, span * hd * 4.0, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
+    return OPS_LAUNCH(o, K_ATTN_PARTIAL, o->attn.partial, 3, gws, lws, bytes, span * hd * 4.0, A(Q), A(t0), A(nh),
+                      A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
                       A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                       A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), LOCAL(hd * sizeof(float)),
                       LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float)),
@@ -84,7 +113,7 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
 /* attn_fa for head dim hd, NULL where there is none (other head dims take the split-KV kernels) */
 static cl_kernel fa_kernel(const ops *o, uint32_t hd)
 {
-    return hd == 128 ? o->fa[0] : hd == 256 ? o->fa[1] : hd == 512 ? o->fa[2] : NULL;
+    return hd == 128 ? o->attn.fa[0] : hd == 256 ? o->attn.fa[1] : hd == 512 ? o->attn.fa[2] : NULL;
 }
 
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd)
@@ -101,20 +130,16 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
     if (!ops_flash_ok(o, nh, nkv, hd)) return ops_fail(o, "attention: flash kernel unavailable for this shape");
     if (k->block_size != 32) return ops_fail(o, "attention: flash kernel needs KV blocks of 32 keys");
     uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
-    /* Q rows of the run as f16 (at their own row offsets in o->xh), then attn_fa: one group per 64
+    /* Q rows of the run as f16 (at their own row offsets in o->mm.xh), then attn_fa: one group per 64
      * query rows, KV head and 256 output dims */
     uint32_t qk = nh * hd, dvs = hd > 256 ? 2 : 1;
-    if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)(t0 + ntok) * qk * 2)) return -1;
-    size_t cl[2] = { 64, 1 }, cg[2] = { (qk / 8 + 63) / 64 * 64, ntok };
-    if (OPS_LAUNCH(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * qk, 0, A(Q), A(qk), A(o->xh),
-                   A(qk), A(t0)))
-        return -1;
+    if (ops_x_f16(o, Q, qk, t0, ntok, qk)) return -1;
     /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile and
      * KV head; the score product runs once per output-dim slice */
     size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, dvs };
     double keys = (double)span + tq, rows = (double)ntok * nh;
     return OPS_LAUNCH(o, K_ATTN_FA, fa_kernel(o, hd), 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
-                      2.0 * rows * keys * (hd * dvs + hd), A(o->xh), A(t0), A(ntok), A(nh), A(nkv),
+                      2.0 * rows * keys * (hd * dvs + hd), A(o->mm.xh), A(t0), A(ntok), A(nh), A(nkv),
                       A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
                       A(window), A(scale), A(softcap), A(out));
 }
@@ -165,7 +190,7 @@ int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l)
 
 int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l)
 {
-    cl_kernel dq = l->hd == 256 ? o->attn_decq[0] : l->hd == 512 ? o->attn_decq[1] : NULL;
+    cl_kernel dq = l->hd == 256 ? o->attn.decq[0] : l->hd == 512 ? o->attn.decq[1] : NULL;
     /* one launch where the whole batch is 1-4 decode tokens (one per sequence: no token attends
      * to another's fresh key) in one split-KV slice; 16-token steps measured slower this way, so
      * those keep qkv_rope */
