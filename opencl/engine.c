@@ -313,7 +313,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->kv_ring_tokens = e->kv.sizes.ring_blocks * KV_BLOCK;
     in->device_total = e->rt.global_mem;
     in->tensor_cores = e->o.has_mma;
-    in->int8_decode = e->o.mvq[GGML_TYPE_Q4_K] != NULL;
+    in->int8_decode = e->o.q8.mvq[GGML_TYPE_Q4_K] != NULL;
     types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = monotonic_seconds() - t0;
     e->rt.settings = NULL; /* the caller's strings are only borrowed for the load */
@@ -465,11 +465,12 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     for (uint32_t i = 1; i < ntok && decode; i++) decode = e->h_seq[t0 + i] != e->h_seq[t0 + i - 1];
     e->o.act_int8 = decode;
     double tq = monotonic_seconds();
+    ops_clear(&e->o); /* a failed step's error is not this one's */
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
     if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; return 0; }
     /* greedy rows: argmax on the device, only ids come back; others get their logits row */
     uint32_t nv = e->m.hp.n_vocab;
-    if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax, err, errlen)) return -1;
+    if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax)) return ops_status(&e->o, err, errlen);
     e->enqueue_s += monotonic_seconds() - tq;
     int32_t ids[256];
     if (n_out > 256) return ERR("internal: too many output rows");

@@ -13,9 +13,14 @@
 #define CLGEMMA_KV_H
 
 #include "runtime.h"
-#include "ops.h"
 
 #define KV_BLOCK 32
+
+typedef struct kv_view {       /* where one layer's K or V cache lives and how it is paged */
+    cl_mem cache;
+    cl_mem block_table;
+    uint32_t max_blocks, block_size;
+} kv_view;
 
 typedef struct kv_config {
     uint32_t n_layer;

@@ -122,67 +122,63 @@ void gemma3_unload(model *m)
 uint32_t gemma3_layer_window(const model *m, uint32_t l) { return m->layers[l].is_swa ? m->hp.window : 0; }
 
 
-/* norm, RoPE and the cache write of the raw Q/K/V, then attention (one launch for a decode batch
- * on NVIDIA) */
-static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t l, const fwd_args *a,
-                     cl_mem freq, char *err, size_t errlen)
+/* the Q/K/V products of layer l */
+static void qkv_outs(const model *m, uint32_t l, const fwd_bufs *b, mm_out out[3])
 {
     const model_hparams *hp = &m->hp;
+    const layer_weights *L = &m->layers[l];
+    uint32_t qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
+    out[0] = (mm_out){ &L->q, b->q, qd };
+    out[1] = (mm_out){ &L->k, b->k, kd };
+    out[2] = (mm_out){ &L->v, b->v, kd };
+}
+
+/* norm, RoPE and the cache write of the raw Q/K/V, then attention (one launch for a decode batch
+ * on NVIDIA) */
+static void attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t l, const fwd_args *a)
+{
+    const model_hparams *hp = &m->hp;
+    const layer_weights *L = &m->layers[l];
     kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
     attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml, b->part_cnt,
                       b->part_elems, hp->head_dim };
-    attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, m->layers[l].is_swa ? (int)hp->window : 0,
+    attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, L->is_swa ? (int)hp->window : 0,
                       hp->attn_scale, hp->attn_softcap, &kk, &vv };
-    const layer_weights *L = &m->layers[l];
-    qkv_raw raw = { b->k, b->v, L->q_norm, L->k_norm, freq, 1, 0, hp->eps, hp->head_dim };
-    return op_qkv_attention(o, &raw, &ab, &al, err, errlen);
+    qkv_raw raw = { b->k, b->v, L->q_norm, L->k_norm, L->is_swa ? m->freq_local : m->freq_global, 1, 0, hp->eps,
+                    hp->head_dim };
+    op_qkv_attention(o, &raw, &ab, &al);
 }
 
 int gemma3_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
 {
     const model_hparams *hp = &m->hp;
-    uint32_t T = a->ntok, d = hp->n_embd, qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
-    if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen) ||
-        op_rmsnorm(o, b->x, m->layers[0].attn_norm, b->xn, T, d, hp->eps, err, errlen))
-        return -1;
-    int qkv_done = 0; /* this layer's Q/K/V came with the previous layer's last norm chain */
+    uint32_t T = a->ntok, d = hp->n_embd, F = hp->n_ff, qd = hp->n_head * hp->head_dim;
+    float eps = hp->eps;
+    mm_out qkv[3];
+    qkv_outs(m, 0, b, qkv);
+    op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x.cur);       /* x = embed(ids) * sqrt(d) */
+    op_rmsnorm(o, b->x.cur, m->layers[0].attn_norm, b->x.spare, T, d, eps); /* h = norm(x) */
+    op_matmul_multi(o, qkv, 3, b->x.spare, d, T);                          /* q, k, v = W h */
+    /* on entry b->q, b->k, b->v hold layer l's raw projections and b->x.cur the residual stream */
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const layer_weights *L = &m->layers[l];
-        cl_mem freq = L->is_swa ? m->freq_local : m->freq_global;
-        mm_out qkv[3] = { { &L->q, b->q, qd }, { &L->k, b->k, kd }, { &L->v, b->v, kd } };
-        mm_out gu[2] = { { &L->gate, b->g, hp->n_ff }, { &L->up, b->u, hp->n_ff } };
-        /* xn holds attn_norm(x) here: from the embedding or from the previous layer's fused add+norm */
-        if ((!qkv_done && op_matmul_multi(o, qkv, 3, b->xn, d, T, err, errlen)) ||
-            attention(m, o, b, kv, l, a, freq, err, errlen) ||
-            op_matmul(o, &L->o, b->att, qd, b->o, d, T, err, errlen))
-            return -1;
-        qkv_done = 0;
-        /* x += norm(o)·post_attn, then gate/up of norm(x)·ffn_norm: one launch where the decode
-         * product can run the chain itself (the new x lands in xn's buffer; the two swap) */
-        int fused = fwd_norm_matmul(o, b, b->o, L->post_attn_norm, 1.0f, L->ffn_norm, gu, 2, d, T, hp->eps, err,
-                                    errlen);
-        if (fused < 0 ||
-            (fused == 1 && (op_rmsnorm_add_norm(o, b->o, L->post_attn_norm, b->x, L->ffn_norm, b->xn, T, d, hp->eps,
-                                                err, errlen) ||
-                            op_matmul_multi(o, gu, 2, b->xn, d, T, err, errlen))))
-            return -1;
-        /* down(gelu(gate) * up): one launch where the int8 product folds the activation in */
-        int rc = op_matmul_geglu(o, &L->down, b->g, hp->n_ff, b->u, 0, hp->n_ff, b->o, d, T, err, errlen);
-        if (rc < 0 || (rc == 1 && (op_geglu(o, b->g, b->u, b->g, T * hp->n_ff, err, errlen) ||
-                                   op_matmul(o, &L->down, b->g, hp->n_ff, b->o, d, T, err, errlen))))
-            return -1;
+        mm_out gu[2] = { { &L->gate, b->g, F }, { &L->up, b->u, F } };
+        norm_chain pa = { .x = b->o, .wx = L->post_attn_norm, .scale = 1.0f, .out = { { L->ffn_norm, b->x.spare } },
+                          .nout = 1 };
+        norm_chain ff = { .x = b->o, .wx = L->post_ffw_norm, .scale = 1.0f };
+        int nq = 0;
         if (l + 1 < hp->n_layer) {
-            const layer_weights *N = &m->layers[l + 1];
-            mm_out nq[3] = { { &N->q, b->q, qd }, { &N->k, b->k, kd }, { &N->v, b->v, kd } };
-            fused = fwd_norm_matmul(o, b, b->o, L->post_ffw_norm, 1.0f, N->attn_norm, nq, 3, d, T, hp->eps, err,
-                                    errlen);
-            qkv_done = fused == 0;
-            if (fused < 0 || (fused == 1 && op_rmsnorm_add_norm(o, b->o, L->post_ffw_norm, b->x, N->attn_norm, b->xn,
-                                                                 T, d, hp->eps, err, errlen)))
-                return -1;
-        } else if (op_rmsnorm_add(o, b->o, L->post_ffw_norm, b->x, T, d, hp->eps, err, errlen)) {
-            return -1;
+            qkv_outs(m, l + 1, b, qkv);
+            ff.out[0] = (norm_out){ m->layers[l + 1].attn_norm, b->x.spare };
+            ff.nout = 1;
+            nq = 3;
         }
+        attention(m, o, b, kv, l, a);                                    /* att = attn(rope(norm(q, k)), v) */
+        op_matmul(o, &L->o, b->att, qd, b->o, d, T);                     /* o = Wo att */
+        op_norm_matmul(o, &b->x, &pa, gu, 2, d, T, eps);                 /* x += norm(o); g, u = W norm(x) */
+        op_matmul_geglu(o, &L->down, b->g, F, b->u, 0, F, b->o, d, T);   /* o = down(gelu(g) * u) */
+        op_norm_matmul(o, &b->x, &ff, qkv, nq, d, T, eps);               /* x += norm(o); next q, k, v */
     }
-    return fwd_logits(m, o, b, a, err, errlen);
+    fwd_logits(m, o, b, a);
+    return ops_status(o, err, errlen);
 }

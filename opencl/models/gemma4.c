@@ -27,7 +27,6 @@
 #include "errf.h"
 #include "host_table.h"
 #include "load.h"
-#include "ops_gemma4.h"
 
 /* what registry.c's row points at, declared here too so that the compiler checks the definitions */
 model_load_fn gemma4_load;
@@ -53,7 +52,6 @@ typedef struct g4_layer {
 } g4_layer;
 
 typedef struct gemma4_model {
-    ops_g4 g;
     g4_layer *L;
     uint32_t n_ple, n_expert, n_used, n_ff_exp, first_shared;
     host_table *ple_tok;      /* per-layer token embeddings: host memory, the step's rows gathered */
@@ -282,7 +280,6 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
     m->freq_local = rope_freqs(rt, (uint32_t)rot_swa, theta_swa, 1.0, NULL, err, errlen);
     m->freq_global = m->freq_local ? rope_freqs(rt, (uint32_t)rot_full, theta_full, 1.0, ff, err, errlen) : NULL;
     if (!m->freq_global) goto fail;
-    if (ops_g4_init(&g->g, rt, err, errlen)) goto fail;
     free(nh); free(nkv); free(nff); free(swa); free(ff);
     return 0;
 fail:
@@ -315,7 +312,6 @@ void gemma4_unload(model *m)
     free(g->ple_tok);
     mem_release(&g->ple_proj.buf);
     mem_release(&g->ple_norm);
-    if (g->g.rt) ops_g4_destroy(&g->g);
     free(g);
     m->priv = NULL;
 }
@@ -338,7 +334,7 @@ int gemma4_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, s
         sz[X_ACT] = T * K * g->n_ff_exp;
         sz[X_MOE] = T * H;
         sz[X_H2] = T * H;
-        sz[X_ORD] = g4_moe_ord_ints(g->n_expert, T * K);
+        sz[X_ORD] = ops_moe_ord_ints(g->n_expert, T * K);
         sz[X_YD] = T * K * H;
     }
     for (int i = 0; i < X_COUNT; i++) {
@@ -356,10 +352,10 @@ void gemma4_bufs_destroy(fwd_bufs *b)
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-/* r: the layer's raw projections when it has its own K/V (norm, RoPE and the cache write go with
- * the attention: one launch for a decode batch on NVIDIA) */
-static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4_layer *L, const fwd_args *a,
-                     const qkv_raw *r, char *err, size_t errlen)
+/* attention over the layer's cache; r: the layer's raw projections when it has its own K/V (norm,
+ * RoPE and the cache write go with the attention: one launch for a decode batch on NVIDIA) */
+static void attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4_layer *L, const fwd_args *a,
+                      const qkv_raw *r)
 {
     const model_hparams *hp = &m->hp;
     kv_view kk = kv_layer_k(kv, L->kv_src), vv = kv_layer_v(kv, L->kv_src);
@@ -368,27 +364,26 @@ static int attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g4
                       b->part_elems, hp->head_dim };
     attn_layer al = { L->nh, L->nkv, L->hd, L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap,
                       &kk, &vv };
-    return r ? op_qkv_attention(o, r, &ab, &al, err, errlen) : op_attention_batch(o, &ab, &al, err, errlen);
+    if (r)
+        op_qkv_attention(o, r, &ab, &al);
+    else
+        op_attention_batch(o, &ab, &al);
 }
 
 /* The experts of an MoE layer: X_MOE (router input, pre-normed by the post-attention chain) -> router ->
  * top-k -> expert products on X_H2 (pre-normed too) -> X_MOE. The norms around it are fused into the
  * post-attention and layer-tail chains. */
-static int moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t T, char *err, size_t errlen)
+static void moe(const model *m, ops *o, fwd_bufs *b, const g4_layer *L, uint32_t T)
 {
     const gemma4_model *g = m->priv;
-    const ops_g4 *G = &g->g;
     uint32_t H = m->hp.n_embd, Fe = g->n_ff_exp, K = g->n_used;
-    return g4_matmul(o, G, &L->router, b->ext[X_MOE], H, b->ext[X_Z], g->n_expert, T, err, errlen) ||
-           g4_router_topk(o, G, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T, err, errlen) ||
-           g4_moe_up(o, G, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T,
-                     err, errlen) ||
-           g4_moe_down(o, G, &L->down_exps, H, b->ext[X_GU], b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K,
-                       b->ext[X_MOE], b->ext[X_ORD], b->ext[X_YD], T, err, errlen)
-               ? -1 : 0;
+    op_matmul(o, &L->router, b->ext[X_MOE], H, b->ext[X_Z], g->n_expert, T);
+    op_router_topk(o, b->ext[X_Z], g->n_expert, K, L->exp_scale, b->ext[X_SEL], b->ext[X_WSEL], T);
+    op_moe_up(o, &L->gate_up_exps, 2 * Fe, b->ext[X_H2], H, b->ext[X_SEL], K, b->ext[X_GU], b->ext[X_ORD], T);
+    op_moe_down(o, &L->down_exps, H, b->ext[X_GU], b->ext[X_ACT], b->ext[X_SEL], b->ext[X_WSEL], K, b->ext[X_MOE],
+                b->ext[X_ORD], b->ext[X_YD], T);
 }
 
-/* gate and up of the dense MLP: one launch when the product kernels can share X */
 /* the Q/K/V products of a layer (Q only where the layer reads another's KV; Q and K where V is K) */
 static int qkv_outs(const g4_layer *L, const fwd_bufs *b, mm_out out[3])
 {
@@ -401,136 +396,97 @@ static int qkv_outs(const g4_layer *L, const fwd_bufs *b, mm_out out[3])
     return W->v.buf ? 3 : 2;
 }
 
-static int gate_up(ops *o, const ops_g4 *G, const layer_weights *W, const fwd_bufs *b, uint32_t H, uint32_t F,
-                   uint32_t T, char *err, size_t errlen)
+/* ple[t][il] = (rms(proj(x0)/sqrt(H), ple_norm) + tok_ple[t][il] * sqrt(P)) / sqrt(2), from the
+ * token rows the host table gathered */
+static void ple_inputs(const model *m, ops *o, fwd_bufs *b, const weight *rows, cl_mem idx, uint32_t T)
 {
-    if (W->gate.cols % 32 == 0 && W->up.cols % 32 == 0) {
-        mm_out gu[2] = { { &W->gate, b->g, F }, { &W->up, b->u, F } };
-        return op_matmul_multi(o, gu, 2, b->xn, H, T, err, errlen);
-    }
-    return g4_matmul(o, G, &W->gate, b->xn, H, b->g, F, T, err, errlen) ||
-           g4_matmul(o, G, &W->up, b->xn, H, b->u, F, T, err, errlen) ? -1 : 0;
+    const gemma4_model *g = m->priv;
+    uint32_t H = m->hp.n_embd, NL = m->hp.n_layer, P = g->n_ple, LP = NL * P;
+    op_embed(o, rows, idx, T, sqrtf((float)P), b->ext[X_PLE_TOK]);
+    op_matmul(o, &g->ple_proj, b->x.cur, H, b->ext[X_PLE], LP, T);
+    op_scale(o, b->ext[X_PLE], 1.0f / sqrtf((float)H), T * LP);
+    op_rmsnorm(o, b->ext[X_PLE], g->ple_norm, b->ext[X_PLE], T * NL, P, m->hp.eps);
+    op_add(o, b->ext[X_PLE], b->ext[X_PLE_TOK], T * LP);
+    op_scale(o, b->ext[X_PLE], 1.0f / sqrtf(2.0f), T * LP);
 }
 
-int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
+/* Norms run as chains (op_norm_chain) inside op_norm_matmul: the post-attention norm, residual add
+ * and the FFN pre-norms in one; the layer's last post-norm, residual add, output scale and the next
+ * layer's pre-norm with its Q/K/V products in another. */
+int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err,
+                   size_t errlen)
 {
     const model_hparams *hp = &m->hp;
     const gemma4_model *g = m->priv;
-    const ops_g4 *G = &g->g;
     uint32_t T = a->ntok, H = hp->n_embd, NL = hp->n_layer, P = g->n_ple;
     float eps = hp->eps;
-    if (op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x, err, errlen)) return -1;
-    if (P) {
-        /* ple[t][il] = (rms(proj(x0)/sqrt(H), ple_norm) + tok_ple[t][il] * sqrt(P)) / sqrt(2) */
-        uint32_t LP = NL * P;
+    op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x.cur);        /* x = embed(ids) * sqrt(H) */
+    if (P) {                                                                /* per-layer inputs */
         weight rows;
         cl_mem idx;
         if (!a->ids) return ERR("internal: the per-layer embeddings need the batch's token ids on the host");
-        if (host_table_gather(g->ple_tok, o->rt, a->ids, T, &rows, &idx, err, errlen) ||
-            op_embed(o, &rows, idx, T, sqrtf((float)P), b->ext[X_PLE_TOK], err, errlen) ||
-            g4_matmul(o, G, &g->ple_proj, b->x, H, b->ext[X_PLE], LP, T, err, errlen) ||
-            op_scale(o, b->ext[X_PLE], 1.0f / sqrtf((float)H), T * LP, err, errlen) ||
-            op_rmsnorm(o, b->ext[X_PLE], g->ple_norm, b->ext[X_PLE], T * NL, P, eps, err, errlen) ||
-            op_add(o, b->ext[X_PLE], b->ext[X_PLE_TOK], T * LP, err, errlen) ||
-            op_scale(o, b->ext[X_PLE], 1.0f / sqrtf(2.0f), T * LP, err, errlen))
-            return -1;
+        if (host_table_gather(g->ple_tok, o->rt, a->ids, T, &rows, &idx, err, errlen)) return -1;
+        ple_inputs(m, o, b, &rows, idx, T);
     }
-    /* Norms run as chains (op_norm_chain): the post-attention norm, residual add and the FFN pre-norms
-     * in one launch; the layer's last post-norm, residual add, output scale and the next layer's
-     * pre-norm in another. b->xn holds the attention pre-norm of layer l when the loop reaches it. */
-    if (op_rmsnorm(o, b->x, g->L[0].w.attn_norm, b->xn, T, H, eps, err, errlen)) return -1;
-    int qkv_done = 0; /* this layer's Q/K/V came with the previous layer's last norm chain */
+    mm_out qkv[3];
+    int nqkv = qkv_outs(&g->L[0], b, qkv);
+    op_rmsnorm(o, b->x.cur, g->L[0].w.attn_norm, b->x.spare, T, H, eps);   /* h = norm(x) */
+    if (nqkv == 1)                                                          /* q (k, v) = W h */
+        op_matmul(o, qkv[0].w, b->x.spare, H, qkv[0].y, qkv[0].ldy, T);
+    else
+        op_matmul_multi(o, qkv, nqkv, b->x.spare, H, T);
+    /* on entry b->q (and b->k, b->v where the layer has its own KV) hold layer l's raw projections
+     * and b->x.cur the residual stream */
     for (uint32_t l = 0; l < NL; l++) {
         const g4_layer *L = &g->L[l];
         const layer_weights *W = &L->w;
         uint32_t qd = L->nh * L->hd;
         cl_mem freq = W->is_swa ? m->freq_local : m->freq_global;
-        mm_out qkv[3];
-        int nqkv = qkv_outs(L, b, qkv);
-        if (!qkv_done && (nqkv == 1 ? op_matmul(o, &W->q, b->xn, H, b->q, qd, T, err, errlen)
-                                    : op_matmul_multi(o, qkv, nqkv, b->xn, H, T, err, errlen)))
-            return -1;
-        qkv_done = 0;
         /* K = V layers: V is the raw K projection (normalised without weight, no RoPE) */
         qkv_raw raw = { b->k, W->v.buf ? b->v : b->k, W->q_norm, W->k_norm, freq, 1, 2, eps, L->rot };
-        if (!L->has_kv &&
-            op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL, err, errlen))
-            return -1;
-        /* x += norm(o)·post_attn; xn = norm(x)·ffn_norm (MoE: also the router's and the experts' inputs) */
-        norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .res = b->x, .scale = 1.0f,
-                          .out = { { W->ffn_norm, b->xn } }, .nout = 1 };
+        mm_out gu[2] = { { &W->gate, b->g, L->n_ff }, { &W->up, b->u, L->n_ff } };
+        mm_out ig = { &L->inp_gate, b->ext[X_PLE_GATE], P };
+        /* x += norm(o)·post_attn; h = norm(x)·ffn_norm (MoE: also the router's and the experts' inputs) */
+        norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .scale = 1.0f, .out = { { W->ffn_norm, b->x.spare } },
+                          .nout = 1 };
         if (g->n_expert) {
             pa.out[1] = (norm_out){ L->router_w, b->ext[X_MOE] };
             pa.out[2] = (norm_out){ L->pre_ffw_norm_2, b->ext[X_H2] };
             pa.nout = 3;
         }
-        if (attention(m, o, b, kv, L, a, L->has_kv ? &raw : NULL, err, errlen) ||
-            op_matmul(o, &W->o, b->att, qd, b->o, H, T, err, errlen))
-            return -1;
-        /* dense MLP: the chain inside the gate/up decode product where it can (the new x lands in
-         * xn's buffer; the two swap) */
-        int fused = 1;
-        if (!g->n_expert && W->gate.cols % 32 == 0 && W->up.cols % 32 == 0) {
-            mm_out gu[2] = { { &W->gate, b->g, L->n_ff }, { &W->up, b->u, L->n_ff } };
-            if ((fused = fwd_norm_matmul(o, b, b->o, W->post_attn_norm, 1.0f, W->ffn_norm, gu, 2, H, T, eps, err,
-                                         errlen)) < 0)
-                return -1;
-        }
-        if (fused == 1 && (op_norm_chain(o, &pa, T, H, eps, err, errlen) || gate_up(o, G, W, b, H, L->n_ff, T, err, errlen)))
-            return -1;
-        int rc = op_matmul_geglu(o, &W->down, b->g, L->n_ff, b->u, 0, L->n_ff, b->o, H, T, err, errlen);
-        if (rc < 0 || (rc == 1 && (op_geglu(o, b->g, b->u, b->g, T * L->n_ff, err, errlen) ||
-                                   g4_matmul(o, G, &W->down, b->g, L->n_ff, b->o, H, T, err, errlen))))
-            return -1;
-        if (g->n_expert && moe(m, o, b, L, T, err, errlen)) return -1;
         /* x += post_ffw(o) (MoE: post_ffw(post_ffw_1(o) + post_ffw_2(experts))) */
-        norm_chain ff = { .x = b->o, .wx = W->post_ffw_norm, .res = b->x, .scale = 1.0f };
+        norm_chain ff = { .x = b->o, .wx = W->post_ffw_norm, .scale = 1.0f };
         if (g->n_expert) {
             ff.wx = L->post_ffw_norm_1;
             ff.x2 = b->ext[X_MOE];
             ff.wx2 = L->post_ffw_norm_2;
             ff.wt = W->post_ffw_norm;
         }
-        norm_chain *tail = &ff;
-        norm_chain pl = { .x = b->o, .wx = L->post_norm, .res = b->x };
-        if (P) { /* per-layer input: x += post_norm(proj(gelu(inp_gate(x)) * ple[l])) */
-            /* x += post_ffw(o) inside the inp_gate decode product where it can (on the new x itself) */
-            fused = 1;
-            if (!ff.x2 && !ff.wt) {
-                mm_out ig = { &L->inp_gate, b->ext[X_PLE_GATE], P };
-                if ((fused = fwd_norm_matmul(o, b, ff.x, ff.wx, 1.0f, NULL, &ig, 1, H, T, eps, err, errlen)) < 0)
-                    return -1;
-            }
-            if (fused == 1 && (op_norm_chain(o, &ff, T, H, eps, err, errlen) ||
-                               g4_matmul(o, G, &L->inp_gate, b->x, H, b->ext[X_PLE_GATE], P, T, err, errlen)))
-                return -1;
-            pl.res = b->x;
-            rc = op_matmul_geglu(o, &L->proj, b->ext[X_PLE_GATE], P, b->ext[X_PLE], l * P, NL * P, b->o, H, T, err,
-                                 errlen);
-            if (rc < 0 || (rc == 1 && (g4_ple_gate(o, G, b->ext[X_PLE_GATE], b->ext[X_PLE], P, NL, l, T, err, errlen) ||
-                                       g4_matmul(o, G, &L->proj, b->ext[X_PLE_GATE], P, b->o, H, T, err, errlen))))
-                return -1;
-            tail = &pl;
-        }
-        /* the layer's output scale and the next layer's attention pre-norm ride on the last add; a
-         * plain chain runs inside the next layer's Q/K/V decode product where it can */
+        /* the layer's last add (x += post_norm(o) after the per-layer input, else the one above)
+         * carries the output scale, the next layer's attention pre-norm and its Q/K/V */
+        norm_chain pl = { .x = b->o, .wx = L->post_norm };
+        norm_chain *tail = P ? &pl : &ff;
         tail->scale = L->out_scale;
-        fused = 1;
-        if (l + 1 < NL && !tail->x2 && !tail->wt) {
-            mm_out nq[3];
-            int n = qkv_outs(&g->L[l + 1], b, nq);
-            if ((fused = fwd_norm_matmul(o, b, tail->x, tail->wx, L->out_scale, g->L[l + 1].w.attn_norm, nq, n, H, T,
-                                         eps, err, errlen)) < 0)
-                return -1;
-            qkv_done = fused == 0;
+        int nq = 0;
+        if (l + 1 < NL) {
+            nq = qkv_outs(&g->L[l + 1], b, qkv);
+            tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, b->x.spare };
+            tail->nout = 1;
         }
-        if (fused == 1) {
-            if (l + 1 < NL) {
-                tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, b->xn };
-                tail->nout = 1;
-            }
-            if (op_norm_chain(o, tail, T, H, eps, err, errlen)) return -1;
+        if (!L->has_kv)                                                     /* q = rope(norm(q)) */
+            op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL);
+        attention(m, o, b, kv, L, a, L->has_kv ? &raw : NULL);              /* att = attn(q, k, v) */
+        op_matmul(o, &W->o, b->att, qd, b->o, H, T);                        /* o = Wo att */
+        op_norm_matmul(o, &b->x, &pa, gu, 2, H, T, eps);                    /* x += norm(o); g, u = W h */
+        op_matmul_geglu(o, &W->down, b->g, L->n_ff, b->u, 0, L->n_ff, b->o, H, T); /* o = down(gelu(g) * u) */
+        if (g->n_expert) moe(m, o, b, L, T);                                /* moe = experts(h2) */
+        if (P) {
+            op_norm_matmul(o, &b->x, &ff, &ig, 1, H, T, eps);               /* x += norm(o); gate = W x */
+            op_matmul_geglu(o, &L->proj, b->ext[X_PLE_GATE], P, b->ext[X_PLE], l * P, NL * P, b->o, H, T);
+                                                                            /* o = proj(gelu(gate) * ple[l]) */
         }
+        op_norm_matmul(o, &b->x, tail, qkv, nq, H, T, eps);                 /* x = (x + norm(o))·scale; next q, k, v */
     }
-    return fwd_logits(m, o, b, a, err, errlen);
+    fwd_logits(m, o, b, a);
+    return ops_status(o, err, errlen);
 }

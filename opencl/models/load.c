@@ -193,16 +193,16 @@ void layer_weights_release(layer_weights *W)
 
 /* ---- forward -------------------------------------------------------------------------------- */
 
-int fwd_logits(const model *m, ops *o, fwd_bufs *b, const fwd_args *a, char *err, size_t errlen)
+int fwd_logits(const model *m, ops *o, fwd_bufs *b, const fwd_args *a)
 {
     const model_hparams *hp = &m->hp;
     uint32_t d = hp->n_embd;
     if (a->n_out == 0) return 0;
-    if (op_gather_rows(o, b->x, b->out_rows, b->xo, a->n_out, d, err, errlen) ||
-        op_rmsnorm(o, b->xo, m->output_norm, b->xo, a->n_out, d, hp->eps, err, errlen) ||
-        op_matmul(o, &m->output, b->xo, d, b->logits, hp->n_vocab, a->n_out, err, errlen))
+    if (op_gather_rows(o, b->x.cur, b->out_rows, b->xo, a->n_out, d) ||
+        op_rmsnorm(o, b->xo, m->output_norm, b->xo, a->n_out, d, hp->eps) ||
+        op_matmul(o, &m->output, b->xo, d, b->logits, hp->n_vocab, a->n_out))
         return -1;
-    if (hp->final_softcap > 0 && op_softcap(o, b->logits, hp->final_softcap, a->n_out * hp->n_vocab, err, errlen))
+    if (hp->final_softcap > 0 && op_softcap(o, b->logits, hp->final_softcap, a->n_out * hp->n_vocab))
         return -1;
     return 0;
 }

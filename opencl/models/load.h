@@ -48,6 +48,6 @@ void layer_weights_release(layer_weights *W);
 /* ---- forward -------------------------------------------------------------------------------- */
 
 /* the logits of the out rows: final norm, output head, final soft-capping */
-int fwd_logits(const model *m, ops *o, fwd_bufs *b, const fwd_args *a, char *err, size_t errlen);
+int fwd_logits(const model *m, ops *o, fwd_bufs *b, const fwd_args *a);
 
 #endif

@@ -48,29 +48,14 @@ typedef struct fwd_bufs {
     const struct model_arch *arch; /* whose bufs functions made (and release) ext */
     uint32_t max_tok, max_out;
     cl_mem ids, pos, seq, out_rows;
-    cl_mem x, xn, q, k, v, att, o, g, u;
+    resid x;                  /* the residual stream: x.cur holds it; x.spare, of its size, takes the
+                               * normed inputs of products (ops that write the new stream there flip x) */
+    cl_mem q, k, v, att, o, g, u;
     cl_mem xo, logits, argmax;
     cl_mem part_acc, part_ml, part_cnt; /* split-KV attention partials and their counters */
     size_t part_elems;        /* floats in part_acc */
     cl_mem ext[12];           /* architecture-specific scratch (the row's bufs_create / bufs_destroy) */
 } fwd_bufs;
-
-/* x += norm(o)·wx, scaled, then the products of norm(x)·w0 (of x itself where w0 is NULL) in one
- * launch where op_norm_matmul can: the new residual lands in xn's buffer and the two swap. Returns
- * op_norm_matmul's 1 (nothing launched: the caller runs its chain and products) or 0 / -1. */
-static inline int fwd_norm_matmul(ops *o, fwd_bufs *b, cl_mem x, cl_mem wx, float scale, cl_mem w0,
-                                  const mm_out *outs, int n, uint32_t k, uint32_t ntok, float eps, char *err,
-                                  size_t errlen)
-{
-    norm_mm c = { x, wx, b->x, b->xn, w0, scale };
-    int rc = op_norm_matmul(o, &c, outs, n, k, ntok, eps, err, errlen);
-    if (rc == 0) {
-        cl_mem t = b->x;
-        b->x = b->xn;
-        b->xn = t;
-    }
-    return rc;
-}
 
 /* one forward: tokens already uploaded to b->ids/pos/seq; for the n_out rows listed in
  * b->out_rows (device), logits land in b->logits [n_out][n_vocab] (n_out <= b->max_out).

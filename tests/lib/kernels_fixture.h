@@ -21,7 +21,6 @@
 #include "check.h"
 #include "kv.h"
 #include "ops.h"
-#include "ops_gemma4.h"
 #include "runtime.h"
 
 #include <math.h>
@@ -155,7 +154,16 @@ static inline void finish(void)
 static inline int is_poison(float f) { uint32_t u; memcpy(&u, &f, 4); return u == POISON32; }
 static inline float poison_f(void) { float f; uint32_t u = POISON32; memcpy(&f, &u, 4); return f; }
 
-#define OPOK(call) do { err[0] = 0; int rc_ = (call); CHECK(rc_ == 0, "%s failed: %s", #call, err); \
+/* an op's return code, its sticky error (if any) copied into err and cleared, so each op is judged
+ * alone */
+static inline int op_rc(int rc)
+{
+    if (ops_status(&O, err, sizeof err)) rc = rc ? rc : -1;
+    ops_clear(&O);
+    return rc;
+}
+#define OPRC(call) (ops_clear(&O), err[0] = 0, op_rc(call))
+#define OPOK(call) do { int rc_ = OPRC(call); CHECK(rc_ == 0, "%s failed: %s", #call, err); \
                         if (rc_) return; } while (0)
 
 /* ------------------------------------------------------------------ comparisons */
@@ -196,15 +204,15 @@ static inline void check_untouched(const char *what, const float *p, size_t from
           bad ? p[first] : 0.0);
 }
 
-/* O.xq / O.xqs as a producer left them for x (ntok rows of k): per 32-value block the scale
+/* O.act.xq / O.act.xqs as a producer left them for x (ntok rows of k): per 32-value block the scale
  * max|x| / 127, every value within half a step of x, and the scaled sums of each 16-value half */
 static inline void check_xq_of(const char *what, const float *x, uint32_t ntok, uint32_t k)
 {
     size_t nb = (size_t)ntok * k / 32, bad = 0;
     int8_t *q = malloc((size_t)ntok * k);
     float *ds = malloc(nb * 3 * 4);
-    dread(O.xq, q, (size_t)ntok * k);
-    dread(O.xqs, ds, nb * 3 * 4);
+    dread(O.act.xq, q, (size_t)ntok * k);
+    dread(O.act.xqs, ds, nb * 3 * 4);
     for (size_t b = 0; b < nb; b++) {
         double am = 0;
         for (int j = 0; j < 32; j++) am = fmax(am, fabs(x[b * 32 + j]));
@@ -231,8 +239,8 @@ static inline void check_q8x_of(const char *what, const float *x, uint32_t ntok,
     size_t nbk = k / 32, bad = 0;
     int8_t *q = malloc((size_t)ntok * k);
     float *ds = malloc(nbk * tpad * 2 * 4);
-    dread(O.xq, q, (size_t)ntok * k);
-    dread(O.xqs, ds, nbk * tpad * 2 * 4);
+    dread(O.act.xq, q, (size_t)ntok * k);
+    dread(O.act.xqs, ds, nbk * tpad * 2 * 4);
     for (uint32_t t = 0; t < ntok; t++)
         for (size_t b = 0; b < nbk; b++) {
             const float *xb = x + (size_t)t * k + 32 * b;

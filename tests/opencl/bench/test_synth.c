@@ -136,7 +136,7 @@ static void fill_case(uint32_t type, uint32_t cols, uint32_t rows)
     CHECK(memcmp(a, b, nbytes), "%s: fills of two names are equal", ggml_type_name(type));
     /* dequantise the first fill */
     clEnqueueWriteBuffer(RT.q, m, CL_TRUE, 0, nbytes, a, 0, NULL, NULL);
-    cl_kernel k = O.deq[type];
+    cl_kernel k = O.mm.deq[type];
     uint32_t rb = (uint32_t)row_bytes, r0 = 0;
     cl_int e = clSetKernelArg(k, 0, sizeof m, &m);
     e |= clSetKernelArg(k, 1, 4, &rb);

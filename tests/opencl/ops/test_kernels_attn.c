@@ -125,7 +125,7 @@ static void test_attention(void)
         poison(PM, npart * 2 * 4);
         /* slice [t0, T) first: rows before t0 must stay untouched */
         OPOK(op_attention(&O, Q, t0, T - t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, CNT, OUT, err, sizeof err));
+                          chunk, PA, PM, CNT, OUT));
         dread(OUT, out, tot * 4);
         char w2[200];
         snprintf(w2, sizeof w2, "%s, slice t0 %u", what, t0);
@@ -136,23 +136,23 @@ static void test_attention(void)
         poison(PA, npart * hd * 4);
         poison(PM, npart * 2 * 4);
         OPOK(op_attention(&O, Q, 0, t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, CNT, OUT, err, sizeof err));
+                          chunk, PA, PM, CNT, OUT));
         dread(OUT, out, tot * 4);
         snprintf(w2, sizeof w2, "%s, all tokens", what);
         check_close(w2, out, ref, nq, TOL_RED);
         check_untouched(w2, out, nq, tot);
         /* a decode batch (from token 0) also leaves its output as the int8 X of the output
          * projection: for 1-4 tokens in mvqg's layout, for 5-16 in mmq8's (any k here) */
-        for (int lay = 0; lay < 2 && O.attn_dec[0] && hd >= 256; lay++) {
-            if (lay ? !O.q8x || T < 5 : !O.mvq_xq) continue;
+        for (int lay = 0; lay < 2 && O.attn.dec[0] && hd >= 256; lay++) {
+            if (lay ? !O.act.q8x || T < 5 : !O.act.mvq_xq) continue;
             uint32_t nt = lay ? (T < 16 ? T : 16) : (T < 4 ? T : 4);
             uint32_t *min_k = lay ? &O.pol.q8x_min_k : &O.pol.mvqg_min_k, keep_k = *min_k;
             *min_k = 0;
             OPOK(op_attention(&O, Q, 0, nt, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                              chunk, PA, PM, CNT, OUT, err, sizeof err));
+                              chunk, PA, PM, CNT, OUT));
             *min_k = keep_k;
             snprintf(w2, sizeof w2, "%s, int8 output of %u tokens (%s layout)", what, nt, lay ? "mmq8" : "mvqg");
-            CHECK(O.xq_of == OUT, "%s: no int8 output", w2);
+            CHECK(O.act.xq_of == OUT, "%s: no int8 output", w2);
             dread(OUT, out, tot * 4);
             check_close(w2, out, ref, (size_t)nt * nh * hd, TOL_RED);
             if (lay) check_q8x_of(w2, out, nt, nh * hd);
@@ -164,10 +164,11 @@ static void test_attention(void)
         for (size_t i = 0; i < (size_t)T * nh; i++) stale += cnt[i] != 0;
         CHECK(stale == 0, "%s: %zu attention counters left non-zero", what, stale);
         if (c == 0) { /* chunks the kernel's score buffer cannot hold are refused */
-            CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, OPS_ATTN_CHUNK + 1, PA, PM,
-                               CNT, OUT, err, sizeof err) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
-            CHECK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, CNT, OUT, err,
-                               sizeof err) != 0, "op_attention accepted chunk 0");
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, OPS_ATTN_CHUNK + 1,
+                       PA, PM,
+                               CNT, OUT)) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, CNT,
+                       OUT)) != 0, "op_attention accepted chunk 0");
         }
         free(K); free(V); free(q); free(out); free(ref); free(cnt);
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
@@ -234,12 +235,13 @@ static void test_attention_batch(void)
         attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
         int flash = ops_flash_ok(&O, nh, nkv, hd);
         char what[200];
-        snprintf(what, sizeof what, "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
+        snprintf(what, sizeof what,
+                 "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
                  flash ? "fa + split" : "split",
                  T, nh, nkv, hd, cf->window, cf->softcap, fresh[1], fresh[0],
                  fresh[3], fresh[2]);
         poison(OUT, nq * 4);
-        OPOK(op_attention_batch(&O, &ab, &al, err, sizeof err));
+        OPOK(op_attention_batch(&O, &ab, &al));
         dread(OUT, out, nq * 4);
         check_close(what, out, ref, nq, flash ? TOL_MMA : TOL_RED);
         free(K); free(V); free(q); free(out); free(ref); free(pos); free(seq);
@@ -321,11 +323,12 @@ static void test_qkv_attention(void)
         attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
         qkv_raw raw = { KR, VR, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, F, qn, vn, eps, rot };
         char what[200];
-        snprintf(what, sizeof what, "qkv attention (%s) nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d window %d softcap %g",
-                 O.attn_decq[hd == 512] ? "attn_decq" : "qkv_rope + split", nh, nkv, hd, rot, qn, vn, cf->window,
+        snprintf(what, sizeof what,
+                 "qkv attention (%s) nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d window %d softcap %g",
+                 O.attn.decq[hd == 512] ? "attn_decq" : "qkv_rope + split", nh, nkv, hd, rot, qn, vn, cf->window,
                  cf->softcap);
         poison(OUT, nq * 4);
-        OPOK(op_qkv_attention(&O, &raw, &ab, &al, err, sizeof err));
+        OPOK(op_qkv_attention(&O, &raw, &ab, &al));
         dread(OUT, out, nq * 4);
         check_close(what, out, ref, nq, TOL_RED);
         /* the fresh slots against float64, every other half of the caches as it was */

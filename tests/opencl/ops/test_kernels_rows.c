@@ -35,12 +35,12 @@ static void rmsnorm_case(uint32_t rows, uint32_t n)
     poison(X, tot * 4);
     dwrite(X, x, m * 4);
     poison(Y, tot * 4);
-    OPOK(op_rmsnorm(&O, X, W, Y, rows, n, eps, err, sizeof err));
+    OPOK(op_rmsnorm(&O, X, W, Y, rows, n, eps));
     dread(Y, y, tot * 4);
     check_close(what, y, ref, m, TOL_RED);
     check_untouched(what, y, m, tot);
     /* in place (y == x), as the engine does for the final norm */
-    OPOK(op_rmsnorm(&O, X, W, X, rows, n, eps, err, sizeof err));
+    OPOK(op_rmsnorm(&O, X, W, X, rows, n, eps));
     dread(X, y, tot * 4);
     snprintf(what, sizeof what, "rmsnorm in place %u x %u", rows, n);
     check_close(what, y, ref, m, TOL_RED);
@@ -56,11 +56,20 @@ static void rmsnorm_refused(uint32_t n)
     char what[64];
     snprintf(what, sizeof what, "rmsnorm ops on rows of %u values", n);
     err[0] = 0;
-    CHECK(op_rmsnorm(&O, X, W, X, 2, n, 1e-6f, err, sizeof err) == -1 && strstr(err, "multiples of 4"),
+    CHECK(OPRC(op_rmsnorm(&O, X, W, X, 2, n, 1e-6f)) == -1 && strstr(err, "multiples of 4"),
           "%s: op_rmsnorm not refused (%s)", what, err);
-    CHECK(op_rmsnorm_add(&O, X, W, X, 2, n, 1e-6f, err, sizeof err) == -1, "%s: op_rmsnorm_add not refused", what);
-    CHECK(op_rmsnorm_add_norm(&O, X, W, X, W, X, 2, n, 1e-6f, err, sizeof err) == -1,
+    CHECK(OPRC(op_rmsnorm_add(&O, X, W, X, 2, n, 1e-6f)) == -1, "%s: op_rmsnorm_add not refused", what);
+    CHECK(OPRC(op_rmsnorm_add_norm(&O, X, W, X, W, X, 2, n, 1e-6f)) == -1,
           "%s: op_rmsnorm_add_norm not refused", what);
+    /* the first failure sticks: a later op that would run does nothing until ops_clear */
+    ops_clear(&O);
+    op_rmsnorm(&O, X, W, X, 2, n, 1e-6f);
+    int later = op_scale(&O, X, 1.0f, 2 * n);
+    CHECK(later == -1 && ops_status(&O, err, sizeof err) == -1 && strstr(err, "multiples of 4"),
+          "%s: the op after a failure ran (%d) or the first error was lost (%s)", what, later, err);
+    ops_clear(&O);
+    CHECK(op_scale(&O, X, 1.0f, 2 * n) == 0 && ops_status(&O, err, sizeof err) == 0, "%s: ops_clear left an error",
+          what);
     clReleaseMemObject(X); clReleaseMemObject(W);
 }
 
@@ -91,7 +100,7 @@ static void test_rmsnorm_add(void)
     cl_mem X = dbuf(m * 4, x), W = dbuf(n * 4, w), R = dbuf(tot * 4, NULL);
     poison(R, tot * 4);
     dwrite(R, res, m * 4);
-    OPOK(op_rmsnorm_add(&O, X, W, R, rows, n, eps, err, sizeof err));
+    OPOK(op_rmsnorm_add(&O, X, W, R, rows, n, eps));
     dread(R, y, tot * 4);
     char what[64];
     snprintf(what, sizeof what, "rmsnorm_add %u x %u", rows, n);
@@ -122,7 +131,7 @@ static void test_rmsnorm_add_norm(void)
     poison(R, tot * 4);
     dwrite(R, res, m * 4);
     poison(Y, tot * 4);
-    OPOK(op_rmsnorm_add_norm(&O, X, W1, R, W2, Y, rows, n, eps, err, sizeof err));
+    OPOK(op_rmsnorm_add_norm(&O, X, W1, R, W2, Y, rows, n, eps));
     char what[80];
     dread(R, got, tot * 4);
     snprintf(what, sizeof what, "rmsnorm_add_norm %u x %u: residual", rows, n);
@@ -183,7 +192,7 @@ static void norm_chain_case(uint32_t rows, uint32_t n, int raw, int with_x2, int
         if (!(in_place && j == 0)) poison(Y[j], tot * 4);
         c.out[j] = (norm_out){ Wb[3 + j], Y[j] };
     }
-    OPOK(op_norm_chain(&O, &c, rows, n, eps, err, sizeof err));
+    OPOK(op_norm_chain(&O, &c, rows, n, eps));
     char what[128];
     snprintf(what, sizeof what, "norm chain %u x %u (raw %d, x2 %d, norm_t %d, res %d, %d outputs%s)", rows, n, raw,
              with_x2, norm_t, with_res, nout, in_place ? ", in place" : "");
@@ -228,8 +237,8 @@ static void test_norm_chain(void)
     norm_chain_case(1, 16384, 0, 0, 0, 1, 1, 0);
     /* bad arguments are refused, not launched */
     norm_chain bad = { .x = NULL, .nout = 0 };
-    CHECK(op_norm_chain(&O, &bad, 1, 64, 1e-6f, err, sizeof err) != 0, "a chain without outputs or residual ran");
-    CHECK(op_norm_chain(&O, &bad, 1, 66, 1e-6f, err, sizeof err) != 0, "a chain of 66 values (not float4s) ran");
+    CHECK(OPRC(op_norm_chain(&O, &bad, 1, 64, 1e-6f)) != 0, "a chain without outputs or residual ran");
+    CHECK(OPRC(op_norm_chain(&O, &bad, 1, 66, 1e-6f)) != 0, "a chain of 66 values (not float4s) ran");
 }
 
 /* ------------------------------------------------------------------ norm + NEOX RoPE */
@@ -274,8 +283,7 @@ static void test_norm_rope_q(void)
         snprintf(what, sizeof what, "norm_rope Q ntok %u nh %u hd %u rot %u norm %d w %d", ntok, nh, hd, cf->rot,
                  cf->norm, cf->has_w);
         err[0] = 0;
-        int rc = op_norm_rope(&O, X, ntok, nh, hd, cf->has_w ? W : NULL, cf->norm, eps, F, cf->rot, P, S, NULL, err,
-                              sizeof err);
+        int rc = OPRC(op_norm_rope(&O, X, ntok, nh, hd, cf->has_w ? W : NULL, cf->norm, eps, F, cf->rot, P, S, NULL));
         CHECK(rc == 0, "%s: %s", what, err);
         if (rc == 0) {
             dread(X, y, tot * 4);
@@ -329,8 +337,7 @@ static void test_norm_rope_k_cache(void)
         snprintf(what, sizeof what, "norm_rope K->cache ntok %u nkv %u hd %u rot %u norm %d w %d block %u", ntok,
                  nkv, hd, cf->rot, cf->norm, cf->has_w, bs);
         err[0] = 0;
-        int rc = op_norm_rope(&O, X, ntok, nkv, hd, cf->has_w ? W : NULL, cf->norm, eps, F, cf->rot, P, S, &kv, err,
-                              sizeof err);
+        int rc = OPRC(op_norm_rope(&O, X, ntok, nkv, hd, cf->has_w ? W : NULL, cf->norm, eps, F, cf->rot, P, S, &kv));
         CHECK(rc == 0, "%s: %s", what, err);
         if (rc == 0) {
             dread(C, cache, nc * 2);
@@ -352,12 +359,12 @@ static void test_qkv_rope(void)
         { 256, 128, 1, 0, 10000.0 }, { 512, 128, 1, 2, 1e6 },
     };
     /* on NVIDIA every case twice: qkv_rope_w (a warp per row, where the shape allows) and qkv_rope */
-    cl_kernel wk = O.qkv_rope_w;
+    cl_kernel wk = O.rope.qkv_w;
     size_t ncfg = sizeof cfgs / sizeof *cfgs, keep_rows = O.pol.qkv_rope_w_min_rows;
     O.pol.qkv_rope_w_min_rows = 0; /* these few tokens take it too */
     for (size_t cp = 0; cp < ncfg * (wk ? 2 : 1); cp++) {
         size_t c = cp % ncfg;
-        O.qkv_rope_w = cp < ncfg ? wk : NULL;
+        O.rope.qkv_w = cp < ncfg ? wk : NULL;
         uint32_t nh = 4, nkv = 2, hd = cfgs[c].hd, rot = cfgs[c].rot, bs = c % 2 ? 16 : KV_BLOCK;
         int qn = cfgs[c].qk_norm, vn = cfgs[c].v_norm;
         uint32_t lens[3] = { 40 + irand(100), 1 + irand(40), 100 + irand(60) };
@@ -396,10 +403,11 @@ static void test_qkv_rope(void)
         kv_view kk = { KC, BT, p.max_blocks, bs }, vv = { VC, BT, p.max_blocks, bs };
         char what[160];
         snprintf(what, sizeof what, "qkv_rope%s ntok %u nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d block %u",
-                 O.qkv_rope_w && rot % 64 == 0 ? "_w" : "", ntok, nh, nkv, hd, rot, qn, vn, bs);
+                 O.rope.qkv_w && rot % 64 == 0 ? "_w" : "", ntok, nh, nkv, hd, rot, qn, vn, bs);
         err[0] = 0;
-        int rc = op_qkv_rope(&O, Q, K, V, ntok, nh, nkv, hd, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, qn, vn, eps, F,
-                             rot, P, S, &kk, &vv, err, sizeof err);
+        int rc = OPRC(op_qkv_rope(&O, Q, K, V, ntok, nh, nkv, hd, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, qn, vn,
+                      eps, F,
+                             rot, P, S, &kk, &vv));
         CHECK(rc == 0, "%s: %s", what, err);
         if (rc == 0) {
             char w2[200];
@@ -419,7 +427,7 @@ static void test_qkv_rope(void)
         cl_mem all[] = { Q, K, V, QW, KW, F, P, S, KC, VC, BT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
-    O.qkv_rope_w = wk;
+    O.rope.qkv_w = wk;
     O.pol.qkv_rope_w_min_rows = keep_rows;
 }
 
@@ -442,11 +450,11 @@ static void test_geglu(void)
     poison(G_, tot * 4);
     dwrite(G_, g, n * 4);
     poison(Y, tot * 4);
-    OPOK(op_geglu(&O, G_, U, Y, n, err, sizeof err));
+    OPOK(op_geglu(&O, G_, U, Y, n));
     dread(Y, y, tot * 4);
     check_close("geglu", y, ref, n, TOL_ELEM);
     check_untouched("geglu", y, n, tot);
-    OPOK(op_geglu(&O, G_, U, G_, n, err, sizeof err)); /* in place, as the engine runs it */
+    OPOK(op_geglu(&O, G_, U, G_, n)); /* in place, as the engine runs it */
     dread(G_, y, tot * 4);
     check_close("geglu in place", y, ref, n, TOL_ELEM);
     check_untouched("geglu in place", y, n, tot);
@@ -466,7 +474,7 @@ static void test_gather_rows(void)
     for (size_t i = 0; i < (size_t)rows_src * n; i++) src[i] = nrand();
     cl_mem S = dbuf((size_t)rows_src * n * 4, src), I = dbuf(sizeof idx, idx), Y = dbuf(tot * 4, NULL);
     poison(Y, tot * 4);
-    OPOK(op_gather_rows(&O, S, I, Y, rows, n, err, sizeof err));
+    OPOK(op_gather_rows(&O, S, I, Y, rows, n));
     dread(Y, y, tot * 4);
     size_t bad = 0;
     for (uint32_t r = 0; r < rows; r++)
@@ -491,7 +499,7 @@ static void test_softcap(void)
     cl_mem X = dbuf(tot * 4, NULL);
     poison(X, tot * 4);
     dwrite(X, x, n * 4);
-    OPOK(op_softcap(&O, X, cap, n, err, sizeof err));
+    OPOK(op_softcap(&O, X, cap, n));
     dread(X, y, tot * 4);
     check_close("softcap", y, ref, n, TOL_ELEM);
     check_untouched("softcap", y, n, tot);
@@ -510,8 +518,8 @@ static void test_add_scale(void)
     cl_mem X = dbuf(tot * 4, NULL), U = dbuf(n * 4, u);
     poison(X, tot * 4);
     dwrite(X, x, n * 4);
-    OPOK(op_add(&O, X, U, n, err, sizeof err));
-    OPOK(op_scale(&O, X, s, n, err, sizeof err));
+    OPOK(op_add(&O, X, U, n));
+    OPOK(op_scale(&O, X, s, n));
     dread(X, y, tot * 4);
     check_close("add_rows + scale_rows", y, ref, n, TOL_ELEM);
     check_untouched("add_rows + scale_rows", y, n, tot);
@@ -553,7 +561,7 @@ static void argmax_case(uint32_t rows, uint32_t n)
     int32_t *got = malloc((rows + PAD) * 4);
     cl_mem X = dbuf((size_t)rows * n * 4, x), Y = dbuf((rows + PAD) * 4, NULL);
     poison(Y, (rows + PAD) * 4);
-    OPOK(op_argmax(&O, X, rows, n, Y, err, sizeof err));
+    OPOK(op_argmax(&O, X, rows, n, Y));
     dread(Y, got, (rows + PAD) * 4);
     uint32_t bad = 0;
     for (uint32_t r = 0; r < rows; r++) {
@@ -576,7 +584,7 @@ static void test_argmax_rows(void)
     argmax_case(256, 37);      /* the most rows op_argmax takes */
     /* more rows than its partial buffers hold: refused, not written out of bounds */
     cl_mem X = dbuf(257 * 4, NULL), Y = dbuf(257 * 4, NULL);
-    CHECK(op_argmax(&O, X, 257, 1, Y, err, sizeof err) != 0, "op_argmax accepted 257 rows (limit 256)");
+    CHECK(OPRC(op_argmax(&O, X, 257, 1, Y)) != 0, "op_argmax accepted 257 rows (limit 256)");
     clReleaseMemObject(X); clReleaseMemObject(Y);
 }
 

@@ -2,43 +2,71 @@
  * tensor-core flash kernel attn_fa (runs of one sequence's tokens, NVIDIA, head dims 128 / 256 /
  * 512), and op_attention_batch,
  * which cuts a forward batch into runs and gives each the kernel that suits it. */
-#include "ops.h"
-#include "errf.h"
 #include "ops_int.h"
 
+#include <stdio.h>
+
+int ops_attn_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
+{
+    ops_attn *at = &o->attn;
+    if (!(at->partial = rt_kernel(rt, "attn_partial", err, errlen))) return -1;
+    for (int i = 0; o->mm.mmt_cvt && i < 3; i++) { /* Q goes to f16 rows by matmul's conversion */
+        char name[32];
+        snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
+        if (!(at->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
+    }
+    if (rt->is_nvidia &&
+        (!(at->dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
+         !(at->dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
+         !(at->decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
+         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
+        return -1;
+    return 0;
+}
+
+void ops_attn_release(ops *o)
+{
+    ops_attn *at = &o->attn;
+    ops_kernel_release(&at->partial);
+    for (int i = 0; i < 2; i++) {
+        ops_kernel_release(&at->dec[i]);
+        ops_kernel_release(&at->decq[i]);
+    }
+    for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
+}
 
 /* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
 static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                            const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                            float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
-                           cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r, char *err, size_t errlen)
+                           cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r)
 {
-    if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return errf(err, errlen, "attention: bad chunk %u", chunk);
+    if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return ops_fail(o, "attention: bad chunk %u", chunk);
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     int di = hd == 256 ? 0 : hd == 512 ? 1 : -1;
-    cl_kernel dec = di < 0 ? NULL : r ? o->attn_decq[di] : o->attn_dec[di];
+    cl_kernel dec = di < 0 ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
          * mmq8 (5-16): its int8 X too, in that product's layout */
         uint32_t qk = nh * hd, q8 = t0 == 0 && ops_mvqg_takes_x(o, qk, ntok);
         uint32_t q8x = t0 == 0 && !q8 && ops_q8x_takes_x(o, qk, ntok), tpad = q8x ? (ntok <= 8 ? 8 : 16) : 0;
-        if ((q8 && ops_xq_reserve(o, ntok, qk, err, errlen)) || (q8x && ops_q8x_reserve(o, ntok, qk, err, errlen)))
+        if ((q8 && ops_xq_reserve(o, ntok, qk)) || (q8x && ops_q8x_reserve(o, ntok, qk)))
             return -1;
-        cl_mem xq = q8 || q8x ? o->xq : out, xqs = q8 || q8x ? o->xqs : out;
+        cl_mem xq = q8 || q8x ? o->act.xq : out, xqs = q8 || q8x ? o->act.xqs : out;
         uint32_t xq_ntok = q8 || q8x ? ntok : 0;
         int rc;
         if (r) {
             cl_mem qw = r->qw ? r->qw : Q, kw = r->kw ? r->kw : Q;
-            rc = ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes + 4.0 * ntok * (nh + 2 * nkv) * hd,
-                            span * hd * 4.0, err, errlen, 34, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache),
+            rc = OPS_LAUNCH(o, K_ATTN_DEC, dec, 3, gws, lws, bytes + 4.0 * ntok * (nh + 2 * nkv) * hd,
+                            span * hd * 4.0, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache),
                             A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
                             A(k->block_size), A(window), A(scale), A(softcap), A(nchunk), A(chunk), A(part_acc),
                             A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok), A(tpad), A(r->k), A(r->v),
                             A(qw), A(kw), A(r->qk_norm), A(r->v_norm), A(r->eps), A(r->freq), A(r->rot));
         } else {
-            rc = ops_launch(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, err, errlen, 25, A(Q), A(t0),
+            rc = OPS_LAUNCH(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, A(Q), A(t0),
                             A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
                             A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                             A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs),
@@ -50,8 +78,8 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     }
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
-    return ops_launch(o, K_ATTN_PARTIAL, o->k[K_ATTN_PARTIAL], 3, gws, lws, bytes, span * hd * 4.0, err, errlen,
-                      25, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
+    return OPS_LAUNCH(o, K_ATTN_PARTIAL, o->attn.partial, 3, gws, lws, bytes, span * hd * 4.0, A(Q), A(t0), A(nh),
+                      A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
                       A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                       A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), LOCAL(hd * sizeof(float)),
                       LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float)),
@@ -61,10 +89,10 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem part_cnt, cl_mem out, char *err, size_t errlen)
+                 cl_mem part_cnt, cl_mem out)
 {
     return attention_split(o, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, tok_seq, window, scale, softcap, nchunk,
-                           chunk, part_acc, part_ml, part_cnt, out, NULL, err, errlen);
+                           chunk, part_acc, part_ml, part_cnt, out, NULL);
 }
 
 void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
@@ -85,7 +113,7 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
 /* attn_fa for head dim hd, NULL where there is none (other head dims take the split-KV kernels) */
 static cl_kernel fa_kernel(const ops *o, uint32_t hd)
 {
-    return hd == 128 ? o->fa[0] : hd == 256 ? o->fa[1] : hd == 512 ? o->fa[2] : NULL;
+    return hd == 128 ? o->attn.fa[0] : hd == 256 ? o->attn.fa[1] : hd == 512 ? o->attn.fa[2] : NULL;
 }
 
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd)
@@ -97,49 +125,44 @@ int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd)
 
 int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                        const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                       float scale, float softcap, uint32_t span, cl_mem out, char *err, size_t errlen)
+                       float scale, float softcap, uint32_t span, cl_mem out)
 {
-    if (!ops_flash_ok(o, nh, nkv, hd)) return errf(err, errlen, "attention: flash kernel unavailable for this shape");
-    if (k->block_size != 32) return errf(err, errlen, "attention: flash kernel needs KV blocks of 32 keys");
+    if (!ops_flash_ok(o, nh, nkv, hd)) return ops_fail(o, "attention: flash kernel unavailable for this shape");
+    if (k->block_size != 32) return ops_fail(o, "attention: flash kernel needs KV blocks of 32 keys");
     uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
-    /* Q rows of the run as f16 (at their own row offsets in o->xh), then attn_fa: one group per 64
+    /* Q rows of the run as f16 (at their own row offsets in o->mm.xh), then attn_fa: one group per 64
      * query rows, KV head and 256 output dims */
     uint32_t qk = nh * hd, dvs = hd > 256 ? 2 : 1;
-    if (ops_grow_buf(o, &o->xh, &o->xh_bytes, (size_t)(t0 + ntok) * qk * 2, err, errlen)) return -1;
-    size_t cl[2] = { 64, 1 }, cg[2] = { (qk / 8 + 63) / 64 * 64, ntok };
-    if (ops_launch(o, K_MMT_CVT, o->mmt_cvt, 2, cg, cl, 6.0 * ntok * qk, 0, err, errlen, 5, A(Q), A(qk), A(o->xh),
-                   A(qk), A(t0)))
-        return -1;
+    if (ops_x_f16(o, Q, qk, t0, ntok, qk)) return -1;
     /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile and
      * KV head; the score product runs once per output-dim slice */
     size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, dvs };
     double keys = (double)span + tq, rows = (double)ntok * nh;
-    return ops_launch(o, K_ATTN_FA, fa_kernel(o, hd), 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
-                      2.0 * rows * keys * (hd * dvs + hd), err, errlen, 15, A(o->xh), A(t0), A(ntok), A(nh), A(nkv),
+    return OPS_LAUNCH(o, K_ATTN_FA, fa_kernel(o, hd), 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
+                      2.0 * rows * keys * (hd * dvs + hd), A(o->mm.xh), A(t0), A(ntok), A(nh), A(nkv),
                       A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
                       A(window), A(scale), A(softcap), A(out));
 }
 
 /* tokens [t0, t0 + n) on the split-KV kernels, sliced so the partials fit their buffers; span: the
  * longest key span of a token in the batch */
-static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_t span, uint32_t t0, uint32_t n,
-                       char *err, size_t errlen)
+static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_t span, uint32_t t0, uint32_t n)
 {
     uint32_t chunk, nchunk;
     ops_attn_split(o, span, n, l->nh, &chunk, &nchunk);
     size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
     uint32_t slice = (uint32_t)(b->part_elems / per_tok);
-    if (slice == 0) return ERR("attention: position %u exceeds the partial buffers", b->max_pos);
+    if (slice == 0) return ops_fail(o, "attention: position %u exceeds the partial buffers", b->max_pos);
     for (uint32_t s = t0; s < t0 + n; s += slice) {
         uint32_t m = t0 + n - s < slice ? t0 + n - s : slice;
         if (op_attention(o, b->q, s, m, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window, l->scale,
-                         l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, err, errlen))
+                         l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out))
             return -1;
     }
     return 0;
 }
 
-int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *err, size_t errlen)
+int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l)
 {
     int flash = b->h_seq && ops_flash_ok(o, l->nh, l->nkv, l->hd) && l->k->block_size == 32;
     uint32_t span = b->max_pos + 1;
@@ -154,20 +177,20 @@ int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l, char *e
         else
             e = b->ntok;
         if (flash && e - t >= OPS_FLASH_MIN_RUN) {
-            if (pend < t && split_range(o, b, l, span, pend, t - pend, err, errlen)) return -1;
+            if (pend < t && split_range(o, b, l, span, pend, t - pend)) return -1;
             if (op_attention_flash(o, b->q, t, e - t, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window,
-                                   l->scale, l->softcap, span, b->out, err, errlen))
+                                   l->scale, l->softcap, span, b->out))
                 return -1;
             pend = e;
         }
         t = e;
     }
-    return pend < b->ntok ? split_range(o, b, l, span, pend, b->ntok - pend, err, errlen) : 0;
+    return pend < b->ntok ? split_range(o, b, l, span, pend, b->ntok - pend) : 0;
 }
 
-int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l, char *err, size_t errlen)
+int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l)
 {
-    cl_kernel dq = l->hd == 256 ? o->attn_decq[0] : l->hd == 512 ? o->attn_decq[1] : NULL;
+    cl_kernel dq = l->hd == 256 ? o->attn.decq[0] : l->hd == 512 ? o->attn.decq[1] : NULL;
     /* one launch where the whole batch is 1-4 decode tokens (one per sequence: no token attends
      * to another's fresh key) in one split-KV slice; 16-token steps measured slower this way, so
      * those keep qkv_rope */
@@ -183,10 +206,9 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
     }
     if (one)
         return attention_split(o, b->q, 0, b->ntok, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window,
-                               l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, r,
-                               err, errlen);
+                               l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, r);
     if (op_qkv_rope(o, b->q, r->k, r->v, b->ntok, l->nh, l->nkv, l->hd, r->qw, r->kw, r->qk_norm, r->v_norm, r->eps,
-                    r->freq, r->rot, b->pos, b->seq, l->k, l->v, err, errlen))
+                    r->freq, r->rot, b->pos, b->seq, l->k, l->v))
         return -1;
-    return op_attention_batch(o, b, l, err, errlen);
+    return op_attention_batch(o, b, l);
 }

@@ -1,0 +1,228 @@
+/* matmul_q8.c — products on int8 activations (NVIDIA): mvq_T (X staged per group), mvqg_T (X
+ * quantized once, by act_q8.c or its producer), mvqn_T (the norm chain fused in front), and mmq8_T /
+ * mmq8s_T / mmq8p_T (5-16 tokens on int8 tensor cores). */
+#include "ops_int.h"
+
+#include <stdio.h>
+
+/* kernel FAMILY_suffix_NT (nt + 1) of type into *k, and the largest group it runs */
+static int nt_kernel(cl_runtime *rt, cl_kernel *k, size_t *wg, const char *family, uint32_t type, int nt, char *err,
+                     size_t errlen)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s_%d", family, dev_type_of(type)->suffix, nt + 1);
+    if (!(*k = rt_kernel(rt, name, err, errlen))) return -1;
+    if (wg) clGetKernelWorkGroupInfo(*k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t), wg, NULL);
+    return 0;
+}
+
+int ops_q8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
+{
+    ops_q8 *q = &o->q8;
+    for (uint32_t t = 0; rt->is_nvidia && t < GGML_TYPE_COUNT; t++)
+        if (dev_type_has(t, DT_GEMV_Q8) && (ops_type_kernel(rt, &q->mvq[t], "mvq", t, err, errlen) ||
+                                            ops_type_kernel(rt, &q->mvqn[t], "mvqn", t, err, errlen) ||
+                                            ops_type_kernel(rt, &q->mvqg[t], "mvqg", t, err, errlen)))
+            return -1;
+    for (uint32_t t = 0; o->has_mma && t < GGML_TYPE_COUNT; t++)
+        for (int nt = 0; nt < 2; nt++) {
+            if (dev_type_has(t, DT_MMQ8) &&
+                nt_kernel(rt, &q->mmq8[nt][t], &q->mmq8_wg[nt][t], "mmq8", t, nt, err, errlen))
+                return -1;
+            /* a ring type's own kernels: mmq8s at 5-8 tokens only, mmq8p at both */
+            if (dev_type_has(t, DT_MMQ8_RING) &&
+                ((nt == 0 && nt_kernel(rt, &q->mmq8s[t], NULL, "mmq8s", t, nt, err, errlen)) ||
+                 nt_kernel(rt, &q->mmq8p[nt][t], &q->mmq8p_wg[nt][t], "mmq8p", t, nt, err, errlen)))
+                return -1;
+        }
+    return 0;
+}
+
+void ops_q8_release(ops *o)
+{
+    ops_q8 *q = &o->q8;
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        cl_kernel *ks[] = { &q->mvq[t], &q->mvqg[t], &q->mvqn[t], &q->mmq8s[t], &q->mmq8[0][t], &q->mmq8[1][t],
+                            &q->mmq8p[0][t], &q->mmq8p[1][t] };
+        for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
+    }
+}
+
+/* local bytes of mvq's staged X: int8 values, a scale per 32 and a sum per 16 */
+static size_t mvq_local(uint32_t k, uint32_t ntok) { return (size_t)ntok * (k + k / 32 * 4 + k / 16 * 4); }
+
+int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
+{
+    if (!o->act_int8 || ntok < 1 || ntok > 4 || type >= GGML_TYPE_COUNT) return 0;
+    return o->q8.mvq[type] && k % dev_type_of(type)->k_gemv_q8 == 0 &&
+           (o->q8.mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
+}
+
+/* 1 if ops_mvq runs these products on mvq (X staged per group), not mvqg */
+static int mvq_staged(const ops *o, uint32_t type, size_t rows, uint32_t k, uint32_t ntok)
+{
+    return !(o->q8.mvqg[type] && ((k >= o->pol.mvqg_min_k && rows * k >= o->pol.mvqg_min_elems) ||
+                               mvq_local(k, ntok) + 1024 > o->local_mem));
+}
+
+/* rows per mvq group: ~4 groups per compute unit, whole passes of the 8 warps (2 rows each), at
+ * most 128 (each group quantizes X once) */
+static uint32_t mvq_rpg(const ops *o, size_t rows)
+{
+    size_t pass = 8 * 2, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    if (rpg < pass) rpg = pass;
+    if (rpg > 128) rpg = 128;
+    return (uint32_t)rpg;
+}
+
+/* n (1-3) matrices of one type sharing X, ntok <= 4, on the int8 dot-product kernels: mvqg for
+ * large products (X quantized once, or taken as its producer left it), else mvq */
+int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
+{
+    multi_args a;
+    uint32_t k = outs[0].w->cols, type = outs[0].w->type;
+    if (ops_gather_multi(o, outs, n, &a)) return -1;
+    uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
+    cl_mem U = gg ? gg->U : X;
+    if (!mvq_staged(o, type, a.rows, k, ntok)) {
+        /* X as its producer (norm_fuse, attn_dec) left it, else quantized here */
+        int given = !gg && ops_xq_holds(o, X, ldx, ntok, k);
+        if (!given) {
+            size_t qlws = 256, qgws = ((size_t)ntok * k / 4 + qlws - 1) / qlws * qlws;
+            if (ops_xq_reserve(o, ntok, k) ||
+                OPS_LAUNCH(o, K_MVQ_XQ, o->act.mvq_xq, 1, &qgws, &qlws,
+                           4.0 * ntok * k * (geglu ? 2 : 1) + 1.4 * ntok * k,
+                           0, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k),
+                           A(o->act.xq), A(o->act.xqs)))
+                return -1;
+        }
+        uint32_t rpg = o->pol.mvqg_rpg / 4 * 4; /* whole warps of 4 rows */
+        size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
+        return OPS_LAUNCH(o, K_MVQG, o->q8.mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
+                          2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                          A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
+                          A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->act.xq), A(o->act.xqs));
+    }
+    uint32_t rpg32 = mvq_rpg(o, a.rows);
+    size_t lws = 256, gws = (a.rows + rpg32 - 1) / rpg32 * lws;
+    return OPS_LAUNCH(o, K_MVQ, o->q8.mvq[type], 1, &gws, &lws,
+                      a.bytes + 4.0 * ntok * (k * (geglu ? 2 : 1) + a.rows), 2.0 * ntok * a.rows * k, A(a.W[0]),
+                      A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+                      A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
+                      A(k), A(X), A(ldx), A(ntok), A(rpg32), A(U), A(u_off), A(ldu), A(geglu),
+                      LOCAL((size_t)ntok * k), LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4));
+}
+
+/* mvqn: the plain chain r = (res + norm(x)·wx)·scale into res_out, y = norm(r)·w0 (y = r where w0 is
+ * NULL), inside the products of y. One token only: the step is bound by its launches there; at 4
+ * tokens every group's four chains cost more than the launch saved. 1 where it does not apply. */
+int ops_mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
+             float eps)
+{
+    if (ntok != 1 || n < 1 || n > 3 || k % 32 || c->res == res_out || !c->wx || c->x2 || c->wt || c->nout > 1)
+        return 1;
+    uint32_t type = outs[0].w->type;
+    size_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (outs[i].w->type != type || outs[i].w->cols != k) return 1;
+        rows += outs[i].w->rows;
+    }
+    if (type >= GGML_TYPE_COUNT || !o->q8.mvqn[type] || !ops_mvq_fits(o, type, k, ntok) || !mvq_staged(o, type, rows,
+    k, ntok))
+        return 1;
+    multi_args a;
+    if (ops_gather_multi(o, outs, n, &a)) return -1;
+    cl_mem w0in = c->nout ? c->out[0].w : NULL;
+    uint32_t rpg = mvq_rpg(o, a.rows), raw = w0in == NULL;
+    cl_mem w0 = raw ? c->x : w0in; /* any buffer when unused */
+    size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
+    return OPS_LAUNCH(o, K_MVQ, o->q8.mvqn[type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (4.0 * k + a.rows),
+                      2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
+                      A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
+                      A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(c->x), A(c->wx), A(c->res),
+                      A(res_out), A(c->scale), A(w0), A(raw), A(eps), LOCAL((size_t)ntok * k),
+                      LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4),
+                            LOCAL(32 * sizeof(cl_float2)));
+}
+
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
+{
+    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->act.q8x ||
+        !(o->q8.mmq8[1][type] || o->q8.mmq8p[1][type]))
+        return 0;
+    if ((size_t)rows * k < o->pol.mmq8_min_elems) return 0;
+    return k % dev_type_of(type)->k_mmq8 == 0;
+}
+
+/* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->act.xq /
+ * o->act.xqs, tokens padded to 8 or 16), then one launch per matrix of OPS_MMQ8_ROWS rows per group */
+int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
+{
+    uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
+    uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
+    cl_mem U = gg ? gg->U : X;
+    /* X as its producer (norm_fuse) left it, else quantized here; padded tokens' values only
+     * reach their own (unstored) output columns */
+    int given = !gg && ops_xq_holds(o, X, ldx, ntok, k);
+    size_t qlws = 256, qgws = ((size_t)tp * k / 4 + qlws - 1) / qlws * qlws;
+    if (!given && (ops_q8x_reserve(o, ntok, k) ||
+                   OPS_LAUNCH(o, K_Q8X, o->act.q8x, 1, &qgws, &qlws, 4.0 * ntok * k * (geglu ? 2 : 1) + 1.25 * tp * k,
+                              0, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(tp), A(k),
+                              A(o->act.xq), A(o->act.xqs))))
+        return -1;
+    /* matrices of one type whose rows are whole groups go in one launch (Q/K/V, gate/up): fewer
+     * kernel boundaries, and small ones (512-row K/V) no longer run alone on a few compute units */
+    int together = n > 1;
+    for (int i = 0; i < n; i++)
+        together &= outs[i].w->type == outs[0].w->type && outs[i].w->rows % OPS_MMQ8_ROWS == 0 &&
+                    !(!nt && o->q8.mmq8s[outs[i].w->type]);
+    for (int i = 0; i < n; i++) {
+        const weight *w = outs[i].w;
+        if (!nt && o->q8.mmq8s[w->type] && w->row_bytes % 16 == 0) {
+            /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (mma_q8.cl) */
+            size_t lws = 128, gws = (size_t)(w->rows + 15) / 16 * lws;
+            if (OPS_LAUNCH(o, K_MMQ8S, o->q8.mmq8s[w->type], 1, &gws, &lws,
+                           (double)w->row_bytes * w->rows + 4.0 * ntok * w->rows, 2.0 * ntok * w->rows * k, A(w->buf),
+                            A(w->row_bytes), A(w->rows), A(k), A(o->act.xq), A(o->act.xqs),
+                           A(outs[i].y), A(outs[i].ldy), A(ntok)))
+                return -1;
+            continue;
+        }
+        multi_args a;
+        if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
+        size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
+        size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
+        if (o->q8.mmq8p[nt][w->type]) {
+            /* each warp's ring of stages (mma_q8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
+             * for the partial tiles */
+            uint32_t stages = o->pol.mmq8p_stages;
+            size_t ring = (size_t)stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
+            size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
+                                          : ops_split_k_to(o, tiles, k / 32, o->q8.mmq8p_wg[nt][w->type], ring, 16,
+                                                           o->pol.mmq8p_warps_target);
+            size_t lws = 32 * ks, gws = tiles * lws;
+            if (OPS_LAUNCH(o, K_MMQ8P, o->q8.mmq8p[nt][w->type], 1, &gws, &lws,
+                           a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
+                           A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
+                           A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
+                           A(a.ld[2]), A(k), A(o->act.xq), A(o->act.xqs), A(ntok), A(stages), LOCAL(ks * ring)))
+                return -1;
+            if (together) break;
+            continue;
+        }
+        /* warps per group as mmq's split of k (~2k warps in flight, powers of two); filling each
+         * compute unit in exactly one wave instead measured slower */
+        size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
+                                      : ops_mmq_split_k(o, tiles, k / 32, o->q8.mmq8_wg[nt][w->type], part_per_warp,
+                                      16);
+        size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
+        if (OPS_LAUNCH(o, K_MMQ8, o->q8.mmq8[nt][w->type], 1, &gws, &lws,
+                       a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
+                       A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
+                       A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
+                       A(k), A(o->act.xq), A(o->act.xqs), A(ntok), LOCAL(part)))
+            return -1;
+        if (together) break;
+    }
+    return 0;
+}

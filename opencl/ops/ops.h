@@ -1,0 +1,327 @@
+/* ops.h — the op API: host-side launchers for the kernels in opencl/kernels, one file per family
+ * in opencl/ops (launch.c: the context; matmul.c, matmul_q8.c, act_q8.c, norm.c, rope.c,
+ * attention.c, rows.c, moe.c). Each op enqueues work on the runtime's in-order queue and returns at
+ * once (no clFinish); a failure is kept in the context (sticky, below). */
+#ifndef CLGEMMA_OPS_H
+#define CLGEMMA_OPS_H
+
+#include "runtime.h"
+#include "gguf.h"
+#include "policy.h"
+#include "kv.h"
+
+#define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in gemv.cl) */
+#define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in gemv.cl) */
+#define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in mma_q8.cl) */
+#define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in attn_split.cl) */
+#define OPS_ATTN_MIN_CHUNK 32
+#define OPS_FLASH_ROWS 64   /* query rows per attn_fa work-group (FA_ROWS in attn_prefill.cl) */
+#define OPS_WH_MAX ((size_t)1 << 30) /* f16 rows of one weight for mmta at most (larger: mmt) */
+#define OPS_FLASH_MIN_RUN 8 /* shorter runs of one sequence take the split-KV kernels */
+
+/* a weight matrix of rows x cols in its GGUF type, on the device */
+typedef struct weight {
+    cl_mem buf;
+    uint32_t type;
+    uint32_t rows, cols;
+    uint32_t row_bytes;
+} weight;
+
+/* what bench --profile counts launches under (one name each in launch.c) */
+enum op_kernel {
+    K_NORM_ROPE, K_ATTN_PARTIAL, K_GEGLU,
+    K_GATHER_ROWS, K_ADD_ROWS, K_SCALE_ROWS, K_SOFTCAP, K_ARGMAX, K_QKV_ROPE, K_MV_MULTI,
+    K_NORM_FUSE,
+    K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
+    K_MV_ANY, K_ROUTER, K_MOE_UP, K_GEGLU_SPLIT, K_MOE_DOWN, K_PLE_GATE, K_MOE_SORT, K_MOE_COMBINE,
+    K_MVQ,            /* NVIDIA only from here on */
+    K_MMT, K_MMT_CVT,
+    K_MMQ8, K_Q8X,
+    K_ATTN_DEC,
+    K_MVQG, K_MVQ_XQ,
+    K_MMTA, K_DEQH,
+    K_ATTN_FA,
+    K_MMQ8S,
+    K_MMQ8P,
+    K_COUNT
+};
+
+/* One kernel launch: sets the arguments, enqueues (rounding gws up to lws when lws is given),
+ * and with profiling on records time, bytes and FLOPs under kind. Arguments: KARG(value) or
+ * KLOCAL(bytes), counted by the compiler (OPS_LAUNCH). Every launcher goes through it. */
+typedef struct karg { size_t size; const void *ptr; } karg;
+#define KARG(x) ((karg){ sizeof(x), &(x) })
+#define KLOCAL(n) ((karg){ (n), NULL })
+
+#define OPS_T GGML_TYPE_COUNT
+
+/* The context's members by family; each family's file creates and releases its own (launch.c
+ * calls them in turn). Per-type arrays are indexed by GGML type, NULL where a type has none. */
+typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products */
+    cl_kernel mv4[OPS_T], mv16[OPS_T]; /* decode products on float: <= 4 / <= 16 tokens */
+    cl_kernel mv_multi;        /* up to three matrices sharing X, <= 4 tokens */
+    cl_kernel mv_any;          /* f32/f16 rows of any length */
+    cl_kernel deq[OPS_T];      /* weight rows to float tiles for GEMM */
+    cl_mem scratch;            /* those tiles */
+    size_t scratch_elems;
+    cl_kernel mmqs[OPS_T], mmql[OPS_T]; /* tensor-core products (NVIDIA) */
+    cl_kernel mmqe_s[OPS_T], mmqe_l[OPS_T]; /* the same over expert-grouped pairs */
+    size_t mmq_wg[2][OPS_T];   /* largest group each mmq kernel can run (registers) */
+    cl_kernel mmt[OPS_T];      /* 128 x 128 tiled prefill products (NVIDIA) */
+    cl_kernel mmte[OPS_T];     /* the same over expert tiles of 128 pairs */
+    cl_kernel mmt_cvt;         /* X to f16 rows for mmt (and attn_fa's Q) */
+    cl_mem xh;                 /* those rows (grown on demand) */
+    size_t xh_bytes;
+    cl_kernel mmta;            /* the tiles on f16 rows staged by cp.async */
+    cl_kernel deqh[OPS_T];     /* weight rows to f16 rows for mmta (none for f16) */
+    cl_mem wh;                 /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
+    size_t wh_bytes;
+} ops_mm;
+
+typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVIDIA) */
+    cl_kernel mvq[OPS_T];      /* int8 dot-product decode products (q4_k, q8_0, q5_0) */
+    cl_kernel mvqg[OPS_T];     /* the same with X quantized beforehand (act_q8) */
+    cl_kernel mvqn[OPS_T];     /* mvq with the norm chain before it fused in */
+    cl_kernel mmq8[2][OPS_T];  /* int8 tensor-core products for 5-8 / 9-16 tokens (DT_MMQ8 types) */
+    size_t mmq8_wg[2][OPS_T];
+    /* the same as kernels of the type's own (DT_MMQ8_RING: q4_k): */
+    cl_kernel mmq8s[OPS_T];    /* 5-8 tokens with weights staged by cp.async */
+    cl_kernel mmq8p[2][OPS_T]; /* 5-8 / 9-16 tokens with a per-warp cp.async ring */
+    size_t mmq8p_wg[2][OPS_T];
+} ops_q8;
+
+typedef struct ops_act {       /* act_q8.c: the int8 form of the next product's X (NVIDIA) */
+    cl_kernel mvq_xq;          /* X to int8 in mvqg's layout (1-4 tokens) */
+    cl_kernel q8x;             /* X to int8 per 32 values in mmq8's layout (5-16 tokens) */
+    cl_mem xq, xqs;            /* those values and their (scale, scaled sum) pairs (grown on demand) */
+    size_t xq_bytes, xqs_bytes;
+    cl_mem xq_of;              /* the X whose int8 form xq / xqs hold, as its producer (norm_fuse,
+                                * attn_dec) left it; forgotten by any launch but those that read it */
+    uint32_t xq_ntok, xq_k;
+} ops_act;
+
+typedef struct ops_norm {      /* norm.c */
+    cl_kernel fuse;            /* norm_fuse: every RMSNorm chain */
+    size_t wg_max;             /* largest group it runs with (power of two, <= 1024) */
+} ops_norm;
+
+typedef struct ops_rope {      /* rope.c */
+    cl_kernel norm_rope, qkv;  /* per-head norm + RoPE (+ cache write); Q/K/V of a batch */
+    cl_kernel qkv_w;           /* qkv_rope with a warp per head row (NVIDIA) */
+} ops_rope;
+
+typedef struct ops_attn {      /* attention.c */
+    cl_kernel partial;         /* split-KV attention, any device */
+    cl_kernel dec[2];          /* split-KV, one warp per key run, head dims 256 / 512 (NVIDIA) */
+    cl_kernel decq[2];         /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
+    cl_kernel fa[3];           /* tensor-core prefill attention, head dims 128 / 256 / 512 (NVIDIA) */
+} ops_attn;
+
+typedef struct ops_rows {      /* rows.c */
+    cl_kernel emb[OPS_T];      /* embedding rows */
+    cl_kernel geglu, ple_gate; /* gelu(g) * u: flat, and over a slice of wider u rows */
+    cl_kernel gather, add, scale, softcap;
+    cl_kernel argmax_part, argmax_final;
+    cl_mem am_val, am_idx;     /* argmax partials: up to 256 rows x 256 parts */
+} ops_rows;
+
+typedef struct ops_moe {       /* moe.c */
+    cl_kernel router_topk, router_topk_w; /* the latter one warp per token (NVIDIA) */
+    cl_kernel moe_up, moe_down, geglu_split;
+    cl_kernel moe_up_mv, moe_down_mv; /* decode (ntok <= 4) layouts of moe_up / moe_down */
+    cl_kernel moe_sort, moe_combine;  /* tensor-core path: pairs grouped by expert, per-pair sums */
+    cl_kernel mvqe[OPS_T];     /* decode expert products on int8 dot products (NVIDIA; DT_GEMV_Q8 types) */
+} ops_moe;
+
+typedef struct ops {
+    cl_runtime *rt;
+    int has_mma;               /* tensor-core kernels built (NVIDIA) */
+    int act_int8;              /* products may round X to int8 (mvq, mmq8, mvqe): 1 after ops_init; the
+                                * engine clears it for prompt chunks, whose logits keep f16/f32 accuracy */
+    size_t local_mem;          /* bytes of local memory per group on the device */
+    uint32_t n_cu;
+    size_t wg;                 /* default work-group size for row kernels */
+    ops_policy pol;            /* thresholds and launch geometry (policy.h): defaults from ops_init */
+    ops_mm mm;
+    ops_q8 q8;
+    ops_act act;
+    ops_norm norm;
+    ops_rope rope;
+    ops_attn attn;
+    ops_rows rows;
+    ops_moe moe;
+    /* profiling (bench --profile): time and launches per op kind */
+    double prof_ms[K_COUNT];
+    long prof_n[K_COUNT];
+    double prof_bytes[K_COUNT];
+    double prof_flop[K_COUNT];
+    /* the first failure since ops_clear ("op: what"); while set every op is a no-op returning -1 */
+    int failed;
+    char err[256];
+} ops;
+
+/* Sticky errors: an op that fails records "op: what" once (ops_fail, which returns -1) and every
+ * later op does nothing and returns -1, so a forward calls its ops unchecked and ends with
+ * ops_status, which copies the first failure into err (-1) or returns 0. ops_clear forgets it
+ * (the engine calls it before each step). Every op below returns 0, or -1 with the error kept. */
+int  ops_fail(ops *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int  ops_status(const ops *o, char *err, size_t errlen);
+void ops_clear(ops *o);
+
+int ops_launch_args(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws, double bytes,
+                    double flop, const karg *args, size_t nargs);
+#define OPS_LAUNCH(o, kind, k, dims, gws, lws, bytes, flop, ...)                                             \
+    ops_launch_args(o, kind, k, dims, gws, lws, bytes, flop, (const karg[]){ __VA_ARGS__ },                 \
+                    sizeof((const karg[]){ __VA_ARGS__ }) / sizeof(karg))
+
+/* 1 if the engine has kernels for this tensor type (ops/types.c) */
+int  ops_type_supported(uint32_t type);
+/* the context and every family's kernels; scratch_elems: floats of GEMM dequantization tiles */
+int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
+void ops_destroy(ops *o);
+const char *ops_kernel_name(int k);
+
+/* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx, a multiple of 4) for t < ntok. Uses mv for ntok <= 4;
+ * above that the tensor-core mmq kernels where the device has them, else mv up to OPS_MV_MAXT,
+ * else dequantized tiles and GEMM; rows whose length is not a multiple of 32 (f32/f16) take
+ * mv_any. One dispatcher over the families in matmul.c's table, in order of preference. */
+int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok);
+/* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
+ * dot-product kernels (X rounded to int8 per 32 values) */
+int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
+/* 1 if op_matmul / op_matmul_multi / op_matmul_geglu run this type, shape (rows: of all the
+ * matrices sharing X) and token count (5-16) on the int8 tensor-core kernels (mmq8: X rounded to
+ * int8 per 32 values) */
+int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
+/* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
+int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
+/* y = norm(x) * w (y may be x), and res += norm(x) * w: op_norm_chain's, so rows of n % 4 == 0 values
+ * (both loaders ask for multiples of 32; other n fail with an error) */
+int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps);
+int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps);
+
+/* One RMSNorm chain in one launch (kernel norm_fuse; rows of n values, n % 4 == 0):
+ *   t = norm(x)·wx [+ norm(x2)·wx2], or x itself when wx is NULL;  t = norm(t)·wt when wt is set;
+ *   r = (res + t)·scale written to res when res is set, else r = t;  out[j].y = norm(r)·out[j].w. */
+typedef struct norm_out { cl_mem w, y; } norm_out;
+typedef struct norm_chain {
+    cl_mem x, wx, x2, wx2, wt, res;
+    float scale;
+    norm_out out[3];
+    int nout;
+} norm_chain;
+int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps);
+
+/* res += norm(x) * w1; y = norm(res) * w2 (op_norm_chain's, n % 4 == 0) */
+int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
+                        float eps);
+/* Y = W . (gelu(G) * U), G rows ldg apart, U's at U + u_off, ldu apart: one launch where the
+ * int8 product folds the activation into its X quantization (decode), else G = gelu(G) * U in place
+ * (geglu where U is laid out as G, the strided PLE gate where u_off is a multiple of k) and
+ * op_matmul. G must be rows of k = w->cols values (ldg == k). */
+int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
+                    uint32_t ldy, uint32_t ntok);
+/* several products of the same X (Q/K/V or gate/up): one launch when ntok <= 4, else one each */
+typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
+int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok);
+/* The residual stream's two buffers: cur holds x; spare is scratch of the same size. An op that
+ * writes the new x into spare (op_norm_matmul's fused kernel) flips them, so cur always holds x. */
+typedef struct resid { cl_mem cur, spare; } resid;
+/* The norm chain c with r->cur as its residual (c->res is ignored), then the products outs (0-3
+ * matrices of k columns; 0: the chain alone) of the chain's first output, or of the new residual
+ * itself where c has no outputs. One launch (mvqn: NVIDIA, one token, a plain chain: x·wx, no x2 / wt, at most one
+ * output, products that take mvq) that writes the new residual into r->spare and flips r, the
+ * chain's y not written; else op_norm_chain then op_matmul (one matrix) or op_matmul_multi. */
+int op_norm_matmul(ops *o, resid *r, const norm_chain *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
+                   float eps);
+/* Q/K/V of a batch in one launch: Q normed + roped in place, K normed + roped into its cache,
+ * V into its cache. Norm modes (qk_norm for Q and K, v_norm for V): 0 none, 1 RMS norm times the
+ * head weight (qw, kw), 2 RMS norm without weight. */
+int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                cl_mem qw, cl_mem kw, int qk_norm, int v_norm, float eps, cl_mem freq, uint32_t rot,
+                cl_mem tok_pos, cl_mem tok_seq, const kv_view *kc, const kv_view *vc);
+int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
+                 cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
+/* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
+ * short decode steps still spread over the device (small chunks) and long prefills do not */
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
+/* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
+ * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
+ * (token, head) merges its chunks and resets its counter); chunk (keys per chunk, <=
+ * OPS_ATTN_CHUNK) and nchunk cover the longest span in the batch */
+int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                 const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
+                 cl_mem part_cnt, cl_mem out);
+/* one layer's attention shape and KV cache */
+typedef struct attn_layer {
+    uint32_t nh, nkv, hd;
+    int window;                 /* > 0: keys limited to (pos - window, pos] */
+    float scale, softcap;
+    const kv_view *k, *v;
+} attn_layer;
+/* one forward batch: Q and out are [ntok][nh][hd]; pos/seq per token on the device, h_seq on the
+ * host (the tokens of one sequence are contiguous, at consecutive positions). The split-KV
+ * partials hold part_elems floats, sized for head dim part_hd. */
+typedef struct attn_batch {
+    cl_mem q, out, pos, seq;
+    const int32_t *h_seq;       /* NULL: no runs known, split-KV kernels only */
+    uint32_t ntok, max_pos;
+    cl_mem part_acc, part_ml, part_cnt; /* part_cnt: part_elems / part_hd zeroed counters */
+    size_t part_elems;
+    uint32_t part_hd;
+} attn_batch;
+/* attention of a whole batch: runs of >= OPS_FLASH_MIN_RUN tokens of one sequence on the flash
+ * kernel (attn_fa) where the device has it for the head dim, everything else on the split-KV kernels */
+int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l);
+/* a layer's raw projections and op_qkv_rope's other arguments (b->q is the raw Q) */
+typedef struct qkv_raw {
+    cl_mem k, v, qw, kw, freq;
+    int qk_norm, v_norm;
+    float eps;
+    uint32_t rot;
+} qkv_raw;
+/* op_qkv_rope then op_attention_batch; one launch (attn_decq) for a decode batch of 1-4 tokens (one
+ * per sequence, b->h_seq given) on NVIDIA, which leaves b->q raw */
+int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l);
+/* flash kernel (attn_fa) available for this head shape */
+int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
+/* tokens [t0, t0+ntok), one sequence at consecutive positions, on the flash kernel; span: the
+ * longest key span of a token (for the profile's byte and FLOP counts) */
+int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                       const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                       float scale, float softcap, uint32_t span, cl_mem out);
+/* rows.c: embedding rows times scale; out = gelu(g) * u; dst[r] = src[idx[r]]; x += y; x *= s;
+ * x = cap * tanh(x / cap) (n values each) */
+int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out);
+int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n);
+int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n);
+int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n);
+int op_scale(ops *o, cl_mem x, float s, uint32_t n);
+int op_softcap(ops *o, cl_mem x, float cap, uint32_t n);
+/* rows <= 256 */
+int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out);
+
+/* moe.c: z [ntok][n_exp] router logits -> sel/wsel [ntok][n_used] (n_exp <= 256) */
+int op_router_topk(ops *o, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel, cl_mem wsel,
+                   uint32_t ntok);
+/* expert products: W holds n_exp experts of rows_e rows x k (weight.rows = n_exp * rows_e). With
+ * tensor cores and more than 4 tokens, op_moe_up groups the pairs by expert into ord
+ * (ops_moe_ord_ints) and op_moe_down reuses that grouping, its per-pair products going through yd
+ * (ntok * n_used * rows_e floats). */
+size_t ops_moe_ord_ints(uint32_t n_exp, uint32_t nsel);
+int op_moe_up(ops *o, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, cl_mem sel, uint32_t n_used,
+              cl_mem gu, cl_mem ord, uint32_t ntok);
+/* act = gelu(gate) * up of gu's [f gate | f up] rows (nsel of them) */
+int op_geglu_split(ops *o, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel);
+/* Y [ntok][rows_e] = sum over a token's experts of wsel * W_e . geglu(gate, up), from gu's rows of
+ * [k gate | k up] values per (token, slot) pair; act (nsel * k floats) holds geglu's output where a
+ * path needs it materialised (the int8 decode path folds it into its X quantization). */
+int op_moe_down(ops *o, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel, cl_mem wsel,
+                uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok);
+
+void ops_profile_reset(ops *o);
+/* prints the per-op profile table to stderr */
+void ops_profile_print(const ops *o, double wall_ms, int steps);
+
+#endif
