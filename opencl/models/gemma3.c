@@ -163,13 +163,13 @@ int gemma3_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const layer_weights *L = &m->layers[l];
         mm_out gu[2] = { { &L->gate, b->g, F }, { &L->up, b->u, F } };
-        norm_chain pa = { .x = b->o, .wx = L->post_attn_norm, .scale = 1.0f, .out = { { L->ffn_norm, b->x.spare } },
+        norm_chain pa = { .x = b->o, .wx = L->post_attn_norm, .scale = 1.0f, .out = { { L->ffn_norm, NULL } },
                           .nout = 1 };
         norm_chain ff = { .x = b->o, .wx = L->post_ffw_norm, .scale = 1.0f };
         int nq = 0;
         if (l + 1 < hp->n_layer) {
             qkv_outs(m, l + 1, b, qkv);
-            ff.out[0] = (norm_out){ m->layers[l + 1].attn_norm, b->x.spare };
+            ff.out[0] = (norm_out){ m->layers[l + 1].attn_norm, NULL };
             ff.nout = 1;
             nq = 3;
         }

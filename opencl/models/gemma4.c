@@ -447,7 +447,7 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         mm_out gu[2] = { { &W->gate, b->g, L->n_ff }, { &W->up, b->u, L->n_ff } };
         mm_out ig = { &L->inp_gate, b->ext[X_PLE_GATE], P };
         /* x += norm(o)·post_attn; h = norm(x)·ffn_norm (MoE: also the router's and the experts' inputs) */
-        norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .scale = 1.0f, .out = { { W->ffn_norm, b->x.spare } },
+        norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .scale = 1.0f, .out = { { W->ffn_norm, NULL } },
                           .nout = 1 };
         if (g->n_expert) {
             pa.out[1] = (norm_out){ L->router_w, b->ext[X_MOE] };
@@ -470,7 +470,7 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
         int nq = 0;
         if (l + 1 < NL) {
             nq = qkv_outs(&g->L[l + 1], b, qkv);
-            tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, b->x.spare };
+            tail->out[0] = (norm_out){ g->L[l + 1].w.attn_norm, NULL };
             tail->nout = 1;
         }
         if (!L->has_kv)                                                     /* q = rope(norm(q)) */

@@ -89,6 +89,7 @@ int op_norm_matmul(ops *o, resid *r, const norm_chain *c, const mm_out *outs, in
     if (o->failed) return -1;
     norm_chain ch = *c;
     ch.res = r->cur;
+    if (ch.nout) ch.out[0].y = r->spare;
     int rc = ops_mvqn(o, &ch, r->spare, outs, n, k, ntok, eps);
     if (rc <= 0) {
         if (rc == 0) { /* the new residual is in spare */

@@ -229,7 +229,8 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
 typedef struct resid { cl_mem cur, spare; } resid;
 /* The norm chain c with r->cur as its residual (c->res is ignored), then the products outs (0-3
  * matrices of k columns; 0: the chain alone) of the chain's first output, or of the new residual
- * itself where c has no outputs. One launch (mvqn: NVIDIA, one token, a plain chain: x·wx, no x2 / wt, at most one
+ * itself where c has no outputs. The first output lands in r->spare as it is at the call (c's
+ * out[0].y is ignored: a caller's copy of spare goes stale once an earlier op flipped r). One launch (mvqn: NVIDIA, one token, a plain chain: x·wx, no x2 / wt, at most one
  * output, products that take mvq) that writes the new residual into r->spare and flips r, the
  * chain's y not written; else op_norm_chain then op_matmul (one matrix) or op_matmul_multi. */
 int op_norm_matmul(ops *o, resid *r, const norm_chain *c, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
