@@ -313,7 +313,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->kv_ring_tokens = e->kv.sizes.ring_blocks * KV_BLOCK;
     in->device_total = e->rt.global_mem;
     in->tensor_cores = e->o.has_mma;
-    in->int8_decode = e->o.q8.mvq[GGML_TYPE_Q4_K] != NULL;
+    in->int8_decode = ops_int8_decode(&e->o);
     types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = monotonic_seconds() - t0;
     e->rt.settings = NULL; /* the caller's strings are only borrowed for the load */

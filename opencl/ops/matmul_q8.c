@@ -58,6 +58,13 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok)
            (o->q8.mvqg[type] || mvq_local(k, ntok) + 1024 <= o->local_mem);
 }
 
+int ops_int8_decode(const ops *o)
+{
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+        if (o->q8.mvq[t]) return 1;
+    return 0;
+}
+
 /* 1 if ops_mvq runs these products on mvq (X staged per group), not mvqg */
 static int mvq_staged(const ops *o, uint32_t type, size_t rows, uint32_t k, uint32_t ntok)
 {

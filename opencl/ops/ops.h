@@ -189,6 +189,8 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 /* 1 if op_matmul / op_matmul_multi run this type, k and token count (<= 4) on the int8
  * dot-product kernels (X rounded to int8 per 32 values) */
 int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
+/* 1 if the device has the int8 decode products at all (engine_info reports it) */
+int ops_int8_decode(const ops *o);
 /* 1 if op_matmul / op_matmul_multi / op_matmul_geglu run this type, shape (rows: of all the
  * matrices sharing X) and token count (5-16) on the int8 tensor-core kernels (mmq8: X rounded to
  * int8 per 32 values) */
