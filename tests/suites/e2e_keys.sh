@@ -2,7 +2,7 @@
 # Keys and the edge (issue 18 item 6) through the real stack: exact, case-sensitive keys; the
 # longest accepted key; key file modes; deploy/keys.sh add + revoke with an nginx reload while the
 # worker keeps running; 415 for non-JSON bodies; plain HTTP on the TLS port; [::1]; no TLS 1.2
-# CBC suites; the worker's log line format. Ports 18500-18599 (this suite's range).
+# CBC suites; the worker's log line format; the systemd unit's hardening. Ports 18500-18599.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/lib.sh
 E2E_PORT=${E2E_KEYS_PORT:-18501} e2e_start e2e_keys --ctx 512 --max-seqs 1 --max-queue 2 --threads 6
@@ -105,5 +105,20 @@ if [ -n "$rid" ] && grep -Eq "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9
   ok worker_log_iso_time_and_rid
 else
   no worker_log_iso_time_and_rid "rid '$rid'; last lines: $(tail -n 2 "$E2E_WORKER_LOG")"
+fi
+# the systemd unit: the usual hardening, and systemd-analyze verify finds nothing to say
+unit=deploy/systemd/clgemma-fcgi@.service
+miss=""
+for d in NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes User=clgemma 'ReadWritePaths=/run/clgemma'; do
+  grep -q "^$d" "$unit" || miss="$miss $d"
+done
+if [ -n "$miss" ]; then
+  no systemd_unit_hardened "$unit lacks$miss"
+elif command -v systemd-analyze >/dev/null; then
+  v=$E2E_DIR/units; mkdir -p "$v"; cp deploy/systemd/* "$v/"; ln -s clgemma-fcgi@.service "$v/clgemma-fcgi@0.service"
+  (cd "$v" && systemd-analyze verify --man=no ./clgemma-fcgi@0.service ./clgemma.target) > "$v/out" 2>&1
+  [ $? = 0 ] && [ ! -s "$v/out" ] && ok systemd_unit_hardened || no systemd_unit_hardened "systemd-analyze verify: $(head -n 3 "$v/out")"
+else
+  ok "systemd_unit_hardened (directives present; SKIP verify: no systemd-analyze)"
 fi
 exit $fail
