@@ -3,9 +3,9 @@
 # end-to-end tests and install-systemd.sh). Settings come from the environment:
 #   RUN_DIR      absolute directory for the nginx prefix, logs and temp files     (required)
 #   SOCKETS      worker socket paths, space-separated (one upstream server each)  (required)
-#   HTTPS_PORT   TLS port (default 8443)           BIND   address (default 127.0.0.1)
+#   HTTPS_PORT   TLS port (default 8443)           BIND   address (default 127.0.0.1; [::1] beside it)
 #   CERT, CERT_KEY  PEM certificate and key        (required)
-#   KEYS_FILE    API keys, one per line            (required)
+#   KEYS_FILE    API keys, one per line            (required; deploy/keys.sh makes the map)
 #   MAX_BODY     client_max_body_size in bytes (default 1048576)
 #   RATE, BURST  requests/s per client address and burst (default 50, 100)
 #   NGINX_WORKERS (default 1)   LOG_DIR (default $RUN_DIR/nginx/logs)
@@ -23,18 +23,16 @@ LOG_DIR=${LOG_DIR:-$RUN_DIR/nginx/logs}
 out=$RUN_DIR/nginx
 mkdir -p "$out/logs" "$out/tmp" "$LOG_DIR"
 
-# keys: only characters that cannot break out of the quoted nginx string
-: > "$out/keys.map.new"
-while IFS= read -r key || [ -n "$key" ]; do
-  case "$key" in ''|'#'*) continue ;; esac
-  if ! printf '%s' "$key" | grep -Eq '^[A-Za-z0-9._~+/=-]{8,200}$'; then
-    echo "render-conf: $KEYS_FILE: a key has characters outside [A-Za-z0-9._~+/=-] or is not 8..200 long" >&2
-    exit 1
-  fi
-  printf '"Bearer %s" 1;\n' "$key" >> "$out/keys.map.new"
-done < "$KEYS_FILE"
-[ -s "$out/keys.map.new" ] || { echo "render-conf: $KEYS_FILE holds no key" >&2; exit 1; }
-mv "$out/keys.map.new" "$out/keys.map"
+RUN_DIR=$RUN_DIR KEYS_FILE=$KEYS_FILE sh deploy/keys.sh render
+
+# [::1] beside 127.0.0.1 (and [::] beside 0.0.0.0) where the host has IPv6 at all
+listen_v6=""
+if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
+  case "$BIND" in
+    127.0.0.1) listen_v6="    listen [::1]:$HTTPS_PORT ssl;" ;;
+    0.0.0.0)   listen_v6="    listen [::]:$HTTPS_PORT ssl;" ;;
+  esac
+fi
 
 servers=""
 for s in $SOCKETS; do
@@ -48,10 +46,11 @@ render() { # template output
   awk -v RUN_DIR="$RUN_DIR" -v HTTPS_PORT="$HTTPS_PORT" -v BIND="$BIND" -v CERT="$CERT" \
       -v CERT_KEY="$CERT_KEY" -v KEYS_MAP="$out/keys.map" -v MAX_BODY="$MAX_BODY" -v RATE="$RATE" \
       -v BURST="$BURST" -v NGINX_WORKERS="$NGINX_WORKERS" -v LOG_DIR="$LOG_DIR" -v SERVERS="$servers" \
-      -v USER_LINE="$user_line" '
+      -v USER_LINE="$user_line" -v LISTEN_V6="$listen_v6" '
     {
       if ($0 == "@UPSTREAM_SERVERS@") { printf "%s", SERVERS; next }
       if ($0 == "@USER_LINE@") { print USER_LINE; next }
+      if ($0 == "@LISTEN_V6@") { print LISTEN_V6; next }
       gsub(/@RUN_DIR@/, RUN_DIR); gsub(/@HTTPS_PORT@/, HTTPS_PORT); gsub(/@BIND@/, BIND)
       gsub(/@CERT@/, CERT); gsub(/@CERT_KEY@/, CERT_KEY); gsub(/@KEYS_MAP@/, KEYS_MAP)
       gsub(/@MAX_BODY@/, MAX_BODY); gsub(/@RATE@/, RATE); gsub(/@BURST@/, BURST)

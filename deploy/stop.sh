@@ -28,15 +28,18 @@ stop_pid() { # pidfile what timeout_s
 }
 
 if [ -f "$RUN_DIR/nginx/nginx.pid" ]; then
-  nginx -q -p "$RUN_DIR/nginx/" -c "$RUN_DIR/nginx/nginx.conf" -e "$RUN_DIR/nginx/logs/error.log" -s quit 2>/dev/null
+  # the pid before the quit: nginx removes its pid file as it exits
   pid=$(cat "$RUN_DIR/nginx/nginx.pid" 2>/dev/null)
+  nginx -q -p "$RUN_DIR/nginx/" -c "$RUN_DIR/nginx/nginx.conf" -e "$RUN_DIR/nginx/logs/error.log" -s quit 2>/dev/null
   n=0
   while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-  kill -0 "$pid" 2>/dev/null || { say "stopped nginx (pid $pid)"; rm -f "$RUN_DIR/nginx/nginx.pid"; }
+  if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then say "stopped nginx (pid $pid)"; rm -f "$RUN_DIR/nginx/nginx.pid"; fi
   stop_pid "$RUN_DIR/nginx/nginx.pid" nginx 5
+  rm -f "$RUN_DIR/nginx/nginx.pid"
 fi
 for f in "$RUN_DIR"/worker-*.pid; do
-  [ -f "$f" ] && stop_pid "$f" "worker $(basename "$f" .pid)" 90
+  w=$(basename "$f" .pid)
+  [ -f "$f" ] && stop_pid "$f" "worker ${w#worker-}" 90
 done
 rm -f "$RUN_DIR"/sockets/*.sock 2>/dev/null
 exit 0

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "clock.h"
@@ -39,10 +40,27 @@ void http_req_init(http_req *r, FCGX_Request *fr)
     }
 }
 
+/* application/json with parameters (charset) or none; media types compare case-insensitively (RFC 9110) */
+static int is_json(const char *ct)
+{
+    static const char json[] = "application/json";
+    if (!ct || strncasecmp(ct, json, sizeof json - 1)) return 0;
+    ct += sizeof json - 1;
+    ct += strspn(ct, " \t");
+    return *ct == 0 || *ct == ';';
+}
+
 int http_read_body(http_req *r, long max, char **body, size_t *len, api_error *e)
 {
     *body = NULL;
     *len = 0;
+    const char *ct = param(r, "CONTENT_TYPE");
+    if (!is_json(ct)) {
+        char sink[8192];
+        while (FCGX_GetStr(sink, sizeof sink, r->fr->in) > 0) {}
+        return api_fail(e, 415, "invalid_request_error", "unsupported_media_type", NULL,
+                        "Content-Type must be application/json, not '%.100s'", ct && *ct ? ct : "(none)");
+    }
     const char *cl = param(r, "CONTENT_LENGTH");
     long n = 0;
     if (cl && *cl) {
@@ -83,6 +101,7 @@ static const char *reason(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";

@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "log.h"
 #include "worker.h"
 
 static volatile sig_atomic_t got_term, got_child;
@@ -28,8 +29,8 @@ static volatile sig_atomic_t got_term, got_child;
 static void on_term(int sig) { (void)sig; got_term = 1; }
 static void on_child(int sig) { (void)sig; got_child = 1; }
 
-#define LOG(...) do { fprintf(stderr, "clgemma-fcgi[master pid %d]: ", (int)getpid()); \
-    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } while (0)
+#define LOG(...) do { char who_[32]; snprintf(who_, sizeof who_, "master pid %d", (int)getpid()); \
+    log_line(who_, __VA_ARGS__); } while (0)
 
 /* unix:PATH or HOST:PORT (":PORT" = all interfaces); returns a listening fd or -1 with err */
 static int open_listener(const char *addr, int mode, char *err, size_t errlen)

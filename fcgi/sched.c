@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 
 enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
 
@@ -208,7 +209,7 @@ static void step_all(sched *s, int n)
     for (int i = 0; i < n; i++) {
         gen_job *j = s->active[i];
         if (failed[i]) {
-            fprintf(stderr, "clgemma-fcgi: engine step failed: %s\n", err);
+            log_line("engine", "engine step failed: %s", err);
             metrics_engine_error(s->m);
             char msg[300];
             snprintf(msg, sizeof msg, "engine failure: %s", err);

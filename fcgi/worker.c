@@ -22,6 +22,7 @@
 #include "api_respond.h"
 #include "clock.h"
 #include "http.h"
+#include "log.h"
 
 typedef struct worker worker;
 
@@ -52,8 +53,8 @@ struct worker {
 
 static void on_wake(int sig) { (void)sig; }
 
-#define LOG(w, ...) do { fprintf(stderr, "clgemma-fcgi[worker %d pid %d]: ", (w)->index, (int)getpid()); \
-    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } while (0)
+#define LOG(w, ...) do { char who_[48]; snprintf(who_, sizeof who_, "worker %d pid %d", (w)->index, (int)getpid()); \
+    log_line(who_, __VA_ARGS__); } while (0)
 
 /* ---- routing ---- */
 

@@ -2,6 +2,7 @@
 # the 270M model, nginx with TLS and an API key, rendered from conf/ by deploy/render-conf.sh) in a
 # temp dir on free ports, always torn down by the EXIT trap. After e2e_start these are set:
 #   E2E_DIR E2E_URL E2E_KEY E2E_CERT E2E_MASTER_PID E2E_ACCESS_LOG E2E_WORKER_LOG E2E_MODEL_ID
+# E2E_PORT, when set, is the TLS port (default: a free one).
 E2E_MODEL=${E2E_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
 E2E_PY=.venv/bin/python
 
@@ -41,7 +42,7 @@ e2e_start() {
   mkdir -p "$E2E_DIR/logs"
   E2E_CERT=$E2E_DIR/cert.pem
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=localhost \
-    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$E2E_DIR/key.pem" -out "$E2E_CERT" 2>/dev/null ||
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1" -keyout "$E2E_DIR/key.pem" -out "$E2E_CERT" 2>/dev/null ||
     e2e_fail "$E2E_NAME" "openssl could not make a certificate"
   E2E_KEY=sk-test-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
   printf '# test keys\n%s\nsk-second-key-0001\n' "$E2E_KEY" > "$E2E_DIR/keys"
@@ -50,7 +51,7 @@ e2e_start() {
   sock=$E2E_DIR/w0.sock
   build/clgemma-fcgi -m "$E2E_MODEL" --listen "unix:$sock" "$@" > "$E2E_WORKER_LOG" 2>&1 &
   E2E_MASTER_PID=$!
-  port=$(e2e_free_port)
+  port=${E2E_PORT:-$(e2e_free_port)}
   RUN_DIR=$E2E_DIR SOCKETS=$sock HTTPS_PORT=$port CERT=$E2E_CERT CERT_KEY=$E2E_DIR/key.pem \
     KEYS_FILE=$E2E_DIR/keys LOG_DIR=$E2E_DIR/logs MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
     sh deploy/render-conf.sh || e2e_fail "$E2E_NAME" "render-conf failed"

@@ -37,3 +37,8 @@ if [ -z "$left" ] && ! curl -s --cacert "$run/tls/cert.pem" "https://localhost:$
 else
   echo "FAIL stop_stops_everything: still running:$left"; cat "$run/stop.out"; exit 1
 fi
+if grep -q '^stop: stopped nginx (pid [0-9][0-9]*)$' "$run/stop.out" && ! grep -Eq 'pid \(?\)' "$run/stop.out"; then
+  echo "PASS stop_names_the_pids"
+else
+  echo "FAIL stop_names_the_pids: $(tr '\n' '|' < "$run/stop.out")"; exit 1
+fi
