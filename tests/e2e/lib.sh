@@ -58,7 +58,7 @@ e2e_start() {
   E2E_MASTER_PID=$!
   port=$(e2e_free_port)
   RUN_DIR=$E2E_DIR SOCKETS=$sock HTTPS_PORT=$port CERT=$E2E_CERT CERT_KEY=$E2E_DIR/key.pem \
-    KEYS_FILE=$E2E_DIR/keys LOG_DIR=$E2E_DIR/logs MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
+    KEYS_FILE=$E2E_DIR/keys LOG_DIR=$E2E_DIR/logs READ_TIMEOUT=${E2E_READ_TIMEOUT:-600} MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
     sh deploy/render-conf.sh || e2e_fail "$E2E_NAME" "render-conf failed"
   nginx -p "$E2E_DIR/nginx/" -c "$E2E_DIR/nginx/nginx.conf" -e "$E2E_DIR/nginx/logs/error.log" 2>"$E2E_DIR/nginx-start.log" ||
     { cat "$E2E_DIR/nginx-start.log"; e2e_fail "$E2E_NAME" "nginx did not start"; }

@@ -1,7 +1,8 @@
 """Abnormal ends and bounded work through nginx with two workers (tests/suites/e2e_crash.sh): a
 request sent right after kill -9 of a busy worker is served by the other worker (the time until
 the restarted one serves is printed); a request without max_tokens stops at --default-max-tokens;
-in the deadline phase, generations end at --request-timeout as finish_reason "length"."""
+in the deadline phase, generations end at --request-timeout as finish_reason "length"; in the
+rerun phase, a request that outlives nginx's read timeout runs on one worker only."""
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import threading
 import time
 
 import httpx
-from e2e import MASTER_PID, auth, chat_body, http, run_all, sse_events, test, wait_for
+from e2e import MASTER_PID, WORKER_LOG, auth, chat_body, http, run_all, sse_events, test, wait_for
 
 CAP = int(os.environ.get("CRASH_CAP", "16"))
 TIMEOUT = int(os.environ.get("CRASH_TIMEOUT", "0"))  # the stack's --request-timeout
@@ -145,6 +146,25 @@ if PHASE == "crash":
         assert r.status_code == 200, r.text[:200]
         j = r.json()
         assert j["usage"]["completion_tokens"] == CAP and j["choices"][0]["finish_reason"] == "length", j["usage"]
+
+
+if PHASE == "rerun":
+    @test
+    def nginx_read_timeout_does_not_rerun_the_request():
+        with http() as h:
+            r = h.post("/v1/chat/completions", headers=auth(),
+                       json=chat_body("Write a long story about rivers.", max_tokens=100))
+        assert r.status_code >= 500, f"status {r.status_code}: the generation beat nginx's read timeout"
+        rid = r.headers["x-request-id"]
+
+        def runs():
+            return sum(f"rid={rid} POST" in line for line in open(WORKER_LOG))
+        wait_for(runs, 240, "the worker to finish the request")
+        try:  # a copy re-sent to the other worker one read timeout later ends soon after
+            wait_for(lambda: runs() > 1, 30, "a second run")
+        except AssertionError:
+            pass
+        assert runs() == 1, f"{runs()} workers ran request {rid}"
 
 
 if __name__ == "__main__":
