@@ -9,6 +9,7 @@
 #   MAX_BODY     client_max_body_size in bytes (default 1048576)
 #   RATE, BURST  requests/s per client address and burst (default 50, 100)
 #   NGINX_WORKERS (default 1)   LOG_DIR (default $RUN_DIR/nginx/logs)
+#   READ_TIMEOUT fastcgi_read_timeout in seconds (default 600; above the workers' request-timeout)
 #   SITE_ONLY=1  render only the site (for a system nginx), into $RUN_DIR/nginx too
 set -eu
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ MAX_BODY=${MAX_BODY:-1048576}
 RATE=${RATE:-50}
 BURST=${BURST:-100}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
+READ_TIMEOUT=${READ_TIMEOUT:-600}
 LOG_DIR=${LOG_DIR:-$RUN_DIR/nginx/logs}
 out=$RUN_DIR/nginx
 mkdir -p "$out/logs" "$out/tmp" "$LOG_DIR"
@@ -45,8 +47,8 @@ user_line=""
 render() { # template output
   awk -v RUN_DIR="$RUN_DIR" -v HTTPS_PORT="$HTTPS_PORT" -v BIND="$BIND" -v CERT="$CERT" \
       -v CERT_KEY="$CERT_KEY" -v KEYS_MAP="$out/keys.map" -v MAX_BODY="$MAX_BODY" -v RATE="$RATE" \
-      -v BURST="$BURST" -v NGINX_WORKERS="$NGINX_WORKERS" -v LOG_DIR="$LOG_DIR" -v SERVERS="$servers" \
-      -v USER_LINE="$user_line" -v LISTEN_V6="$listen_v6" '
+      -v BURST="$BURST" -v NGINX_WORKERS="$NGINX_WORKERS" -v LOG_DIR="$LOG_DIR" -v READ_TIMEOUT="$READ_TIMEOUT" \
+      -v SERVERS="$servers" -v USER_LINE="$user_line" -v LISTEN_V6="$listen_v6" '
     {
       if ($0 == "@UPSTREAM_SERVERS@") { printf "%s", SERVERS; next }
       if ($0 == "@USER_LINE@") { print USER_LINE; next }
@@ -54,7 +56,7 @@ render() { # template output
       gsub(/@RUN_DIR@/, RUN_DIR); gsub(/@HTTPS_PORT@/, HTTPS_PORT); gsub(/@BIND@/, BIND)
       gsub(/@CERT@/, CERT); gsub(/@CERT_KEY@/, CERT_KEY); gsub(/@KEYS_MAP@/, KEYS_MAP)
       gsub(/@MAX_BODY@/, MAX_BODY); gsub(/@RATE@/, RATE); gsub(/@BURST@/, BURST)
-      gsub(/@NGINX_WORKERS@/, NGINX_WORKERS); gsub(/@LOG_DIR@/, LOG_DIR)
+      gsub(/@NGINX_WORKERS@/, NGINX_WORKERS); gsub(/@LOG_DIR@/, LOG_DIR); gsub(/@READ_TIMEOUT@/, READ_TIMEOUT)
       print
     }' "$1" > "$2.new"
   if grep -n '@[A-Z_]*@' "$2.new" >&2; then echo "render-conf: unfilled names in $2" >&2; exit 1; fi

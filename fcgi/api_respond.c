@@ -1,6 +1,7 @@
 /* api_respond.c — what chat and completions share: readiness and model checks, and running a
  * generation into an OpenAI response, whole (chat.completion / text_completion) or streamed as
- * Server-Sent Events (chat.completion.chunk / text_completion chunks, then [DONE]). */
+ * Server-Sent Events (chat.completion.chunk / text_completion chunks, then [DONE], or an error event
+ * and no [DONE] when the generation broke off). */
 #include "api_respond.h"
 
 #include <json-c/json.h>
@@ -126,8 +127,9 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
         if (g->finish == FINISH_ERROR) api_fail(&e, 500, "server_error", NULL, NULL, "%s", g->error);
         else api_fail(&e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
         char *b = api_error_body(&e);
-        if (b) sse_event(&w, b, strlen(b));
+        int rc = b ? sse_event(&w, b, strlen(b)) : -1;
         free(b);
+        return rc ? -1 : 0; /* no [DONE]: clients treat the error event as the stream's end (OpenAI's way) */
     }
     return sse_done(&w);
 }

@@ -15,6 +15,8 @@ void config_defaults(server_config *c)
     c->max_queue = 16;
     c->threads = 0;            /* derived in config_finish */
     c->drain_timeout = 60;
+    c->default_max_tokens = 1024;
+    c->request_timeout = 300;
     c->max_body = 1L << 20;
     c->socket_mode = 0660;
 }
@@ -35,6 +37,10 @@ void config_usage(const char *prog)
         "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
         "      --threads N         FastCGI request threads per worker (default max-seqs + max-queue + 4)\n"
         "      --drain-timeout S   seconds in-flight streams may run after SIGTERM (default 60)\n"
+        "      --request-timeout S seconds a generation may run from its arrival, then it ends with\n"
+        "                          finish_reason \"length\" (default 300, below nginx's 600 s; 0: none)\n"
+        "      --default-max-tokens N  tokens a request without max_tokens may generate (default 1024;\n"
+        "                          0: up to the context)\n"
         "      --max-body BYTES    largest request body (default 1048576)\n"
         "      --socket-mode OCT   permissions of unix sockets (default 0660)\n"
         "      --cache-dir DIR     OpenCL program binary cache\n"
@@ -94,6 +100,8 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("max-batch", max_batch, 0, 65536)
     INT_OPT("threads", threads, 1, 1024)
     INT_OPT("drain-timeout", drain_timeout, 0, 86400)
+    INT_OPT("default-max-tokens", default_max_tokens, 0, 1 << 24)
+    INT_OPT("request-timeout", request_timeout, 0, 86400)
     INT_OPT("max-body", max_body, 1024, 1L << 30)
 #undef INT_OPT
     if (!strcmp(key, "socket-mode")) {

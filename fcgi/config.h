@@ -22,6 +22,8 @@ typedef struct server_config {
     int  max_batch;               /* --max-batch: tokens per forward chunk, 0 = engine default */
     int  threads;                 /* --threads: FastCGI request threads per worker */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
+    int  request_timeout;         /* --request-timeout: seconds a generation may run, then "length" (0: none) */
+    int  default_max_tokens;      /* --default-max-tokens: the cap of a request without max_tokens (0: the context) */
     long max_body;                /* --max-body: request body bytes; more -> 413 */
     int  socket_mode;             /* --socket-mode: octal permissions of unix sockets we create */
     char cache_dir[CFG_STR];      /* --cache-dir: OpenCL program cache ("" = engine default) */

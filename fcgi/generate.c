@@ -1,6 +1,8 @@
 /* generate.c — request-thread side of a generation: queue, decode, stop strings. */
 #include "generate.h"
 
+#include "clock.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -21,11 +23,15 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
     memset(g, 0, sizeof *g);
     g->c = c;
     g->n_prompt = n_prompt;
+    if (c->cfg->request_timeout > 0) g->deadline = t_arrival + c->cfg->request_timeout;
     char why[sizeof e->message];
     int max_tokens = engine_budget(c->eng, n_prompt, p->max_tokens, why, sizeof why);
     if (max_tokens < 0)
         return api_fail(e, 400, "invalid_request_error", "context_length_exceeded",
                         max_tokens == -1 ? "messages" : "max_tokens", "%s", why);
+    /* a request without max_tokens would otherwise hold a slot for the whole context */
+    if (p->max_tokens < 0 && c->cfg->default_max_tokens > 0 && max_tokens > c->cfg->default_max_tokens)
+        max_tokens = c->cfg->default_max_tokens;
     job_spec spec = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens,
                       .sampling = p->sampling, .t_arrival = t_arrival };
     if (!p->seed_given) spec.sampling.seed = random_seed();
@@ -91,6 +97,12 @@ int gen_next(gen_run *g, const char **text, size_t *len)
                     g->finish = finish_of(&g->st);
                     if (g->finish == FINISH_ERROR) snprintf(g->error, sizeof g->error, "%s", g->st.error);
                     g->phase = g->finish == FINISH_STOP || g->finish == FINISH_LENGTH ? PH_FLUSH : PH_DONE;
+                    continue;
+                }
+                if (g->deadline > 0 && monotonic_seconds() > g->deadline) {
+                    job_cancel(g->job, 0); /* the engine drops it; the client gets what was made */
+                    g->finish = FINISH_LENGTH;
+                    g->phase = PH_FLUSH;
                     continue;
                 }
                 g->n_toks = job_wait(g->job, g->toks, (int)(sizeof g->toks / sizeof g->toks[0]), &g->st);

@@ -28,7 +28,7 @@ e2e_free_port() {
   "$E2E_PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# e2e_start NAME [clgemma-fcgi options...]: one worker unless --devices says otherwise
+# e2e_start NAME [clgemma-fcgi options...]: one worker unless E2E_WORKERS says otherwise
 e2e_start() {
   E2E_NAME=$1; shift
   trap e2e_cleanup EXIT
@@ -48,12 +48,18 @@ e2e_start() {
   printf '# test keys\n%s\nsk-second-key-0001\n' "$E2E_KEY" > "$E2E_DIR/keys"
   E2E_WORKER_LOG=$E2E_DIR/worker.log
   E2E_ACCESS_LOG=$E2E_DIR/logs/access.log
-  sock=$E2E_DIR/w0.sock
-  build/clgemma-fcgi -m "$E2E_MODEL" --listen "unix:$sock" "$@" > "$E2E_WORKER_LOG" 2>&1 &
+  # E2E_WORKERS=N: N workers on the default device, one socket each
+  sock="" listen="" devices="" i=0
+  while [ $i -lt "${E2E_WORKERS:-1}" ]; do
+    sock="$sock${sock:+ }$E2E_DIR/w$i.sock" listen="$listen${listen:+,}unix:$E2E_DIR/w$i.sock" devices="$devices${devices:+,}0:0"
+    i=$((i + 1))
+  done
+  [ "${E2E_WORKERS:-1}" -gt 1 ] && set -- --devices "$devices" "$@"
+  build/clgemma-fcgi -m "$E2E_MODEL" --listen "$listen" "$@" > "$E2E_WORKER_LOG" 2>&1 &
   E2E_MASTER_PID=$!
   port=${E2E_PORT:-$(e2e_free_port)}
   RUN_DIR=$E2E_DIR SOCKETS=$sock HTTPS_PORT=$port CERT=$E2E_CERT CERT_KEY=$E2E_DIR/key.pem \
-    KEYS_FILE=$E2E_DIR/keys LOG_DIR=$E2E_DIR/logs MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
+    KEYS_FILE=$E2E_DIR/keys LOG_DIR=$E2E_DIR/logs READ_TIMEOUT=${E2E_READ_TIMEOUT:-600} MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
     sh deploy/render-conf.sh || e2e_fail "$E2E_NAME" "render-conf failed"
   nginx -p "$E2E_DIR/nginx/" -c "$E2E_DIR/nginx/nginx.conf" -e "$E2E_DIR/nginx/logs/error.log" 2>"$E2E_DIR/nginx-start.log" ||
     { cat "$E2E_DIR/nginx-start.log"; e2e_fail "$E2E_NAME" "nginx did not start"; }

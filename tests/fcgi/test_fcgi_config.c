@@ -34,6 +34,8 @@ static void test_defaults_and_derived_values(void)
           c.max_batch);
     CHECK(c.threads == c.max_seqs + c.max_queue + 4, "threads %d", c.threads);
     CHECK(c.n_workers == 1 && c.n_listen == 0, "one worker on fd 0");
+    CHECK(c.default_max_tokens == 1024 && c.request_timeout == 300, "bounds %d %d", c.default_max_tokens,
+          c.request_timeout);
 }
 
 static void test_options_both_spellings(void)
@@ -41,7 +43,9 @@ static void test_options_both_spellings(void)
     server_config c;
     char err[256];
     CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", "--max-batch", "64", "--ctx=2048", "--devices", "0:0,0:1",
-                "--listen", "unix:/a,unix:/b", "--socket-mode", "0600", "-v", "-v", NULL) == 0, "parse: %s", err);
+                "--listen", "unix:/a,unix:/b", "--socket-mode", "0600", "-v", "-v", "--default-max-tokens", "0", "--request-timeout=5", NULL) == 0,
+          "parse: %s", err);
+    CHECK(c.default_max_tokens == 0 && c.request_timeout == 5, "bounds %d %d", c.default_max_tokens, c.request_timeout);
     CHECK(c.max_batch == 64, "max-batch %d", c.max_batch);
     CHECK(c.ctx == 2048, "ctx %d", c.ctx);
     CHECK(c.n_workers == 2 && !strcmp(c.devices[1], "0:1"), "devices %d '%s'", c.n_workers, c.devices[1]);

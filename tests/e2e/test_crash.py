@@ -1,0 +1,171 @@
+"""Abnormal ends and bounded work through nginx with two workers (tests/suites/e2e_crash.sh): a
+request sent right after kill -9 of a busy worker is served by the other worker (the time until
+the restarted one serves is printed); a request without max_tokens stops at --default-max-tokens;
+in the deadline phase, generations end at --request-timeout as finish_reason "length"; in the
+rerun phase, a request that outlives nginx's read timeout runs on one worker only."""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import httpx
+from e2e import MASTER_PID, WORKER_LOG, auth, chat_body, http, run_all, sse_events, test, wait_for
+
+CAP = int(os.environ.get("CRASH_CAP", "16"))
+TIMEOUT = int(os.environ.get("CRASH_TIMEOUT", "0"))  # the stack's --request-timeout
+PHASE = sys.argv[1]
+
+
+def workers():
+    """pids of the master's children"""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == MASTER_PID:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return sorted(out)
+
+
+def sockets(pid):
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+def serving(base):
+    """the worker whose socket count rose since base: it holds the request's connection"""
+    up = [p for p in base if sockets(p) > base[p]]
+    return up[0] if len(up) == 1 else None
+
+
+def ready_pids():
+    seen = {}
+    with http() as h:
+        for _ in range(8):  # /health lands on either worker
+            r = h.get("/health")
+            if r.status_code == 200:
+                seen[r.json()["pid"]] = 1
+    return set(seen)
+
+
+def kill_when_serving(base):
+    pid = wait_for(lambda: serving(base), 30, "the request to reach a worker")
+    os.kill(pid, signal.SIGKILL)
+    return pid, time.monotonic()
+
+
+def await_restart(killed, t_kill):
+    def new_worker_serves():
+        fresh = [p for p in workers() if p != killed and p not in BEFORE]
+        return fresh and fresh[0] in ready_pids()
+    wait_for(new_worker_serves, 120, "the restarted worker to answer 200")
+    return time.monotonic() - t_kill
+
+
+BEFORE = []
+RESTART = []
+
+
+if PHASE == "deadline":
+    @test
+    def streamed_request_ends_at_the_deadline_as_length():
+        t0 = time.monotonic()
+        with http() as h, h.stream("POST", "/v1/chat/completions", headers=auth(),
+                                   json=chat_body("Write a long story about rivers.", max_tokens=900, stream=True,
+                                                  stream_options={"include_usage": True})) as r:
+            assert r.status_code == 200, r.status_code
+            ev = sse_events(r)
+        took = time.monotonic() - t0
+        assert ev[-1] == "[DONE]", ev[-3:]
+        usage = json.loads(ev[-2])["usage"]
+        fin = json.loads(ev[-3])["choices"][0]["finish_reason"]
+        assert fin == "length" and usage["completion_tokens"] < 900, (fin, usage)
+        assert took < TIMEOUT + 10, f"took {took:.1f}s with --request-timeout {TIMEOUT}"
+
+    @test
+    def whole_request_ends_at_the_deadline_as_length():
+        t0 = time.monotonic()
+        with http() as h:
+            r = h.post("/v1/chat/completions", headers=auth(),
+                       json=chat_body("Write a long story about rivers.", max_tokens=900))
+        took = time.monotonic() - t0
+        assert r.status_code == 200, r.text[:200]
+        j = r.json()
+        assert j["choices"][0]["finish_reason"] == "length" and j["usage"]["completion_tokens"] < 900, j["usage"]
+        assert took < TIMEOUT + 10, f"took {took:.1f}s with --request-timeout {TIMEOUT}"
+
+
+if PHASE == "crash":
+    @test
+    def two_workers_up():
+        BEFORE[:] = workers()
+        assert len(BEFORE) == 2, BEFORE
+        wait_for(lambda: len(ready_pids()) == 2, 120, "both workers ready")
+
+
+    @test
+    def request_after_kill9_is_served_by_the_other_worker():
+        base = {p: sockets(p) for p in workers()}
+        out = {}
+
+        def run():
+            try:
+                with http() as h, h.stream("POST", "/v1/chat/completions", headers=auth(),
+                                           json=chat_body("Write a long story about rivers.", max_tokens=600,
+                                                          stream=True)) as r:
+                    for _ in r.iter_bytes():
+                        pass
+            except httpx.HTTPError:
+                pass
+        t = threading.Thread(target=run)
+        t.start()
+        killed, t_kill = kill_when_serving(base)
+        with http() as h:
+            r = h.post("/v1/chat/completions", json=chat_body(max_tokens=2), headers=auth())
+        assert r.status_code == 200, f"request after the kill: {r.status_code} {r.text[:200]}"
+        t.join(120)
+        took = await_restart(killed, t_kill)
+        print(f"  restart-to-serving after kill -9: {took:.2f}s", flush=True)
+
+
+    @test
+    def missing_max_tokens_is_capped():
+        body = chat_body("Write a long story about rivers.")
+        del body["max_tokens"]
+        with http() as h:
+            r = h.post("/v1/chat/completions", json=body, headers=auth())
+        assert r.status_code == 200, r.text[:200]
+        j = r.json()
+        assert j["usage"]["completion_tokens"] == CAP and j["choices"][0]["finish_reason"] == "length", j["usage"]
+
+
+if PHASE == "rerun":
+    @test
+    def nginx_read_timeout_does_not_rerun_the_request():
+        with http() as h:
+            r = h.post("/v1/chat/completions", headers=auth(),
+                       json=chat_body("Write a long story about rivers.", max_tokens=100))
+        assert r.status_code >= 500, f"status {r.status_code}: the generation beat nginx's read timeout"
+        rid = r.headers["x-request-id"]
+
+        def runs():
+            return sum(f"rid={rid} POST" in line for line in open(WORKER_LOG))
+        wait_for(runs, 240, "the worker to finish the request")
+        try:  # a copy re-sent to the other worker one read timeout later ends soon after
+            wait_for(lambda: runs() > 1, 30, "a second run")
+        except AssertionError:
+            pass
+        assert runs() == 1, f"{runs()} workers ran request {rid}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_all())
