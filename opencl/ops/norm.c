@@ -63,23 +63,10 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     return 0;
 }
 
-/* the norms below are norm chains: float4 rows only (both loaders ask for multiples of 32) */
+/* the plain norm is a norm chain: float4 rows only (both loaders ask for multiples of 32) */
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps)
 {
     norm_chain c = { .x = x, .out = { { w, y } }, .nout = 1 };
-    return op_norm_chain(o, &c, rows, n, eps);
-}
-
-int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps)
-{
-    norm_chain c = { .x = x, .wx = w, .res = res, .scale = 1.0f };
-    return op_norm_chain(o, &c, rows, n, eps);
-}
-
-int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
-                        float eps)
-{
-    norm_chain c = { .x = x, .wx = w1, .res = res, .scale = 1.0f, .out = { { w2, y } }, .nout = 1 };
     return op_norm_chain(o, &c, rows, n, eps);
 }
 

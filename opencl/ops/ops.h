@@ -197,10 +197,9 @@ int ops_int8_decode(const ops *o);
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
-/* y = norm(x) * w (y may be x), and res += norm(x) * w: op_norm_chain's, so rows of n % 4 == 0 values
+/* y = norm(x) * w (y may be x): an op_norm_chain, so rows of n % 4 == 0 values
  * (both loaders ask for multiples of 32; other n fail with an error) */
 int op_rmsnorm(ops *o, cl_mem x, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps);
-int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps);
 
 /* One RMSNorm chain in one launch (kernel norm_fuse; rows of n values, n % 4 == 0):
  *   t = norm(x)·wx [+ norm(x2)·wx2], or x itself when wx is NULL;  t = norm(t)·wt when wt is set;
@@ -214,9 +213,6 @@ typedef struct norm_chain {
 } norm_chain;
 int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float eps);
 
-/* res += norm(x) * w1; y = norm(res) * w2 (op_norm_chain's, n % 4 == 0) */
-int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows, uint32_t n,
-                        float eps);
 /* Y = W . (gelu(G) * U), G rows ldg apart, U's at U + u_off, ldu apart: one launch where the
  * int8 product folds the activation into its X quantization (decode), else G = gelu(G) * U in place
  * (geglu where U is laid out as G, the strided PLE gate where u_off is a multiple of k) and

@@ -1,12 +1,26 @@
 /* test_kernels_rows.c — the kernels that are not weight products, through the ops.h
  * launchers, against an independent plain-C float64 reference (kernels_fixture.h): op_rmsnorm,
- * op_rmsnorm_add, op_rmsnorm_add_norm (norm_fuse; rows of other than a multiple of 4 values are
+ * the residual chains res += norm(x)·w [; y = norm(res)·w2] (norm_fuse; rows of other than a multiple of 4 values are
  * refused), norm_chain (norm_fuse), norm_rope (Q in place, K into the paged cache, partial
  * rotation), qkv_rope (and its warp-per-row form), geglu, gather_rows, softcap, add_rows,
  * scale_rows, argmax_part + argmax_final. Attention: test_kernels_attn.c. */
 #include "kernels_fixture.h"
 
 /* ------------------------------------------------------------------ RMSNorm */
+
+/* the residual forms the forwards run as norm chains: res += norm(x) * w1 [; y = norm(res) * w2] */
+static int op_rmsnorm_add(ops *o, cl_mem x, cl_mem w, cl_mem res, uint32_t rows, uint32_t n, float eps)
+{
+    norm_chain c = { .x = x, .wx = w, .res = res, .scale = 1.0f };
+    return op_norm_chain(o, &c, rows, n, eps);
+}
+
+static int op_rmsnorm_add_norm(ops *o, cl_mem x, cl_mem w1, cl_mem res, cl_mem w2, cl_mem y, uint32_t rows,
+                               uint32_t n, float eps)
+{
+    norm_chain c = { .x = x, .wx = w1, .res = res, .scale = 1.0f, .out = { { w2, y } }, .nout = 1 };
+    return op_norm_chain(o, &c, rows, n, eps);
+}
 
 static void rmsnorm_ref(const float *x, const float *w, double *y, uint32_t rows, uint32_t n, double eps)
 {
