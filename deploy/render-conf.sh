@@ -38,7 +38,7 @@ fi
 
 servers=""
 for s in $SOCKETS; do
-  servers="$servers    server unix:$s;
+  servers="$servers    server unix:$s max_fails=0;
 "
 done
 user_line=""

@@ -96,42 +96,68 @@ static int send_chunk(sse_writer *w, const api_shape *s, const char *id, long cr
     return rc;
 }
 
+/* The head (and a chat stream's role chunk) waits for the first thing to send: until then the
+ * request is idempotent, so nginx may retry it elsewhere if this worker dies, and an error is
+ * still a plain HTTP error. */
+typedef struct stream_out {
+    sse_writer w;
+    http_req *r;
+    const api_shape *s;
+    const char *id, *model;
+    long created;
+    int include_usage, opened;
+} stream_out;
+
+static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
+{
+    if (!o->opened) {
+        o->opened = 1;
+        if (http_start_stream(o->r)) { json_object_put(ch); return -1; }
+        /* chat streams open with the role (OpenAI's first chunk); completions go straight to text */
+        if (o->s->chat && send_chunk(&o->w, o->s, o->id, o->created, o->model,
+                                     choice(o->s, 1, "assistant", "", 0, NULL), g, o->include_usage)) {
+            json_object_put(ch);
+            return -1;
+        }
+    }
+    return send_chunk(&o->w, o->s, o->id, o->created, o->model, ch, g, o->include_usage);
+}
+
+/* why a generation broke off (engine failure, shutdown deadline) */
+static void broke_off(const gen_run *g, api_error *e)
+{
+    if (g->finish == FINISH_ERROR) api_fail(e, 500, "server_error", NULL, NULL, "%s", g->error);
+    else api_fail(e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
+}
+
 static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created,
                   const api_gen *p, gen_run *g)
 {
-    const char *model = c->cfg->model_id;
-    sse_writer w;
-    sse_init(&w, http_write, http_flush, r);
-    int iu = p->include_usage;
-    /* chat streams open with the role (OpenAI's first chunk); completions go straight to text */
-    if (http_start_stream(r) ||
-        (s->chat && send_chunk(&w, s, id, created, model, choice(s, 1, "assistant", "", 0, NULL), g, iu))) {
-        gen_cancel(g);
-        return -1;
-    }
+    stream_out o = { .r = r, .s = s, .id = id, .model = c->cfg->model_id, .created = created,
+                     .include_usage = p->include_usage };
+    sse_init(&o.w, http_write, http_flush, r);
     const char *text;
     size_t len;
     while (gen_next(g, &text, &len)) {
-        if (send_chunk(&w, s, id, created, model, choice(s, 1, NULL, text, len, NULL), g, iu)) {
+        if (chunk_out(&o, choice(s, 1, NULL, text, len, NULL), g)) {
             gen_cancel(g); /* the client went away: stop at the next token */
             return -1;
         }
     }
     const char *fin = gen_finish_reason(g->finish);
     if (fin) {
-        if (send_chunk(&w, s, id, created, model, choice(s, 1, NULL, s->chat ? NULL : "", 0, fin), g, iu)) return -1;
-        if (iu && send_chunk(&w, s, id, created, model, NULL, g, iu)) return -1;
-    } else {
-        /* the generation broke off (engine failure, shutdown deadline): say so in the stream */
-        api_error e;
-        if (g->finish == FINISH_ERROR) api_fail(&e, 500, "server_error", NULL, NULL, "%s", g->error);
-        else api_fail(&e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
-        char *b = api_error_body(&e);
-        int rc = b ? sse_event(&w, b, strlen(b)) : -1;
-        free(b);
-        return rc ? -1 : 0; /* no [DONE]: clients treat the error event as the stream's end (OpenAI's way) */
+        if (chunk_out(&o, choice(s, 1, NULL, s->chat ? NULL : "", 0, fin), g)) return -1;
+        if (o.include_usage && chunk_out(&o, NULL, g)) return -1;
+        return sse_done(&o.w);
     }
-    return sse_done(&w);
+    api_error e;
+    broke_off(g, &e);
+    if (!o.opened) return api_reply_error(r, &e);
+    /* no [DONE]: clients treat the error event as the stream's end (OpenAI's way) */
+    char *b = api_error_body(&e);
+    int rc = b ? sse_event(&o.w, b, strlen(b)) : -1;
+    free(b);
+    return rc ? -1 : 0;
 }
 
 static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created, gen_run *g)
@@ -156,8 +182,7 @@ static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *
     api_error e;
     if (oom || !fin) {
         if (oom) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        else if (g->finish == FINISH_ERROR) api_fail(&e, 500, "server_error", NULL, NULL, "%s", g->error);
-        else api_fail(&e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
+        else broke_off(g, &e);
         free(buf);
         return api_reply_error(r, &e);
     }

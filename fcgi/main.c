@@ -1,8 +1,8 @@
 /* main.c — clgemma-fcgi: options, listening sockets, the master process.
  *
  * The master opens the listening socket(s) (or takes the one spawn-fcgi passes on fd 0), forks
- * one worker per device, restarts a worker that dies (back-off 1 s doubling to 30 s, reset
- * after a minute of health), and on SIGTERM/SIGINT passes the signal on, waits for the workers
+ * one worker per device, restarts a worker that dies at once (it answers 503 while it waits out a
+ * back-off before it loads: none after a minute of health, then 1 s doubling to 30 s), and on SIGTERM/SIGINT passes the signal on, waits for the workers
  * to drain and exits 0 when they all did. */
 #include <errno.h>
 #include <signal.h>
@@ -94,10 +94,10 @@ static int is_listening_socket(int fd)
 typedef struct child {
     pid_t pid;               /* 0: not running */
     double started, restart_at;
-    double backoff;
+    double backoff, delay;   /* delay: the back-off the next start waits before loading */
 } child;
 
-static pid_t spawn(const server_config *cfg, int i, int fd)
+static pid_t spawn(const server_config *cfg, int i, int fd, double load_delay)
 {
     pid_t pid = fork();
     if (pid != 0) return pid;
@@ -112,7 +112,7 @@ static pid_t spawn(const server_config *cfg, int i, int fd)
     sigaddset(&keep, SIGINT);
     sigprocmask(SIG_SETMASK, &keep, NULL);
     fflush(stderr);
-    _exit(worker_run(cfg, i, fd));
+    _exit(worker_run(cfg, i, fd, load_delay));
 }
 
 int main(int argc, char **argv)
@@ -170,10 +170,10 @@ int main(int argc, char **argv)
     memset(kids, 0, sizeof kids);
     int alive = 0, failures = 0;
     for (int i = 0; i < cfg.n_workers; i++) {
-        kids[i].pid = spawn(&cfg, i, fds[i]);
+        kids[i].pid = spawn(&cfg, i, fds[i], 0);
         if (kids[i].pid < 0) { LOG("fork: %s", strerror(errno)); kids[i].pid = 0; kids[i].restart_at = monotonic_seconds() + 1; continue; }
         kids[i].started = monotonic_seconds();
-        kids[i].backoff = 1;
+        kids[i].backoff = 0;
         alive++;
     }
     LOG("%d worker(s) for %s", cfg.n_workers, cfg.model_id);
@@ -199,11 +199,14 @@ int main(int argc, char **argv)
                 if (WIFEXITED(status)) LOG("worker %d (pid %d) exited with %d", i, (int)pid, WEXITSTATUS(status));
                 else LOG("worker %d (pid %d) killed by signal %d", i, (int)pid, WTERMSIG(status));
                 if (!term_deadline) {
+                    /* restarted now, so its socket answers (503) instead of holding connections
+                     * in the backlog; the back-off is spent before the model load */
                     double t = monotonic_seconds();
-                    if (t - kids[i].started > 60) kids[i].backoff = 1;
-                    kids[i].restart_at = t + kids[i].backoff;
-                    LOG("restarting worker %d in %.0fs", i, kids[i].backoff);
-                    kids[i].backoff = kids[i].backoff * 2 > 30 ? 30 : kids[i].backoff * 2;
+                    if (t - kids[i].started > 60) kids[i].backoff = 0;
+                    kids[i].restart_at = t;
+                    kids[i].delay = kids[i].backoff;
+                    LOG("restarting worker %d (loading after %.0fs)", i, kids[i].backoff);
+                    kids[i].backoff = kids[i].backoff == 0 ? 1 : kids[i].backoff * 2 > 30 ? 30 : kids[i].backoff * 2;
                 }
             }
         }
@@ -220,7 +223,7 @@ int main(int argc, char **argv)
             double t = monotonic_seconds();
             for (int i = 0; i < cfg.n_workers; i++) {
                 if (kids[i].pid || t < kids[i].restart_at) continue;
-                pid_t p = spawn(&cfg, i, fds[i]);
+                pid_t p = spawn(&cfg, i, fds[i], kids[i].delay);
                 if (p < 0) { LOG("fork: %s", strerror(errno)); kids[i].restart_at = t + kids[i].backoff; continue; }
                 kids[i].pid = p;
                 kids[i].started = t;

@@ -265,7 +265,7 @@ static void drain(worker *w)
     }
 }
 
-int worker_run(const server_config *cfg, int index, int listen_fd)
+int worker_run(const server_config *cfg, int index, int listen_fd, double load_delay)
 {
     worker w;
     memset(&w, 0, sizeof w);
@@ -296,6 +296,8 @@ int worker_run(const server_config *cfg, int index, int listen_fd)
     int rc = WORKER_EXIT_OK;
     if (start_threads(&w)) {
         rc = WORKER_EXIT_ERROR;
+    } else if (load_delay > 0 && wait_signal((int)(load_delay * 1000))) {
+        LOG(&w, "stopped before loading");
     } else if (load(&w)) {
         LOG(&w, "cannot load %s: %s", cfg->model, w.load_error);
         atomic_store(&w.state, WORKER_FAILED);

@@ -7,7 +7,8 @@
 
 enum { WORKER_EXIT_OK = 0, WORKER_EXIT_ERROR = 1, WORKER_EXIT_LOAD = 3 };
 
-/* Runs until SIGTERM/SIGINT (drained: WORKER_EXIT_OK) or a fatal error. */
-int worker_run(const server_config *cfg, int index, int listen_fd);
+/* Runs until SIGTERM/SIGINT (drained: WORKER_EXIT_OK) or a fatal error. Serves (503) from the
+ * start; loads the model after load_delay seconds (a restart's back-off). */
+int worker_run(const server_config *cfg, int index, int listen_fd, double load_delay);
 
 #endif

@@ -114,3 +114,28 @@ def wait_for(cond, timeout, what):
 
 def dumps(o):
     return json.dumps(o, ensure_ascii=False)
+
+
+def worker_pids():
+    """pids of the master's children (the workers)"""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == MASTER_PID:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return sorted(out)
+
+
+def serving_pids(tries=8):
+    """pids of the workers that answered /health with 200 through nginx in a few tries"""
+    seen = set()
+    with http() as h:
+        for _ in range(tries):
+            r = h.get("/health")
+            if r.status_code == 200:
+                seen.add(r.json()["pid"])
+    return seen
+

@@ -1,4 +1,6 @@
-"""Abnormal ends and bounded work through nginx with two workers (tests/suites/e2e_crash.sh): a
+"""Abnormal ends and bounded work through nginx with two workers (tests/suites/e2e_crash.sh): kill -9
+of the worker mid-stream makes the official openai client raise (never a clean, truncated end); a
+request whose worker dies before its first byte is retried on the other worker and completes; a
 request sent right after kill -9 of a busy worker is served by the other worker (the time until
 the restarted one serves is printed); a request without max_tokens stops at --default-max-tokens;
 in the deadline phase, generations end at --request-timeout as finish_reason "length"; in the
@@ -11,7 +13,7 @@ import threading
 import time
 
 import httpx
-from e2e import MASTER_PID, WORKER_LOG, auth, chat_body, http, run_all, sse_events, test, wait_for
+from e2e import MASTER_PID, MODEL, WORKER_LOG, auth, chat_body, client, http, run_all, sse_events, test, wait_for
 
 CAP = int(os.environ.get("CRASH_CAP", "16"))
 TIMEOUT = int(os.environ.get("CRASH_TIMEOUT", "0"))  # the stack's --request-timeout
@@ -31,20 +33,20 @@ def workers():
     return sorted(out)
 
 
-def sockets(pid):
-    n = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return n
+def cpu_ticks(pid):
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return int(f[11]) + int(f[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
-def serving(base):
-    """the worker whose socket count rose since base: it holds the request's connection"""
-    up = [p for p in base if sockets(p) > base[p]]
-    return up[0] if len(up) == 1 else None
+def serving(_base=None):
+    """the one worker computing (on PoCL the engine burns CPU; an idle worker burns none), or None"""
+    t0 = {p: cpu_ticks(p) for p in workers()}
+    time.sleep(0.3)
+    busy = [p for p in t0 if cpu_ticks(p) - t0[p] >= 3]
+    return busy[0] if len(busy) == 1 else None
 
 
 def ready_pids():
@@ -113,8 +115,69 @@ if PHASE == "crash":
 
 
     @test
+    def kill9_mid_stream_raises_in_the_openai_client():
+        BEFORE[:] = workers()
+        base = None
+        stream = client().chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Write a long story about rivers."}],
+            max_tokens=600, temperature=0, stream=True)
+        chunks, finish, killed, raised = 0, None, None, None
+        try:
+            for ch in stream:
+                chunks += 1
+                if ch.choices and ch.choices[0].finish_reason:
+                    finish = ch.choices[0].finish_reason
+                if chunks == 5:
+                    killed = serving(base)
+                    assert killed, "cannot tell which worker serves the stream"
+                    t_kill = time.monotonic()
+                    os.kill(killed, signal.SIGKILL)
+        except AssertionError:
+            raise
+        except Exception as e:  # what the SDK surfaces for a cut stream (httpx.RemoteProtocolError)
+            raised = e
+        assert killed, f"the stream ended after {chunks} chunks, before the kill"
+        assert raised is not None, f"the stream ended cleanly after the kill ({chunks} chunks, finish {finish})"
+        assert finish is None, finish
+        print(f"  after kill -9 at chunk 5 the client raised {type(raised).__name__}: {str(raised)[:120]}", flush=True)
+        await_restart(killed, t_kill)
+
+
+    @test
+    def worker_dead_before_first_byte_is_retried_elsewhere():
+        BEFORE[:] = workers()
+        base = None
+        out = {}
+
+        def run():  # a long prompt: its prefill gives time to stop the worker before any output
+            try:
+                with http() as h, h.stream("POST", "/v1/chat/completions", headers=auth(),
+                                           json=chat_body("rivers and lakes " * 70, max_tokens=8, stream=True)) as r:
+                    out["t_head"] = time.monotonic()
+                    out["status"] = r.status_code
+                    out["events"] = sse_events(r)
+            except Exception as e:
+                out["error"] = e
+        t = threading.Thread(target=run)
+        t.start()
+        pid = wait_for(lambda: serving(base), 30, "the request to reach a worker")
+        os.kill(pid, signal.SIGSTOP)
+        t_stop = time.monotonic()
+        head_first = "t_head" in out
+        os.kill(pid, signal.SIGKILL)
+        t.join(120)
+        assert not head_first, "the worker answered before it could be stopped (prefill too quick to test)"
+        assert "error" not in out, f"the client saw {out.get('error')!r}"
+        assert out["status"] == 200 and out["events"][-1] == "[DONE]", (out.get("status"), out.get("events", [])[-2:])
+        print(f"  retried on the other worker: the client had its head {out['t_head'] - t_stop:.2f}s after the kill",
+              flush=True)
+        await_restart(pid, t_stop)
+
+
+    @test
     def request_after_kill9_is_served_by_the_other_worker():
-        base = {p: sockets(p) for p in workers()}
+        BEFORE[:] = workers()
+        base = None
         out = {}
 
         def run():
@@ -132,9 +195,9 @@ if PHASE == "crash":
         with http() as h:
             r = h.post("/v1/chat/completions", json=chat_body(max_tokens=2), headers=auth())
         assert r.status_code == 200, f"request after the kill: {r.status_code} {r.text[:200]}"
-        t.join(120)
         took = await_restart(killed, t_kill)
         print(f"  restart-to-serving after kill -9: {took:.2f}s", flush=True)
+        t.join(120)
 
 
     @test
