@@ -18,7 +18,8 @@ typedef struct api_ctx {
     enum worker_state state;
     const engine *eng;       /* NULL until loaded */
     sched *sched;            /* NULL until loaded */
-    metrics *m;
+    metrics *m;              /* this worker's board */
+    const char *stats_dir;   /* where the pool's boards are ("": this worker's only) */
     double t_start;          /* monotonic seconds when the worker started */
     long created;            /* wall-clock seconds when the worker started */
     char load_error[256];

@@ -1,5 +1,5 @@
-/* api_health.c — GET /health (JSON; 200 when serving, 503 while loading, draining or failed)
- * and GET /metrics (Prometheus text). */
+/* api_health.c — GET /health (JSON: this worker and the whole pool; 200 when a worker of the pool
+ * is ready, else 503) and GET /metrics (Prometheus text of every worker of the pool). */
 #include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,45 +14,71 @@ static const char *state_name(enum worker_state s)
     return s == WORKER_READY ? "ok" : s == WORKER_LOADING ? "loading" : s == WORKER_DRAINING ? "draining" : "failed";
 }
 
-static void gauges(const api_ctx *c, metrics_gauges *g)
+static const char *board_state_name(const board_view *v)
 {
-    memset(g, 0, sizeof *g);
-    g->worker = c->worker_index;
-    g->loaded = c->eng != NULL;
-    g->draining = c->state == WORKER_DRAINING;
-    if (c->sched) sched_counts(c->sched, &g->active, &g->queued);
-    g->uptime_seconds = monotonic_seconds() - c->t_start;
-    g->model = c->cfg->model_id;
-    g->device = "";
-    if (c->eng) {
-        const engine_info *info = engine_get_info(c->eng);
-        g->device_bytes = info->device_bytes;
-        g->device_total = info->device_total;
-        g->device = info->device;
+    if (!v->up) return "down";
+    switch (atomic_load(&((board *)v->b)->state)) {
+    case BOARD_READY: return "ok";
+    case BOARD_LOADING: return "loading";
+    case BOARD_DRAINING: return "draining";
+    default: return "failed";
     }
+}
+
+/* the pool's entries; returns how many workers are ready */
+static int pool(const api_ctx *c, json_object *o)
+{
+    board_view v[BOARD_SCAN_MAX];
+    int n = board_scan(c->stats_dir, metrics_board(c->m), v, BOARD_SCAN_MAX), ready = 0;
+    json_object *arr = json_object_new_array();
+    for (int i = 0; i < n; i++) {
+        const board *b = v[i].b;
+        const char *st = board_state_name(&v[i]);
+        ready += !strcmp(st, "ok");
+        json_object *w = json_object_new_object();
+        json_object_object_add(w, "worker", json_object_new_string(b->label));
+        json_object_object_add(w, "index", json_object_new_int(b->index));
+        json_object_object_add(w, "pid", json_object_new_int64(b->pid));
+        json_object_object_add(w, "state", json_object_new_string(st));
+        json_object_object_add(w, "device", json_object_new_string(b->device));
+        json_object_object_add(w, "active", json_object_new_int64((int64_t)atomic_load(&((board *)b)->active)));
+        json_object_object_add(w, "queue_depth", json_object_new_int64((int64_t)atomic_load(&((board *)b)->queued)));
+        json_object_array_add(arr, w);
+    }
+    board_scan_free(v, n);
+    json_object *counts = json_object_new_object();
+    json_object_object_add(counts, "ready", json_object_new_int(ready));
+    json_object_object_add(counts, "total", json_object_new_int(n));
+    json_object_object_add(o, "workers", counts);
+    json_object_object_add(o, "pool", arr);
+    return ready;
 }
 
 int api_health(const api_ctx *c, http_req *r)
 {
-    metrics_gauges g;
-    gauges(c, &g);
+    const board *me = metrics_board(c->m);
+    int active = 0, queued = 0;
+    if (c->sched) sched_counts(c->sched, &active, &queued);
+    const engine_info *info = c->eng ? engine_get_info(c->eng) : NULL;
     json_object *o = json_object_new_object();
     json_object_object_add(o, "status", json_object_new_string(state_name(c->state)));
     json_object_object_add(o, "model", json_object_new_string(c->cfg->model_id));
-    json_object_object_add(o, "device", json_object_new_string(g.device));
+    json_object_object_add(o, "device", json_object_new_string(info ? info->device : ""));
     json_object_object_add(o, "worker", json_object_new_int(c->worker_index));
+    json_object_object_add(o, "label", json_object_new_string(me->label));
     json_object_object_add(o, "pid", json_object_new_int((int)getpid()));
-    if (c->eng) {
-        json_object_object_add(o, "context_length", json_object_new_int64(engine_get_info(c->eng)->n_ctx));
-        json_object_object_add(o, "device_memory_used_bytes", json_object_new_int64((int64_t)g.device_bytes));
+    if (info) {
+        json_object_object_add(o, "context_length", json_object_new_int64(info->n_ctx));
+        json_object_object_add(o, "device_memory_used_bytes", json_object_new_int64((int64_t)info->device_bytes));
         json_object_object_add(o, "device_memory_free_bytes",
-                               json_object_new_int64(g.device_total > g.device_bytes ? (int64_t)(g.device_total - g.device_bytes) : 0));
+                               json_object_new_int64(info->device_total > info->device_bytes ? (int64_t)(info->device_total - info->device_bytes) : 0));
     }
-    json_object_object_add(o, "active", json_object_new_int(g.active));
-    json_object_object_add(o, "queue_depth", json_object_new_int(g.queued));
-    json_object_object_add(o, "uptime_seconds", json_object_new_double(g.uptime_seconds));
+    json_object_object_add(o, "active", json_object_new_int(active));
+    json_object_object_add(o, "queue_depth", json_object_new_int(queued));
+    json_object_object_add(o, "uptime_seconds", json_object_new_double(monotonic_seconds() - c->t_start));
     if (c->state == WORKER_FAILED) json_object_object_add(o, "error", json_object_new_string(c->load_error));
-    int rc = http_send_json(r, c->state == WORKER_READY ? 200 : 503,
+    int ready = pool(c, o);
+    int rc = http_send_json(r, ready > 0 ? 200 : 503,
                             json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
     return rc;
@@ -60,10 +86,11 @@ int api_health(const api_ctx *c, http_req *r)
 
 int api_metrics(const api_ctx *c, http_req *r)
 {
-    metrics_gauges g;
-    gauges(c, &g);
+    board_view v[BOARD_SCAN_MAX];
+    int n = board_scan(c->stats_dir, metrics_board(c->m), v, BOARD_SCAN_MAX);
     size_t len;
-    char *text = metrics_render(c->m, &g, &len);
+    char *text = metrics_render(v, n, &len);
+    board_scan_free(v, n);
     if (!text) {
         api_error e;
         api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");

@@ -44,6 +44,10 @@ void config_usage(const char *prog)
         "      --max-body BYTES    largest request body (default 1048576)\n"
         "      --socket-mode OCT   permissions of unix sockets (default 0660)\n"
         "      --cache-dir DIR     OpenCL program binary cache\n"
+        "      --stats-dir DIR     where each worker keeps its stats board (<label>.stats), read by every\n"
+        "                          worker of the pool for /metrics and /health (default: the directory of\n"
+        "                          the unix listening socket; with a TCP listener and none given, each\n"
+        "                          worker shows only itself)\n"
         "      --config FILE       read options from FILE (key = value, same names), then the command line\n"
         "  -v, --verbose           engine progress on stderr\n", prog);
 }
@@ -115,8 +119,9 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
         c->socket_mode = (int)x;
         return 0;
     }
-    if (!strcmp(key, "model") || !strcmp(key, "model-id") || !strcmp(key, "cache-dir")) {
-        char *dst = !strcmp(key, "model") ? c->model : !strcmp(key, "cache-dir") ? c->cache_dir : c->model_id;
+    if (!strcmp(key, "model") || !strcmp(key, "model-id") || !strcmp(key, "cache-dir") || !strcmp(key, "stats-dir")) {
+        char *dst = !strcmp(key, "model") ? c->model : !strcmp(key, "cache-dir") ? c->cache_dir
+                  : !strcmp(key, "stats-dir") ? c->stats_dir : c->model_id;
         size_t cap = !strcmp(key, "model-id") ? sizeof c->model_id : CFG_STR;
         if (copy_str(dst, cap, v)) { snprintf(err, errlen, "--%s: value too long", key); return -1; }
         return 0;

@@ -27,6 +27,7 @@ typedef struct server_config {
     long max_body;                /* --max-body: request body bytes; more -> 413 */
     int  socket_mode;             /* --socket-mode: octal permissions of unix sockets we create */
     char cache_dir[CFG_STR];      /* --cache-dir: OpenCL program cache ("" = engine default) */
+    char stats_dir[CFG_STR];      /* --stats-dir: the pool's stats boards ("" = the unix socket's directory) */
     int  verbose;                 /* -v */
 } server_config;
 

@@ -1,241 +1,357 @@
-/* metrics.c — worker metrics and their Prometheus text. */
+/* metrics.c — recording into the worker's stats board; the pool's Prometheus text. */
 #include "metrics.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-#define MAX_STATUS 16
+struct metrics {
+    board *b;
+    char path[4096];         /* "" when anonymous */
+};
 
 static const char *const ep_names[EP_COUNT] = { "chat", "completions", "models", "health", "metrics", "other" };
 static const char *const cancel_names[CANCEL_REASONS] = { "client_gone", "drain" };
+static const char *const kv_pool_names[KVP_POOLS] = { "full", "sliding" };
 
 static const double ttft_bounds[] = { 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 static const double itl_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5 };
-#define N_TTFT (sizeof ttft_bounds / sizeof ttft_bounds[0])
-#define N_ITL (sizeof itl_bounds / sizeof itl_bounds[0])
+static const double latency_bounds[] = { 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600 };
+static const double wait_bounds[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
+#define N(a) (sizeof a / sizeof a[0])
 
-typedef struct histogram {
+/* one row per histogram of the board; rows of one family (same name) are adjacent */
+static const struct hist_row {
+    enum board_hist id;
+    const char *name, *help;
+    const char *label;        /* extra label of this row, or "" */
     const double *bounds;
     size_t n;
-    uint64_t buckets[16]; /* non-cumulative per bound; the last slot is +Inf */
-    uint64_t count;
-    double sum;
-} histogram;
+} hist_rows[H_COUNT] = {
+    { H_TTFT, "clgemma_time_to_first_token_seconds", "From request arrival to the first generated token.", "",
+      ttft_bounds, N(ttft_bounds) },
+    { H_ITL, "clgemma_inter_token_latency_seconds", "Between consecutive tokens of one generation.", "",
+      itl_bounds, N(itl_bounds) },
+    { H_LATENCY_CHAT, "clgemma_request_duration_seconds",
+      "Generation requests from arrival to their last byte, by endpoint.", "endpoint=\"chat\"",
+      latency_bounds, N(latency_bounds) },
+    { H_LATENCY_COMPLETIONS, "clgemma_request_duration_seconds", NULL, "endpoint=\"completions\"",
+      latency_bounds, N(latency_bounds) },
+    { H_QUEUE_WAIT, "clgemma_queue_wait_seconds", "From submission to the engine until first scheduled into a step.",
+      "", wait_bounds, N(wait_bounds) },
+    { H_TPOT, "clgemma_time_per_output_token_seconds",
+      "Per finished generation of 2+ tokens: (last token - first token) / (tokens - 1).", "",
+      itl_bounds, N(itl_bounds) },
+};
+static_assert(N(latency_bounds) <= BOARD_MAX_BOUNDS && N(wait_bounds) <= BOARD_MAX_BOUNDS, "bounds fit the board");
 
-struct metrics {
-    pthread_mutex_t mu;
-    int status_codes[MAX_STATUS];
-    int n_status;
-    uint64_t requests[EP_COUNT][MAX_STATUS];
-    uint64_t prompt_tokens, completion_tokens;
-    uint64_t cancels[CANCEL_REASONS];
-    uint64_t engine_errors;
-    histogram ttft, itl;
+/* plain fields of the board, one family each */
+static const struct scalar_row {
+    const char *name, *type, *help;
+    size_t off;
+} scalar_rows[] = {
+    { "clgemma_prompt_tokens_total", "counter", "Prompt tokens of generation requests.", offsetof(board, prompt_tokens) },
+    { "clgemma_completion_tokens_total", "counter", "Tokens generated.", offsetof(board, completion_tokens) },
+    { "clgemma_engine_errors_total", "counter", "Engine steps that failed (answered with 500).", offsetof(board, engine_errors) },
+    { "clgemma_requests_active", "gauge", "Generations running on the engine.", offsetof(board, active) },
+    { "clgemma_requests_queued", "gauge", "Generations waiting for an engine slot.", offsetof(board, queued) },
+    { "clgemma_device_memory_used_bytes", "gauge", "Device memory held by the engine (weights, KV cache, scratch).",
+      offsetof(board, device_bytes) },
+    { "clgemma_device_memory_total_bytes", "gauge", "Global memory of the device.", offsetof(board, device_total) },
 };
 
-int metrics_create(metrics **out)
+/* ---- the owner ---- */
+
+int metrics_open(metrics **out, const char *path, const board_id *id, char *err, size_t errlen)
 {
     metrics *m = calloc(1, sizeof *m);
-    if (!m) return -1;
-    if (pthread_mutex_init(&m->mu, NULL)) { free(m); return -1; }
-    m->ttft.bounds = ttft_bounds;
-    m->ttft.n = N_TTFT;
-    m->itl.bounds = itl_bounds;
-    m->itl.n = N_ITL;
+    if (!m) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (path && strlen(path) >= sizeof m->path) { snprintf(err, errlen, "stats path too long"); free(m); return -1; }
+    m->b = board_create(path, id, err, errlen);
+    if (!m->b) { free(m); return -1; }
+    if (path) strcpy(m->path, path);
     *out = m;
     return 0;
 }
 
-void metrics_destroy(metrics *m)
+int metrics_create(metrics **out)
+{
+    board_id id;
+    memset(&id, 0, sizeof id);
+    char err[256];
+    return metrics_open(out, NULL, &id, err, sizeof err);
+}
+
+void metrics_destroy(metrics *m, int keep_file)
 {
     if (!m) return;
-    pthread_mutex_destroy(&m->mu);
+    board_destroy(m->b, m->path[0] && !keep_file ? m->path : NULL);
     free(m);
 }
 
-static int status_slot(metrics *m, int status)
+const board *metrics_board(const metrics *m) { return m->b; }
+board *metrics_board_rw(metrics *m) { return m->b; }
+
+#define ADD(field, v) atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
+#define SET(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
+#define GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+static int status_slot(int status)
 {
-    for (int i = 0; i < m->n_status; i++)
-        if (m->status_codes[i] == status) return i;
-    if (m->n_status == MAX_STATUS) return MAX_STATUS - 1; /* the last slot collects the rest */
-    m->status_codes[m->n_status] = status;
-    return m->n_status++;
+    for (int i = 0; i < BOARD_N_STATUS - 1; i++)
+        if (board_status_codes[i] == status) return i;
+    return BOARD_N_STATUS - 1;
 }
 
 void metrics_request(metrics *m, enum metric_endpoint ep, int status)
 {
     if ((unsigned)ep >= EP_COUNT) ep = EP_OTHER;
-    pthread_mutex_lock(&m->mu);
-    m->requests[ep][status_slot(m, status)]++;
-    pthread_mutex_unlock(&m->mu);
+    ADD(m->b->requests[ep][status_slot(status)], 1);
+}
+
+static void observe(board_histogram *h, enum board_hist id, double v)
+{
+    const struct hist_row *r = &hist_rows[id];
+    size_t i = 0;
+    while (i < r->n && v > r->bounds[i]) i++;
+    ADD(h->bucket[i], 1);
+    ADD(h->sum_ns, v > 0 ? (uint64_t)(v * 1e9 + 0.5) : 0);
+}
+
+void metrics_latency(metrics *m, enum metric_endpoint ep, double s)
+{
+    if (ep == EP_CHAT) observe(&m->b->hist[H_LATENCY_CHAT], H_LATENCY_CHAT, s);
+    else if (ep == EP_COMPLETIONS) observe(&m->b->hist[H_LATENCY_COMPLETIONS], H_LATENCY_COMPLETIONS, s);
 }
 
 void metrics_tokens(metrics *m, long prompt_tokens, long completion_tokens)
 {
-    pthread_mutex_lock(&m->mu);
-    m->prompt_tokens += (uint64_t)(prompt_tokens > 0 ? prompt_tokens : 0);
-    m->completion_tokens += (uint64_t)(completion_tokens > 0 ? completion_tokens : 0);
-    pthread_mutex_unlock(&m->mu);
+    ADD(m->b->prompt_tokens, (uint64_t)(prompt_tokens > 0 ? prompt_tokens : 0));
+    ADD(m->b->completion_tokens, (uint64_t)(completion_tokens > 0 ? completion_tokens : 0));
 }
 
-static void observe(histogram *h, double v)
-{
-    size_t i = 0;
-    while (i < h->n && v > h->bounds[i]) i++;
-    h->buckets[i]++;
-    h->count++;
-    h->sum += v;
-}
-
-void metrics_ttft(metrics *m, double s)
-{
-    pthread_mutex_lock(&m->mu);
-    observe(&m->ttft, s);
-    pthread_mutex_unlock(&m->mu);
-}
-
-void metrics_itl(metrics *m, double s)
-{
-    pthread_mutex_lock(&m->mu);
-    observe(&m->itl, s);
-    pthread_mutex_unlock(&m->mu);
-}
+void metrics_ttft(metrics *m, double s) { observe(&m->b->hist[H_TTFT], H_TTFT, s); }
+void metrics_itl(metrics *m, double s) { observe(&m->b->hist[H_ITL], H_ITL, s); }
+void metrics_queue_wait(metrics *m, double s) { observe(&m->b->hist[H_QUEUE_WAIT], H_QUEUE_WAIT, s); }
+void metrics_tpot(metrics *m, double s) { observe(&m->b->hist[H_TPOT], H_TPOT, s); }
 
 void metrics_cancel(metrics *m, enum metric_cancel why)
 {
-    pthread_mutex_lock(&m->mu);
-    m->cancels[(unsigned)why < CANCEL_REASONS ? why : CANCEL_CLIENT_GONE]++;
-    pthread_mutex_unlock(&m->mu);
+    ADD(m->b->cancels[(unsigned)why < CANCEL_REASONS ? why : CANCEL_CLIENT_GONE], 1);
 }
 
-void metrics_engine_error(metrics *m)
+void metrics_engine_error(metrics *m) { ADD(m->b->engine_errors, 1); }
+void metrics_state(metrics *m, enum board_state s) { SET(m->b->state, (uint64_t)s); }
+
+void metrics_load(metrics *m, int active, int queued)
 {
-    pthread_mutex_lock(&m->mu);
-    m->engine_errors++;
-    pthread_mutex_unlock(&m->mu);
+    SET(m->b->active, (uint64_t)(active > 0 ? active : 0));
+    SET(m->b->queued, (uint64_t)(queued > 0 ? queued : 0));
 }
 
-uint64_t metrics_requests(metrics *m, enum metric_endpoint ep, int status)
+void metrics_engine(metrics *m, const char *device_name, uint64_t device_bytes, uint64_t device_total, uint64_t n_ctx)
+{
+    if (!atomic_load(&m->b->engine_known)) { /* written once, before the flag readers check */
+        snprintf(m->b->device_name, sizeof m->b->device_name, "%s", device_name ? device_name : "");
+        atomic_store_explicit(&m->b->engine_known, 1, memory_order_release);
+    }
+    SET(m->b->device_bytes, device_bytes);
+    SET(m->b->device_total, device_total);
+    SET(m->b->n_ctx, n_ctx);
+}
+
+void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks)
+{
+    if ((unsigned)pool >= KVP_POOLS) return;
+    SET(m->b->kv_blocks[pool], blocks);
+    SET(m->b->kv_free[pool], free_blocks);
+}
+
+/* ---- reading back ---- */
+
+uint64_t metrics_requests(const board *b, enum metric_endpoint ep, int status)
 {
     uint64_t n = 0;
-    pthread_mutex_lock(&m->mu);
-    for (int i = 0; i < m->n_status; i++)
-        if (!status || m->status_codes[i] == status) n += m->requests[ep][i];
-    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < BOARD_N_STATUS; i++)
+        if (!status || (i < BOARD_N_STATUS - 1 ? board_status_codes[i] == status : status_slot(status) == i))
+            n += GET(((board *)b)->requests[ep][i]);
     return n;
 }
 
-uint64_t metrics_cancellations(metrics *m)
+uint64_t metrics_cancellations(const board *b)
 {
     uint64_t n = 0;
-    pthread_mutex_lock(&m->mu);
-    for (int i = 0; i < CANCEL_REASONS; i++) n += m->cancels[i];
-    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < CANCEL_REASONS; i++) n += GET(((board *)b)->cancels[i]);
     return n;
+}
+
+double metrics_uptime(const board *b)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double s = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - (double)b->started_ns * 1e-9;
+    return s > 0 ? s : 0;
 }
 
 /* ---- text output ---- */
 
 typedef struct textbuf { char *p; size_t n, cap; int oom; } textbuf;
 
-static void put(textbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(textbuf *b, const char *fmt, ...)
+static void put(textbuf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(textbuf *t, const char *fmt, ...)
 {
-    if (b->oom) return;
+    if (t->oom) return;
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
-        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        int k = vsnprintf(t->p + t->n, t->cap - t->n, fmt, ap);
         va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if ((size_t)k < b->cap - b->n) { b->n += (size_t)k; return; }
-        size_t cap = (b->cap + (size_t)k + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = 1; return; }
-        b->p = p;
-        b->cap = cap;
+        if (k < 0) { t->oom = 1; return; }
+        if ((size_t)k < t->cap - t->n) { t->n += (size_t)k; return; }
+        size_t cap = (t->cap + (size_t)k + 1) * 2;
+        char *p = realloc(t->p, cap);
+        if (!p) { t->oom = 1; return; }
+        t->p = p;
+        t->cap = cap;
     }
 }
 
 /* label value with \, " and newline escaped */
-static void put_label(textbuf *b, const char *s)
+static void put_label(textbuf *t, const char *s)
 {
     for (; s && *s; s++) {
-        if (*s == '\\') put(b, "\\\\");
-        else if (*s == '"') put(b, "\\\"");
-        else if (*s == '\n') put(b, "\\n");
-        else put(b, "%c", *s);
+        if (*s == '\\') put(t, "\\\\");
+        else if (*s == '"') put(t, "\\\"");
+        else if (*s == '\n') put(t, "\\n");
+        else put(t, "%c", *s);
     }
 }
 
-static void header(textbuf *b, const char *name, const char *type, const char *help)
+static void header(textbuf *t, const char *name, const char *type, const char *help)
 {
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void put_histogram(textbuf *b, const char *name, const char *help, const histogram *h)
+/* the labels every sample of a worker carries */
+static void put_worker(textbuf *t, const board *b)
 {
-    header(b, name, "histogram", help);
+    put(t, "worker=\"");
+    put_label(t, b->label);
+    put(t, "\",device=\"");
+    put_label(t, b->device);
+    put(t, "\"");
+}
+
+static void put_histogram(textbuf *t, const struct hist_row *r, const board *b)
+{
+    const board_histogram *h = &b->hist[r->id];
     uint64_t cum = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        cum += h->buckets[i];
-        put(b, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[i], (unsigned long long)cum);
+    for (size_t i = 0; i <= r->n; i++) {
+        cum += GET(((board_histogram *)h)->bucket[i]);
+        put(t, "%s_bucket{", r->name);
+        put_worker(t, b);
+        if (r->label[0]) put(t, ",%s", r->label);
+        if (i < r->n) put(t, ",le=\"%g\"} %llu\n", r->bounds[i], (unsigned long long)cum);
+        else put(t, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     }
-    cum += h->buckets[h->n];
-    put(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
-    put(b, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
+    const char *sep = r->label[0] ? "," : "";
+    put(t, "%s_sum{", r->name);
+    put_worker(t, b);
+    put(t, "%s%s} %.9f\n%s_count{", sep, r->label, (double)GET(((board_histogram *)h)->sum_ns) * 1e-9, r->name);
+    put_worker(t, b);
+    put(t, "%s%s} %llu\n", sep, r->label, (unsigned long long)cum);
 }
 
-char *metrics_render(metrics *m, const metrics_gauges *g, size_t *len)
+static int loaded(const board *b)
 {
-    textbuf b = { malloc(8192), 0, 8192, 0 };
-    if (!b.p) return NULL;
-    pthread_mutex_lock(&m->mu);
+    uint64_t s = GET(((board *)b)->state);
+    return s == BOARD_READY || s == BOARD_DRAINING;
+}
 
-    header(&b, "clgemma_requests_total", "counter", "HTTP requests answered by this worker, by endpoint and status.");
-    for (int e = 0; e < EP_COUNT; e++)
-        for (int i = 0; i < m->n_status; i++)
-            if (m->requests[e][i])
-                put(&b, "clgemma_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", ep_names[e],
-                    m->status_codes[i], (unsigned long long)m->requests[e][i]);
-    header(&b, "clgemma_prompt_tokens_total", "counter", "Prompt tokens of generation requests.");
-    put(&b, "clgemma_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
-    header(&b, "clgemma_completion_tokens_total", "counter", "Tokens generated.");
-    put(&b, "clgemma_completion_tokens_total %llu\n", (unsigned long long)m->completion_tokens);
-    header(&b, "clgemma_cancellations_total", "counter", "Generations cancelled before their end, by reason.");
-    for (int i = 0; i < CANCEL_REASONS; i++)
-        put(&b, "clgemma_cancellations_total{reason=\"%s\"} %llu\n", cancel_names[i], (unsigned long long)m->cancels[i]);
-    header(&b, "clgemma_engine_errors_total", "counter", "Engine steps that failed (answered with 500).");
-    put(&b, "clgemma_engine_errors_total %llu\n", (unsigned long long)m->engine_errors);
-    put_histogram(&b, "clgemma_time_to_first_token_seconds", "From request arrival to the first generated token.", &m->ttft);
-    put_histogram(&b, "clgemma_inter_token_latency_seconds", "Between consecutive tokens of one generation.", &m->itl);
-    pthread_mutex_unlock(&m->mu);
+char *metrics_render(const board_view *v, int n, size_t *len)
+{
+    textbuf t = { malloc(16384), 0, 16384, 0 };
+    if (!t.p) return NULL;
+#define EACH_UP(...) for (int w = 0; w < n; w++) if (v[w].up) { const board *b = v[w].b; __VA_ARGS__; }
+#define LBL(name) do { put(&t, "%s{", name); put_worker(&t, b); } while (0)
 
-    header(&b, "clgemma_requests_active", "gauge", "Generations running on the engine.");
-    put(&b, "clgemma_requests_active %d\n", g->active);
-    header(&b, "clgemma_requests_queued", "gauge", "Generations waiting for an engine slot.");
-    put(&b, "clgemma_requests_queued %d\n", g->queued);
-    header(&b, "clgemma_model_loaded", "gauge", "1 when the model is loaded and the worker serves.");
-    put(&b, "clgemma_model_loaded %d\n", g->loaded);
-    header(&b, "clgemma_draining", "gauge", "1 while the worker drains after SIGTERM.");
-    put(&b, "clgemma_draining %d\n", g->draining);
-    header(&b, "clgemma_device_memory_used_bytes", "gauge", "Device memory held by the engine (weights, KV cache, scratch).");
-    put(&b, "clgemma_device_memory_used_bytes %llu\n", (unsigned long long)g->device_bytes);
-    header(&b, "clgemma_device_memory_total_bytes", "gauge", "Global memory of the device.");
-    put(&b, "clgemma_device_memory_total_bytes %llu\n", (unsigned long long)g->device_total);
-    header(&b, "clgemma_uptime_seconds", "gauge", "Seconds since the worker started.");
-    put(&b, "clgemma_uptime_seconds %.3f\n", g->uptime_seconds);
-    header(&b, "clgemma_worker_info", "gauge", "The worker, its model and device.");
-    put(&b, "clgemma_worker_info{worker=\"%d\",model=\"", g->worker);
-    put_label(&b, g->model);
-    put(&b, "\",device=\"");
-    put_label(&b, g->device);
-    put(&b, "\"} 1\n");
+    header(&t, "clgemma_worker_up", "gauge", "1 while the worker process runs; 0 while its master restarts it.");
+    for (int w = 0; w < n; w++) {
+        const board *b = v[w].b;
+        LBL("clgemma_worker_up");
+        put(&t, "} %d\n", v[w].up);
+    }
+    header(&t, "clgemma_worker_info", "gauge", "The worker: its process, socket, model and device.");
+    EACH_UP({
+        LBL("clgemma_worker_info");
+        put(&t, ",index=\"%d\",pid=\"%lld\",master_pid=\"%lld\",listen=\"", b->index, (long long)b->pid,
+            (long long)b->master_pid);
+        put_label(&t, b->listen);
+        put(&t, "\",model=\"");
+        put_label(&t, b->model);
+        put(&t, "\",device_name=\"");
+        if (atomic_load_explicit(&((board *)b)->engine_known, memory_order_acquire)) put_label(&t, b->device_name);
+        put(&t, "\"} 1\n");
+    })
 
-    if (b.oom) { free(b.p); return NULL; }
-    if (len) *len = b.n;
-    return b.p;
+    header(&t, "clgemma_requests_total", "counter", "HTTP requests answered by the worker, by endpoint and status.");
+    EACH_UP({
+        for (int e = 0; e < EP_COUNT; e++)
+            for (int i = 0; i < BOARD_N_STATUS; i++) {
+                uint64_t k = GET(((board *)b)->requests[e][i]);
+                if (!k) continue;
+                LBL("clgemma_requests_total");
+                if (i < BOARD_N_STATUS - 1) put(&t, ",endpoint=\"%s\",status=\"%d\"} %llu\n", ep_names[e], board_status_codes[i], (unsigned long long)k);
+                else put(&t, ",endpoint=\"%s\",status=\"other\"} %llu\n", ep_names[e], (unsigned long long)k);
+            }
+    })
+    header(&t, "clgemma_cancellations_total", "counter", "Generations cancelled before their end, by reason.");
+    EACH_UP({
+        for (int i = 0; i < CANCEL_REASONS; i++) {
+            LBL("clgemma_cancellations_total");
+            put(&t, ",reason=\"%s\"} %llu\n", cancel_names[i], (unsigned long long)GET(((board *)b)->cancels[i]));
+        }
+    })
+    for (size_t r = 0; r < N(scalar_rows); r++) {
+        const struct scalar_row *s = &scalar_rows[r];
+        header(&t, s->name, s->type, s->help);
+        EACH_UP({
+            LBL(s->name);
+            put(&t, "} %llu\n", (unsigned long long)atomic_load_explicit((_Atomic uint64_t *)((char *)b + s->off),
+                                                                          memory_order_relaxed));
+        })
+    }
+    header(&t, "clgemma_model_loaded", "gauge", "1 when the model is loaded and the worker serves.");
+    EACH_UP({ LBL("clgemma_model_loaded"); put(&t, "} %d\n", loaded(b)); })
+    header(&t, "clgemma_draining", "gauge", "1 while the worker drains after SIGTERM.");
+    EACH_UP({ LBL("clgemma_draining"); put(&t, "} %d\n", GET(((board *)b)->state) == BOARD_DRAINING); })
+    header(&t, "clgemma_uptime_seconds", "gauge", "Seconds since the worker started.");
+    EACH_UP({ LBL("clgemma_uptime_seconds"); put(&t, "} %.3f\n", metrics_uptime(b)); })
+    for (int used = 1; used >= 0; used--) {
+        const char *name = used ? "clgemma_kv_blocks_used" : "clgemma_kv_blocks_free";
+        header(&t, name, "gauge", used ? "Paged KV cache blocks held by sequences, by pool (full attention, sliding-window rings)."
+                                       : "Paged KV cache blocks free, by pool.");
+        EACH_UP({
+            for (int p = 0; p < KVP_POOLS; p++) {
+                uint64_t total = GET(((board *)b)->kv_blocks[p]), fr = GET(((board *)b)->kv_free[p]);
+                if (!total) continue; /* no such pool in this model, or not loaded yet */
+                LBL(name);
+                put(&t, ",pool=\"%s\"} %llu\n", kv_pool_names[p], (unsigned long long)(used ? total - fr : fr));
+            }
+        })
+    }
+    for (int r = 0; r < H_COUNT; r++) {
+        const struct hist_row *h = &hist_rows[r];
+        if (h->help) header(&t, h->name, "histogram", h->help);
+        /* a family's rows are adjacent: all of it comes before the next header */
+        EACH_UP(put_histogram(&t, h, b));
+    }
+#undef EACH_UP
+#undef LBL
+    if (t.oom) { free(t.p); return NULL; }
+    if (len) *len = t.n;
+    return t.p;
 }

@@ -1,44 +1,48 @@
-/* metrics.h — counters and histograms of one worker, rendered as Prometheus text (/metrics).
- * Thread-safe: request threads and the engine thread record into it concurrently. */
+/* metrics.h — a worker's counters, gauges and histograms, recorded into its stats board
+ * (board.h) and rendered as Prometheus text for the whole pool (/metrics).
+ * Recording is lock-free: request threads and the engine thread record concurrently. */
 #ifndef CLGEMMA_FCGI_METRICS_H
 #define CLGEMMA_FCGI_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-enum metric_endpoint { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
-enum metric_cancel { CANCEL_CLIENT_GONE, CANCEL_DRAIN, CANCEL_REASONS };
+#include "board.h"
 
 typedef struct metrics metrics;
 
-int  metrics_create(metrics **out);
-void metrics_destroy(metrics *m);
+/* The worker's metrics in the board file at path (NULL: anonymous shared memory, seen by this
+ * worker only). Returns 0, or -1 with err. */
+int  metrics_open(metrics **out, const char *path, const board_id *id, char *err, size_t errlen);
+int  metrics_create(metrics **out); /* anonymous, no labels (tests) */
+/* keep_file: leave the board for the pool to show as down (the master restarts us); else unlink */
+void metrics_destroy(metrics *m, int keep_file);
+const board *metrics_board(const metrics *m);
+board *metrics_board_rw(metrics *m); /* tests: to play another worker */
 
 void metrics_request(metrics *m, enum metric_endpoint ep, int status);
+void metrics_latency(metrics *m, enum metric_endpoint ep, double seconds); /* arrival to last byte; chat, completions */
 void metrics_tokens(metrics *m, long prompt_tokens, long completion_tokens);
 void metrics_ttft(metrics *m, double seconds);          /* time to first token */
 void metrics_itl(metrics *m, double seconds);           /* between two tokens of one stream */
+void metrics_queue_wait(metrics *m, double seconds);    /* submitted to first scheduled */
+void metrics_tpot(metrics *m, double seconds);          /* time per output token of a finished generation */
 void metrics_cancel(metrics *m, enum metric_cancel why);
 void metrics_engine_error(metrics *m);
 
-/* values owned by others, sampled when rendering */
-typedef struct metrics_gauges {
-    int worker;               /* index of this worker process */
-    int loaded;               /* model loaded and serving */
-    int draining;
-    int active, queued;       /* generations running / waiting */
-    uint64_t device_bytes;    /* device memory the engine holds */
-    uint64_t device_total;
-    double uptime_seconds;
-    const char *model, *device;
-} metrics_gauges;
+/* gauges the owner publishes */
+void metrics_state(metrics *m, enum board_state s);
+void metrics_load(metrics *m, int active, int queued);
+void metrics_engine(metrics *m, const char *device_name, uint64_t device_bytes, uint64_t device_total, uint64_t n_ctx);
+void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks);
 
-/* Prometheus text exposition format 0.0.4. Returns a malloc'd NUL-terminated text (length in
- * *len), or NULL on OOM. */
-char *metrics_render(metrics *m, const metrics_gauges *g, size_t *len);
+/* Prometheus text exposition format 0.0.4 of every board: each family once, then every worker's
+ * samples labelled worker="..." and device="..."; a worker that is down shows only
+ * clgemma_worker_up 0. Returns a malloc'd NUL-terminated text (length in *len), or NULL on OOM. */
+char *metrics_render(const board_view *views, int n, size_t *len);
 
-/* reads one counter back (tests, /health): requests of an endpoint with a status (0 = any) */
-uint64_t metrics_requests(metrics *m, enum metric_endpoint ep, int status);
-uint64_t metrics_cancellations(metrics *m);
+/* reads back (tests, /health): requests of an endpoint with a status (0 = any) */
+uint64_t metrics_requests(const board *b, enum metric_endpoint ep, int status);
+uint64_t metrics_cancellations(const board *b);
+double   metrics_uptime(const board *b);
 
 #endif

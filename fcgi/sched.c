@@ -16,12 +16,12 @@ struct gen_job {
     /* fixed at submit */
     int32_t *prompt;
     int n_prompt, max_tokens;
-    double t_arrival;
+    double t_arrival, t_submit;
     sampler *smp;
     /* engine thread only */
     int seq, prefilled, n_gen;
     int32_t last;
-    double t_last;
+    double t_last, t_first_out, t_last_out; /* any token chosen; first and last token handed out */
     gen_job *next;            /* queue link (under sched.mu) */
     /* shared */
     atomic_int cancel;
@@ -105,6 +105,7 @@ static void job_push(gen_job *j, int32_t tok)
 /* engine thread: the job is over; frees its sequence and drops the scheduler's reference */
 static void job_finish(sched *s, gen_job *j, enum job_end end, const char *error)
 {
+    if (j->n_gen >= 2) metrics_tpot(s->m, (j->t_last_out - j->t_first_out) / (j->n_gen - 1));
     if (j->seq >= 0) engine_seq_free(s->eng, j->seq);
     j->seq = -1;
     if (end == JOB_CANCELLED) {
@@ -118,6 +119,12 @@ static void job_finish(sched *s, gen_job *j, enum job_end end, const char *error
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     job_unref(j);
+}
+
+/* under s->mu: the gauges the pool sees */
+static void publish_counts(sched *s)
+{
+    metrics_load(s->m, s->n_active, s->n_queued);
 }
 
 int sched_submit(sched *s, const job_spec *spec, gen_job **out)
@@ -137,6 +144,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     j->n_prompt = spec->n_prompt;
     j->max_tokens = spec->max_tokens;
     j->t_arrival = spec->t_arrival;
+    j->t_submit = monotonic_seconds();
     j->seq = -1;
     atomic_init(&j->cancel, CANCEL_NONE);
     atomic_init(&j->refs, 2); /* the reader and the scheduler */
@@ -154,6 +162,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
         if (s->tail) s->tail->next = j; else s->head = j;
         s->tail = j;
         s->n_queued++;
+        publish_counts(s);
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -173,6 +182,8 @@ static int after_step(sched *s, gen_job *j, int32_t tok, double t)
     j->t_last = t;
     engine_stop v = engine_should_stop(s->eng, j->seq, tok, j->n_gen, j->max_tokens);
     if (v == ENGINE_STOP_TOKEN) { job_finish(s, j, JOB_STOP, NULL); return 1; }
+    if (j->n_gen == 0) j->t_first_out = t;
+    j->t_last_out = t;
     j->n_gen++;
     j->last = tok; /* fed back next step; the engine shows it to the sampler then */
     job_push(j, tok);
@@ -220,13 +231,24 @@ static void step_all(sched *s, int n)
     }
     pthread_mutex_lock(&s->mu);
     s->n_active = k;
+    publish_counts(s);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* engine thread: the KV pools' blocks for the pool's view (the engine is ours to read here) */
+static void publish_kv(sched *s)
+{
+    engine_kv_stats kv;
+    engine_kv_usage(s->eng, &kv);
+    metrics_kv(s->m, KVP_FULL, kv.full_blocks, kv.full_free);
+    metrics_kv(s->m, KVP_RING, kv.ring_blocks, kv.ring_free);
 }
 
 static void *engine_main(void *arg)
 {
     sched *s = arg;
     int n = 0; /* running jobs in s->active[0..n) */
+    publish_kv(s);
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (!s->stopping && n == 0 && !s->head) pthread_cond_wait(&s->cv, &s->mu);
@@ -236,6 +258,7 @@ static void *engine_main(void *arg)
             if (atomic_load(&j->cancel) == CANCEL_NONE && !atomic_load(&s->cancel_all)) {
                 j->seq = engine_seq_new(s->eng);
                 if (j->seq < 0) break; /* KV cache full: wait for a running job to end */
+                metrics_queue_wait(s->m, monotonic_seconds() - j->t_submit);
             }
             s->head = j->next;
             if (!s->head) s->tail = NULL;
@@ -244,6 +267,7 @@ static void *engine_main(void *arg)
             s->active[n++] = j;
         }
         s->n_active = n;
+        publish_counts(s);
         pthread_mutex_unlock(&s->mu);
 
         int k = 0;
@@ -259,6 +283,7 @@ static void *engine_main(void *arg)
         n = k;
         pthread_mutex_lock(&s->mu);
         s->n_active = n;
+        publish_counts(s);
         pthread_mutex_unlock(&s->mu);
         if (n) {
             step_all(s, n);
@@ -266,12 +291,14 @@ static void *engine_main(void *arg)
             n = s->n_active;
             pthread_mutex_unlock(&s->mu);
         }
+        publish_kv(s);
     }
     for (int i = 0; i < n; i++) job_finish(s, s->active[i], JOB_ERROR, "server shutting down");
     pthread_mutex_lock(&s->mu);
     gen_job *q = s->head;
     s->head = s->tail = NULL;
     s->n_queued = s->n_active = 0;
+    publish_counts(s);
     pthread_mutex_unlock(&s->mu);
     while (q) {
         gen_job *next = q->next;

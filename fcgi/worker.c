@@ -39,7 +39,8 @@ struct worker {
     atomic_int state;         /* enum worker_state */
     engine *eng;              /* published before state becomes READY */
     sched *sched;
-    metrics *m;
+    metrics *m;               /* our stats board, in stats_dir when there is one */
+    char stats_dir[CFG_STR];
     double t_start;
     long created;
     char load_error[256];
@@ -52,6 +53,18 @@ struct worker {
 #define WAKE_SIG (SIGRTMIN + 5)
 
 static void on_wake(int sig) { (void)sig; }
+
+/* api_ctx's states as the board shows them to the pool */
+static const enum board_state board_states[] = {
+    [WORKER_LOADING] = BOARD_LOADING, [WORKER_READY] = BOARD_READY,
+    [WORKER_DRAINING] = BOARD_DRAINING, [WORKER_FAILED] = BOARD_FAILED,
+};
+
+static void set_state(worker *w, enum worker_state s)
+{
+    atomic_store(&w->state, s);
+    metrics_state(w->m, board_states[s]);
+}
 
 #define LOG(w, ...) do { char who_[48]; snprintf(who_, sizeof who_, "worker %d pid %d", (w)->index, (int)getpid()); \
     log_line(who_, __VA_ARGS__); } while (0)
@@ -98,6 +111,7 @@ static void snapshot(worker *w, api_ctx *c)
         c->sched = w->sched;
     }
     c->m = w->m;
+    c->stats_dir = w->stats_dir;
     c->t_start = w->t_start;
     c->created = w->created;
     memcpy(c->load_error, w->load_error, sizeof c->load_error);
@@ -126,6 +140,7 @@ static void handle(worker *w, FCGX_Request *fr)
     }
     enum metric_endpoint ep = rt ? rt->ep : EP_OTHER;
     metrics_request(w->m, ep, r.status ? r.status : 500);
+    metrics_latency(w->m, ep, monotonic_seconds() - r.t_start); /* every byte is written; Finish only flushes */
     if (!(r.status == 200 && (ep == EP_HEALTH || ep == EP_METRICS)))
         LOG(w, "rid=%s %s %s %d %.3fs%s", r.request_id, r.method, r.path, r.status, monotonic_seconds() - r.t_start,
             r.write_failed ? " client-gone" : "");
@@ -225,6 +240,7 @@ static int load(worker *w)
         return -1;
     }
     const engine_info *info = engine_get_info(w->eng);
+    metrics_engine(w->m, info->device, info->device_bytes, info->device_total, info->n_ctx);
     LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; KV %.1f KiB per token + %.1f MiB per sequence "
         "(sliding-window rings of %u tokens); %.2f GiB of weights in host memory", cfg->model_id, info->name,
         info->device, info->n_ctx, info->load_seconds, info->kv_bytes_per_token / 1024.0,
@@ -246,7 +262,7 @@ static int wait_signal(int timeout_ms)
 /* Drain: refuse new generations, let running ones finish until the deadline, then cancel. */
 static void drain(worker *w)
 {
-    atomic_store(&w->state, WORKER_DRAINING);
+    set_state(w, WORKER_DRAINING);
     if (w->sched) sched_close(w->sched);
     double deadline = monotonic_seconds() + w->cfg->drain_timeout, hard = 0;
     LOG(w, "draining: %d generation(s) in flight, up to %ds", atomic_load(&w->busy), w->cfg->drain_timeout);
@@ -265,6 +281,28 @@ static void drain(worker *w)
     }
 }
 
+/* The stats board: <stats-dir or the socket's directory>/<label>.stats, so every worker of the
+ * pool renders all of them; without a directory (TCP, no --stats-dir) or when the file cannot
+ * be made, anonymous memory that only this worker shows. */
+static int open_board(worker *w)
+{
+    const server_config *cfg = w->cfg;
+    board_id id;
+    char sock_dir[CFG_STR], path[4096 + 16], err[512];
+    board_identify(w->listen_fd, w->index, cfg->n_workers > 1 && cfg->n_listen <= 1, &id, sock_dir, sizeof sock_dir);
+    snprintf(id.device, sizeof id.device, "%s", cfg->devices[w->index]);
+    snprintf(id.model, sizeof id.model, "%s", cfg->model_id);
+    snprintf(w->stats_dir, sizeof w->stats_dir, "%s", cfg->stats_dir[0] ? cfg->stats_dir : sock_dir);
+    if (w->stats_dir[0]) {
+        if (board_path(w->stats_dir, id.label, path, sizeof path) == 0 && metrics_open(&w->m, path, &id, err, sizeof err) == 0)
+            return 0;
+        LOG(w, "stats board: %s; /metrics and /health show this worker only", err);
+        w->stats_dir[0] = 0;
+    }
+    if (metrics_open(&w->m, NULL, &id, err, sizeof err)) { LOG(w, "stats board: %s", err); return -1; }
+    return 0;
+}
+
 int worker_run(const server_config *cfg, int index, int listen_fd, double load_delay)
 {
     worker w;
@@ -277,7 +315,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
     atomic_init(&w.state, WORKER_LOADING);
     atomic_init(&w.busy, 0);
     atomic_init(&w.stopping, 0);
-    if (metrics_create(&w.m)) { LOG(&w, "out of memory"); return WORKER_EXIT_ERROR; }
+    if (open_board(&w)) return WORKER_EXIT_ERROR;
 
     sigset_t block;
     sigemptyset(&block);
@@ -292,7 +330,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
     sigaction(WAKE_SIG, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);   /* a closed socket is a write error, not a death */
 
-    if (FCGX_Init()) { LOG(&w, "FCGX_Init failed"); metrics_destroy(w.m); return WORKER_EXIT_ERROR; }
+    if (FCGX_Init()) { LOG(&w, "FCGX_Init failed"); metrics_destroy(w.m, 1); return WORKER_EXIT_ERROR; }
     int rc = WORKER_EXIT_OK;
     if (start_threads(&w)) {
         rc = WORKER_EXIT_ERROR;
@@ -300,10 +338,10 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
         LOG(&w, "stopped before loading");
     } else if (load(&w)) {
         LOG(&w, "cannot load %s: %s", cfg->model, w.load_error);
-        atomic_store(&w.state, WORKER_FAILED);
+        set_state(&w, WORKER_FAILED);
         rc = WORKER_EXIT_LOAD;
     } else {
-        atomic_store(&w.state, WORKER_READY);
+        set_state(&w, WORKER_READY);
         while (!wait_signal(1000)) {}
         drain(&w);
     }
@@ -311,7 +349,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
     if (joined) {
         sched_destroy(w.sched);
         if (w.eng) engine_destroy(w.eng);
-        metrics_destroy(w.m);
+        metrics_destroy(w.m, rc != WORKER_EXIT_OK); /* a failed worker stays on the board until restarted */
         free(w.threads);
     }
     LOG(&w, "exit %d", rc);

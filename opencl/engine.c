@@ -424,6 +424,15 @@ engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_ge
 
 int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
 void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
+void engine_kv_usage(const engine *e, engine_kv_stats *out)
+{
+    out->full_blocks = e->kv.pool[KV_FULL].n_blocks;
+    out->full_free = e->kv.pool[KV_FULL].n_free;
+    out->ring_blocks = e->kv.pool[KV_RING].n_blocks;
+    out->ring_free = e->kv.pool[KV_RING].n_free;
+    out->block_tokens = KV_BLOCK;
+}
+
 int engine_seq_len(const engine *e, int seq)
 {
     if (seq < 0 || (uint32_t)seq >= e->kv.n_seq) return -1;

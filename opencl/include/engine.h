@@ -115,6 +115,16 @@ int  engine_seq_new(engine *e);
 void engine_seq_free(engine *e, int seq);      /* releases its KV blocks */
 int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
 
+/* The paged KV cache's blocks now, per pool: the full-attention layers' blocks (shared by all
+ * sequences as they grow) and the sliding-window layers' ring blocks (0 blocks: no such pool).
+ * Call from the thread that owns the engine (it reads the pools' free lists). */
+typedef struct engine_kv_stats {
+    uint32_t full_blocks, full_free;
+    uint32_t ring_blocks, ring_free;
+    uint32_t block_tokens;   /* tokens one block holds */
+} engine_kv_stats;
+void engine_kv_usage(const engine *e, engine_kv_stats *out);
+
 typedef struct engine_item {
     int seq;                 /* from engine_seq_new */
     const int32_t *tokens;   /* appended at the sequence's current end */

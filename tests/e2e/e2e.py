@@ -85,21 +85,27 @@ def error_of(resp, status):
     return err
 
 
-def metric_samples(text):
-    """{(name, frozenset(labels)): value} via prometheus_client's own text parser"""
+WORKER_LABELS = ("worker", "device")
+
+
+def metric_samples(text, per_worker=False):
+    """{(name, frozenset(labels)): value} via prometheus_client's own text parser; unless per_worker,
+    the pool's totals: the worker/device labels every sample carries are dropped and the workers summed"""
     from prometheus_client.parser import text_string_to_metric_families
     out = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
+            labels = s.labels if per_worker else {k: v for k, v in s.labels.items() if k not in WORKER_LABELS}
+            key = (s.name, frozenset(labels.items()))
+            out[key] = out.get(key, 0) + s.value
     return out
 
 
-def metrics():
+def metrics(per_worker=False):
     with http() as h:
         r = h.get("/metrics")
         assert r.status_code == 200, r.status_code
-        return metric_samples(r.text)
+        return metric_samples(r.text, per_worker)
 
 
 def wait_for(cond, timeout, what):
@@ -129,13 +135,10 @@ def worker_pids():
     return sorted(out)
 
 
-def serving_pids(tries=8):
-    """pids of the workers that answered /health with 200 through nginx in a few tries"""
-    seen = set()
+def serving_pids():
+    """pids of the workers /health's pool view says are ready (any worker answers for all of them)"""
     with http() as h:
-        for _ in range(tries):
-            r = h.get("/health")
-            if r.status_code == 200:
-                seen.add(r.json()["pid"])
-    return seen
-
+        r = h.get("/health")
+    if r.status_code != 200:
+        return set()
+    return {w["pid"] for w in r.json()["pool"] if w["state"] == "ok"}

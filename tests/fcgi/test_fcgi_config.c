@@ -43,8 +43,10 @@ static void test_options_both_spellings(void)
     server_config c;
     char err[256];
     CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", "--max-batch", "64", "--ctx=2048", "--devices", "0:0,0:1",
-                "--listen", "unix:/a,unix:/b", "--socket-mode", "0600", "-v", "-v", "--default-max-tokens", "0", "--request-timeout=5", NULL) == 0,
+                "--listen", "unix:/a,unix:/b", "--socket-mode", "0600", "-v", "-v", "--default-max-tokens", "0", "--request-timeout=5",
+                "--stats-dir", "/run/pool", NULL) == 0,
           "parse: %s", err);
+    CHECK(!strcmp(c.stats_dir, "/run/pool"), "stats-dir '%s'", c.stats_dir);
     CHECK(c.default_max_tokens == 0 && c.request_timeout == 5, "bounds %d %d", c.default_max_tokens, c.request_timeout);
     CHECK(c.max_batch == 64, "max-batch %d", c.max_batch);
     CHECK(c.ctx == 2048, "ctx %d", c.ctx);

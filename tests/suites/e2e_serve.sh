@@ -2,7 +2,8 @@
 # The newcomer's path: deploy/serve.sh (what `make serve` runs, setup skipped: make test did it)
 # in a temp run directory on a free port — spawn-fcgi workers, nginx, certificate, key — then the
 # curl line it prints, pasted as is, must stream a completion from the default (base) model, which
-# gets no chat example; deploy/stop.sh must stop it all.
+# gets no chat example; deploy/stop.sh must stop it all, letting running streams complete first
+# (workers drain, nginx quits last).
 cd "$(dirname "$0")/../.." || exit 1
 run=$(mktemp -d /tmp/clgemma-serve.XXXXXX)
 cleanup() { RUN_DIR=$run sh deploy/stop.sh --quiet; rm -rf "$run"; }
@@ -29,7 +30,22 @@ echo "PASS serve_base_model_demo_is_completion"
 key=$(sed -n 's/^  API key  //p' "$run/serve.out")
 [ -n "$key" ] && grep -qx "$key" "$run/api_keys" && echo "PASS serve_prints_the_key" || { echo "FAIL serve_prints_the_key: '$key'"; exit 1; }
 pids="$(cat "$run"/worker-*.pid) $(cat "$run/nginx/nginx.pid")"
+# make stop while streams run: the workers drain, nginx quits after them, every stream completes
+.venv/bin/python tests/e2e/streams_through_stop.py "https://localhost:$port" "$run/tls/cert.pem" "$key" \
+  gemma-3-270m-q4_k_m 3 "$run/streams.ready" > "$run/streams.out" 2>&1 &
+streams=$!
+n=0; while [ ! -f "$run/streams.ready" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
 RUN_DIR=$run sh deploy/stop.sh > "$run/stop.out" 2>&1
+if wait $streams; then
+  echo "PASS stop_lets_running_streams_complete ($(tail -n 1 "$run/streams.out"))"
+else
+  echo "FAIL stop_lets_running_streams_complete: $(tr '\n' '|' < "$run/streams.out")"; cat "$run/stop.out"; exit 1
+fi
+if [ "$(grep -n 'stopped worker' "$run/stop.out" | tail -n 1 | cut -d: -f1)" -lt "$(grep -n 'stopped nginx' "$run/stop.out" | cut -d: -f1)" ]; then
+  echo "PASS stop_quits_nginx_after_the_workers"
+else
+  echo "FAIL stop_quits_nginx_after_the_workers: $(tr '\n' '|' < "$run/stop.out")"; exit 1
+fi
 left=""
 for p in $pids; do kill -0 "$p" 2>/dev/null && left="$left $p"; done
 if [ -z "$left" ] && ! curl -s --cacert "$run/tls/cert.pem" "https://localhost:$port/health" >/dev/null 2>&1; then
