@@ -1,5 +1,6 @@
 /* json_io.c — request validation (json-c) into typed structs. */
 #include "json_io.h"
+#include "json_fields.h"
 
 #include <json-c/json.h>
 #include <math.h>
@@ -277,7 +278,7 @@ int json_parse_chat(const char *body, size_t len, api_chat_request *out, api_err
     json_object *root = parse_object(body, len, e);
     if (!root) return -1;
     int rc = -1;
-    if (parse_model(root, &out->model, e)) goto done;
+    if (json_check_fields(root, BODY_CHAT, NULL, e) || parse_model(root, &out->model, e)) goto done;
     json_object *msgs = field(root, "messages");
     if (!msgs) { api_fail(e, 400, "invalid_request_error", NULL, "messages", "'messages' is required"); goto done; }
     if (json_object_get_type(msgs) != json_type_array) { bad(e, "messages", "'%s' must be an array%s", ""); goto done; }
@@ -291,6 +292,7 @@ int json_parse_chat(const char *body, size_t len, api_chat_request *out, api_err
         json_object *m = json_object_array_get_idx(msgs, i);
         snprintf(param, sizeof param, "messages[%zu]", i);
         if (!m || json_object_get_type(m) != json_type_object) { bad(e, param, "'%s' must be an object%s", ""); goto done; }
+        if (json_check_fields(m, BODY_MESSAGE, param, e)) goto done;
         json_object *role = field(m, "role");
         snprintf(param, sizeof param, "messages[%zu].role", i);
         if (!role || json_object_get_type(role) != json_type_string) { bad(e, param, "'%s' must be a string%s", ""); goto done; }
@@ -327,7 +329,7 @@ int json_parse_completion(const char *body, size_t len, api_completion_request *
     json_object *root = parse_object(body, len, e);
     if (!root) return -1;
     int rc = -1, echo = 0;
-    if (parse_model(root, &out->model, e)) goto done;
+    if (json_check_fields(root, BODY_COMPLETION, NULL, e) || parse_model(root, &out->model, e)) goto done;
     json_object *p = field(root, "prompt");
     if (!p) { api_fail(e, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required"); goto done; }
     if (json_object_get_type(p) == json_type_array) {

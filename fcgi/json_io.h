@@ -1,6 +1,6 @@
 /* json_io.h — OpenAI request bodies parsed and validated into typed structs (json-c). Strict: wrong
  * types, out-of-range values and unsupported values are errors (api_error.h) that name the offending
- * field; unknown fields are ignored. No engine, no FastCGI here. */
+ * field, and so are unknown fields and ones not supported (json_fields.h). No engine, no FastCGI here. */
 #ifndef CLGEMMA_FCGI_JSON_IO_H
 #define CLGEMMA_FCGI_JSON_IO_H
 

@@ -402,13 +402,16 @@ int engine_budget(const engine *e, int n_prompt, int max_tokens, char *err, size
 {
     uint32_t n_ctx = e->info.n_ctx;
     if (n_prompt < 0 || (uint32_t)n_prompt >= n_ctx) {
-        errf(err, errlen, "the prompt is %d tokens; this model's context is %u tokens", n_prompt, n_ctx);
+        /* OpenAI's wording: client libraries map it to their context-window error */
+        errf(err, errlen, "This model's maximum context length is %u tokens. However, your prompt resulted in %d "
+             "tokens. Please reduce the length of the prompt.", n_ctx, n_prompt);
         return -1;
     }
     if (max_tokens < 0) return (int)(n_ctx - (uint32_t)n_prompt);
     if ((uint64_t)n_prompt + (uint64_t)max_tokens > n_ctx) {
-        errf(err, errlen, "the prompt (%d tokens) plus max_tokens (%d) is more than this model's context of %u tokens",
-             n_prompt, max_tokens, n_ctx);
+        errf(err, errlen, "This model's maximum context length is %u tokens. However, you requested %lld tokens "
+             "(%d in the prompt, %d in the completion). Please reduce the length of the prompt or completion.",
+             n_ctx, (long long)n_prompt + max_tokens, n_prompt, max_tokens);
         return -2;
     }
     return max_tokens;

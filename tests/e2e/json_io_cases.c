@@ -40,7 +40,8 @@ static void test_full_chat_request(void)
                     "\"max_tokens\":8,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"min_p\":0.1,\"seed\":7,"
                     "\"stop\":[\"x\",\"yz\"],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
                     "\"frequency_penalty\":0.5,\"presence_penalty\":-1,\"repetition_penalty\":1.2,\"n\":1,"
-                    "\"user\":\"u\",\"some_future_field\":{\"x\":[1,2]}}";
+                    "\"user\":\"u\",\"metadata\":{\"k\":\"v\"},\"store\":false,"
+                    "\"tools\":[],\"logprobs\":false,\"response_format\":{\"type\":\"text\"},\"logit_bias\":{}}";
     api_chat_request r;
     api_error e;
     CHECK(chat(b, &r, &e) == 0, "rejected: %s", e.message);
@@ -167,7 +168,7 @@ static void test_completions(void)
         { "{" M ",\"prompt\":[1,2,3]}", "prompt" },
         { "{" M ",\"prompt\":5}", "prompt" },
         { "{" M ",\"prompt\":\"a\",\"echo\":true}", "echo" },
-        { "{" M ",\"prompt\":\"a\",\"max_completion_tokens\":0,\"max_tokens\":0}", "max_tokens" },
+        { "{" M ",\"prompt\":\"a\",\"max_completion_tokens\":0,\"max_tokens\":0}", "max_completion_tokens" },  /* a chat-only name: unknown here */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = json_parse_completion(bad[i][0], strlen(bad[i][0]), &r, &e);
@@ -192,8 +193,40 @@ static void test_error_body_shape(void)
     free(b);
 }
 
+/* nothing silently ignored: an unknown field or an unsupported one with a non-neutral value is a
+ * 400 naming it; neutral values (null, false, [], {"type":"text"}) and the documented no-ops pass */
+static void test_unknown_and_unsupported_fields_are_named(void)
+{
+    expect_chat_400("{" M "," USER ",\"some_future_field\":1}", "some_future_field");
+    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"json_object\"}}", "response_format");
+    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"yaml\"}}", "response_format");
+    expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "tools");
+    expect_chat_400("{" M "," USER ",\"logprobs\":true}", "logprobs");
+    expect_chat_400("{" M "," USER ",\"top_logprobs\":3}", "top_logprobs");
+    expect_chat_400("{" M "," USER ",\"logit_bias\":{\"5\":10}}", "logit_bias");
+    expect_chat_400("{" M "," USER ",\"reasoning_effort\":\"low\"}", "reasoning_effort");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"bob\"}]}",
+                    "messages[0].name");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"colour\":1}]}",
+                    "messages[0].colour");
+    api_chat_request r;
+    api_error e;
+    const char *ok = "{" M "," USER ",\"tools\":null,\"tool_choice\":\"none\",\"logprobs\":null,"
+                     "\"user\":\"u\",\"safety_identifier\":\"s\",\"metadata\":null,\"store\":true}";
+    int rc = chat(ok, &r, &e);
+    CHECK(rc == 0, "neutral values rejected: %s", e.message);
+    if (rc == 0) api_chat_request_free(&r);
+    api_completion_request c;
+    const char *cb = "{" M ",\"prompt\":\"x\",\"suffix\":\"tail\"}";
+    CHECK(json_parse_completion(cb, strlen(cb), &c, &e) == -1 && !strcmp(e.param, "suffix"), "suffix: %s", e.param);
+    cb = "{" M ",\"prompt\":\"x\",\"best_of\":1,\"suffix\":null}";
+    CHECK(json_parse_completion(cb, strlen(cb), &c, &e) == 0, "best_of 1: %s", e.message);
+    api_completion_request_free(&c);
+}
+
 int main(void)
 {
+    RUN_TEST(test_unknown_and_unsupported_fields_are_named);
     RUN_TEST(test_full_chat_request);
     RUN_TEST(test_defaults_follow_openai);
     RUN_TEST(test_nulls_mean_absent_and_newer_name_wins);

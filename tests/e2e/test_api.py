@@ -216,6 +216,12 @@ def client_errors_4xx():
         ("system not first", dumps({"model": MODEL, "messages": [{"role": "user", "content": "a"},
                                                                  {"role": "system", "content": "b"}]}), 400, "messages"),
         ("unknown model", dumps(chat_body(model="gpt-17")), 404, "model"),
+        ("unknown field", dumps(chat_body(temprature=0.5)), 400, "temprature"),
+        ("json_object not served yet", dumps(chat_body(response_format={"type": "json_object"})), 400,
+         "response_format"),
+        ("tools not served yet", dumps(chat_body(tools=[{"type": "function", "function": {"name": "f"}}])), 400,
+         "tools"),
+        ("logprobs not served yet", dumps(chat_body(logprobs=True)), 400, "logprobs"),
     ]
     with http() as h:
         for what, body, status, param in cases:
@@ -225,6 +231,8 @@ def client_errors_4xx():
         err = error_of(h.post("/v1/completions", json={"model": MODEL, "prompt": "x " * 1100, "max_tokens": 4},
                               headers=auth()), 400)
         assert err["code"] == "context_length_exceeded", err
+        # OpenAI's wording, which client libraries (litellm's ContextWindowExceededError) match on
+        assert err["message"].startswith("This model's maximum context length is 1024 tokens."), err
         err = error_of(h.get("/v1/nope", headers=auth()), 404)
         err = error_of(h.get("/v1/chat/completions", headers=auth()), 405)
         assert h.get("/v1/chat/completions", headers=auth()).headers.get("allow") == "POST"
@@ -357,18 +365,23 @@ def queue_full_is_429():
     body = chat_body("Write a long story about mountains.", max_tokens=600, stream=True)
     streams, clients, readers = [], [], []
     try:
-        for i in range(3):
+        for i in range(2):
             h = http()
             clients.append(h)
             r = h.send(h.build_request("POST", "/v1/chat/completions", json=body, headers=auth()), stream=True)
             streams.append(r)
             assert r.status_code == 200, r.status_code
-            if i < 2:
-                # running: its first event arrived. Keep the line iterator: dropping it closes the
-                # connection (httpcore closes the stream on GeneratorExit), the server then cancels
-                # the generation as client-gone and frees its slot before the fourth request
-                readers.append(r.iter_lines())
-                next(readers[-1])
+            # running: its first event arrived. Keep the line iterator: dropping it closes the
+            # connection (httpcore closes the stream on GeneratorExit), the server then cancels
+            # the generation as client-gone and frees its slot before the fourth request
+            readers.append(r.iter_lines())
+            next(readers[-1])
+        # the third waits in the queue; its head comes with its first token, so it is sent aside
+        h3 = http()
+        clients.append(h3)
+        threading.Thread(target=lambda: streams.append(
+            h3.send(h3.build_request("POST", "/v1/chat/completions", json=body, headers=auth()), stream=True)),
+            daemon=True).start()
         with http() as h:
             wait_for(lambda: h.get("/health").json()["queue_depth"] == 1, 10, "one queued request")
             err = error_of(h.post("/v1/chat/completions", json=chat_body(), headers=auth()), 429)

@@ -8,7 +8,7 @@ mkdir -p "$out"
 cc=${FUZZ_CC:-clang}
 secs=${FUZZ_SECONDS:-30}
 flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -Ifcgi -Itests/lib"
-parser="fcgi/json_io.c fcgi/api_error.c opencl/sampler.c"
+parser="fcgi/json_io.c fcgi/json_fields.c fcgi/api_error.c opencl/sampler.c"
 
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "FAIL fuzz_request: $cc not found (libFuzzer needs clang)"; exit 1
