@@ -1,8 +1,9 @@
-/* constrain_walk — random walks through a constraint: for a vocabulary and a schema, N outputs made
- * by choosing a random allowed token from each mask (after --close-after steps, mostly a token that
- * closes the most: '}' ']' '"' and EOG, so outputs end) until only EOG is allowed; one output per
- * line to --out (a constrained output has no raw newline). Prints the mask time per step.
- *   build/tools/constrain_walk VOCAB.gguf SCHEMA.json|- N SEED [--out FILE] [--close-after K]
+/* constrain_walk — random walks through constraints: for a vocabulary and each schema, N outputs
+ * made by choosing a random allowed token from each mask (after --close-after steps, mostly the
+ * token of a sample that closes the most: EOG, then quotes ending strings and '}' ']', so outputs
+ * end) until EOG; one output per line to OUTDIR/<schema file>.out (constrained output has no raw
+ * newline). Prints the mask CPU time per step (median, p99) per schema and overall.
+ *   build/tools/constrain_walk VOCAB.gguf N SEED OUTDIR SCHEMA.json|-... [--close-after K]
  * "-" as schema: json_object mode. Exit 1 when a walk breaks an invariant (an allowed token that is
  * not accepted, an empty mask, a walk that does not end). */
 #include <stdio.h>
@@ -73,88 +74,126 @@ static char *slurp(const char *path, size_t *len) {
     return s;
 }
 
+/* n walks through one schema; outputs to out (may be NULL); mask times appended to *times */
+typedef struct walker {
+    const tokenizer *tok; const constraint_vocab *v;
+    uint32_t nv, *bits; int32_t *allowed; int *score;
+    char **pieces; int *plen; char *text;
+    double *times; size_t nt, cap_t;
+    int close_after;
+} walker;
+
+static int walk_schema(walker *W, const char *schema, size_t slen, int n, FILE *out) {
+    char err[512];
+    int bad = 0;
+    for (int w = 0; w < n && !bad; w++) {
+        constraint *c;
+        if (constraint_create_json(&c, W->v, schema, slen, err, sizeof err)) { fprintf(stderr, "schema: %s\n", err); return 1; }
+        size_t tl = 0;
+        int in_str = 0, esc = 0;
+        for (int step = 0;; step++) {
+            if (step > 4000) { fprintf(stderr, "walk %d did not end: %.*s\n", w, (int)(tl < 300 ? tl : 300), W->text); bad = 1; break; }
+            double a = now_us();
+            int cnt = constraint_mask(c, W->bits);
+            double dt = now_us() - a;
+            if (W->nt == W->cap_t) W->times = realloc(W->times, (W->cap_t *= 2) * sizeof *W->times);
+            W->times[W->nt++] = dt;
+            if (cnt <= 0) { fprintf(stderr, "walk %d: empty mask after: %.*s\n", w, (int)tl, W->text); bad = 1; break; }
+            int na = 0;
+            for (uint32_t k = 0; k < (W->nv + 31) / 32; k++)
+                for (uint32_t b = W->bits[k]; b; b &= b - 1) W->allowed[na++] = (int32_t)(k * 32 + (uint32_t)__builtin_ctz(b));
+            if (na != cnt) { fprintf(stderr, "mask count %d != bits %d\n", cnt, na); bad = 1; break; }
+            if (step >= W->close_after && rnd() % 10) { /* the token that closes the most of a sample */
+                int best = -1000, k = 0, ns = na < 512 ? na : 512;
+                for (int i = 0; i < ns; i++) {
+                    int32_t t = na <= 512 ? W->allowed[i] : W->allowed[rnd() % (uint64_t)na];
+                    int sc = tokenizer_is_eog(W->tok, t) ? 1000 : closing(W->pieces[t], W->plen[t], in_str, esc);
+                    if (sc > best) { best = sc; k = 0; }
+                    if (sc == best) W->score[k++] = t;
+                }
+                for (int i = 0; i < na && best < 1000; i++) /* an allowed end of generation wins */
+                    if (tokenizer_is_eog(W->tok, W->allowed[i])) { W->score[0] = W->allowed[i]; k = 1; break; }
+                memcpy(W->allowed, W->score, (size_t)k * sizeof *W->allowed);
+                na = k;
+            }
+            int32_t t = W->allowed[rnd() % (uint64_t)na];
+            if (constraint_accept(c, t)) { fprintf(stderr, "walk %d: allowed token %d not accepted\n", w, t); bad = 1; break; }
+            if (tokenizer_is_eog(W->tok, t)) break;
+            if (tl + (size_t)W->plen[t] + 2 > (1 << 20)) { fprintf(stderr, "walk %d too long\n", w); bad = 1; break; }
+            memcpy(W->text + tl, W->pieces[t], (size_t)W->plen[t]);
+            lex(W->text + tl, W->plen[t], &in_str, &esc);
+            tl += (size_t)W->plen[t];
+        }
+        if (!bad && !constraint_complete(c)) { fprintf(stderr, "walk %d ended incomplete\n", w); bad = 1; }
+        if (out) { fwrite(W->text, 1, tl, out); fputc('\n', out); }
+        constraint_destroy(c);
+    }
+    return bad;
+}
+
+static void report(const char *name, walker *W, size_t from) {
+    size_t n = W->nt - from;
+    double *t = W->times + from;
+    qsort(t, n, sizeof *t, cmp_d);
+    printf("%s: %zu mask steps: median %.1f us, p99 %.1f us, max %.1f us\n", name, n,
+           n ? t[n / 2] : 0, n ? t[n * 99 / 100] : 0, n ? t[n - 1] : 0);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 5) {
-        fprintf(stderr, "usage: %s VOCAB.gguf SCHEMA.json|- N SEED [--out FILE] [--close-after K]\n", argv[0]);
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s VOCAB.gguf N SEED OUTDIR SCHEMA.json|-... [--close-after K]\n", argv[0]);
         return 2;
     }
-    const char *out_path = NULL;
-    int close_after = 48, n = atoi(argv[3]);
-    rs = strtoull(argv[4], NULL, 10);
-    for (int i = 5; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--out")) out_path = argv[i + 1];
-        else if (!strcmp(argv[i], "--close-after")) close_after = atoi(argv[i + 1]);
-    }
+    walker W = {.close_after = 48};
+    int n = atoi(argv[2]);
+    rs = strtoull(argv[3], NULL, 10);
+    const char *outdir = argv[4];
+    int last = argc;
+    if (argc > 7 && !strcmp(argv[argc - 2], "--close-after")) { W.close_after = atoi(argv[argc - 1]); last = argc - 2; }
     char err[512];
     tokenizer *tok;
     if (tokenizer_load(&tok, argv[1], err, sizeof err)) { fprintf(stderr, "%s\n", err); return 2; }
     double t0 = now_us();
     constraint_vocab *v;
     if (constraint_vocab_create(&v, tok, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 2; }
-    double vocab_ms = (now_us() - t0) / 1e3;
-    size_t slen = 0;
-    char *schema = strcmp(argv[2], "-") ? slurp(argv[2], &slen) : NULL;
-    if (strcmp(argv[2], "-") && !schema) { fprintf(stderr, "cannot read %s\n", argv[2]); return 2; }
-    FILE *out = out_path ? fopen(out_path, "w") : NULL;
-    uint32_t nv = tokenizer_n_vocab(tok), *bits = malloc((nv + 31) / 32 * 4);
-    int32_t *allowed = malloc(nv * sizeof *allowed);
-    int *score = malloc(nv * sizeof *score);
-    char **pieces = malloc(nv * sizeof *pieces);
-    int *plen = malloc(nv * sizeof *plen);
+    printf("vocab %s: %u tokens, trie built in %.0f ms cpu\n", argv[1], tokenizer_n_vocab(tok), (now_us() - t0) / 1e3);
+    W.tok = tok; W.v = v; W.nv = tokenizer_n_vocab(tok);
+    W.bits = malloc((W.nv + 31) / 32 * 4);
+    W.allowed = malloc(W.nv * sizeof *W.allowed);
+    W.score = malloc(W.nv * sizeof *W.score);
+    W.pieces = malloc(W.nv * sizeof *W.pieces);
+    W.plen = malloc(W.nv * sizeof *W.plen);
+    W.text = malloc(1 << 20);
+    W.cap_t = 1 << 16;
+    W.times = malloc(W.cap_t * sizeof *W.times);
     char piece[512];
-    for (uint32_t t = 0; t < nv; t++) {
+    for (uint32_t t = 0; t < W.nv; t++) {
         int k = tokenizer_piece(tok, (int32_t)t, 0, piece, sizeof piece);
-        plen[t] = k < 0 ? 0 : k > (int)sizeof piece ? (int)sizeof piece : k;
-        pieces[t] = malloc((size_t)plen[t] + 1);
-        memcpy(pieces[t], piece, (size_t)plen[t]);
+        W.plen[t] = k < 0 ? 0 : k > (int)sizeof piece ? (int)sizeof piece : k;
+        W.pieces[t] = malloc((size_t)W.plen[t] + 1);
+        memcpy(W.pieces[t], piece, (size_t)W.plen[t]);
     }
-    size_t cap_t = 1 << 16, nt = 0;
-    double *times = malloc(cap_t * sizeof *times);
-    char *text = malloc(1 << 20);
     int bad = 0;
-    for (int w = 0; w < n && !bad; w++) {
-        constraint *c;
-        if (constraint_create_json(&c, v, schema, slen, err, sizeof err)) { fprintf(stderr, "schema: %s\n", err); return 1; }
-        size_t tl = 0;
-        int in_str = 0, esc = 0;
-        for (int step = 0;; step++) {
-            if (step > 4000) { fprintf(stderr, "walk %d did not end: %.*s\n", w, (int)(tl < 300 ? tl : 300), text); bad = 1; break; }
-            double a = now_us();
-            int cnt = constraint_mask(c, bits);
-            double dt = now_us() - a;
-            if (nt == cap_t) times = realloc(times, (cap_t *= 2) * sizeof *times);
-            times[nt++] = dt;
-            if (cnt <= 0) { fprintf(stderr, "walk %d: empty mask after: %.*s\n", w, (int)tl, text); bad = 1; break; }
-            int na = 0, best = -1000;
-            for (uint32_t t = 0; t < nv; t++)
-                if (bits[t / 32] >> (t % 32) & 1) allowed[na++] = (int32_t)t;
-            if (na != cnt) { fprintf(stderr, "mask count %d != bits %d\n", cnt, na); bad = 1; break; }
-            if (step >= close_after && rnd() % 10) { /* keep the tokens that close the most */
-                for (int i = 0; i < na; i++) {
-                    score[i] = tokenizer_is_eog(tok, allowed[i]) ? 1000 : closing(pieces[allowed[i]], plen[allowed[i]], in_str, esc);
-                    if (score[i] > best) best = score[i];
-                }
-                int k = 0;
-                for (int i = 0; i < na; i++) if (score[i] == best) allowed[k++] = allowed[i];
-                na = k;
-            }
-            int32_t t = allowed[rnd() % (uint64_t)na];
-            if (constraint_accept(c, t)) { fprintf(stderr, "walk %d: allowed token %d not accepted\n", w, t); bad = 1; break; }
-            if (tokenizer_is_eog(tok, t)) break;
-            int k = tokenizer_piece(tok, t, 0, text + tl, (1 << 20) - (int)tl - 1);
-            if (k > 0) { lex(text + tl, k, &in_str, &esc); tl += (size_t)k; }
-        }
-        if (!bad && !constraint_complete(c)) { fprintf(stderr, "walk %d ended incomplete\n", w); bad = 1; }
-        if (out) { fwrite(text, 1, tl, out); fputc('\n', out); }
-        constraint_destroy(c);
+    for (int i = 5; i < last; i++) {
+        const char *path = argv[i], *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        size_t slen = 0;
+        char *schema = strcmp(path, "-") ? slurp(path, &slen) : NULL;
+        if (strcmp(path, "-") && !schema) { fprintf(stderr, "cannot read %s\n", path); bad = 1; continue; }
+        char op[4096];
+        snprintf(op, sizeof op, "%s/%s.out", outdir, strcmp(path, "-") ? base : "json_object");
+        FILE *out = fopen(op, "w");
+        size_t from = W.nt;
+        int b = walk_schema(&W, schema, slen, n, out);
+        if (out) fclose(out);
+        if (b) printf("FAIL walk %s: see stderr\n", base);
+        bad |= b;
+        report(strcmp(path, "-") ? base : "json_object", &W, from);
+        free(schema);
     }
-    qsort(times, nt, sizeof *times, cmp_d);
-    printf("vocab %u tokens, built in %.0f ms; %zu mask steps: median %.1f us, p99 %.1f us, max %.1f us\n",
-           nv, vocab_ms, nt, nt ? times[nt / 2] : 0, nt ? times[nt * 99 / 100] : 0, nt ? times[nt - 1] : 0);
-    if (out) fclose(out);
-    free(times); free(text); free(bits); free(allowed); free(score); free(schema);
-    for (uint32_t t = 0; t < nv; t++) free(pieces[t]);
-    free(pieces); free(plen);
+    report("all schemas", &W, 0);
+    for (uint32_t t = 0; t < W.nv; t++) free(W.pieces[t]);
+    free(W.pieces); free(W.plen); free(W.times); free(W.text); free(W.bits); free(W.allowed); free(W.score);
     constraint_vocab_destroy(v);
     tokenizer_destroy(tok);
     return bad;

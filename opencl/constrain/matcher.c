@@ -161,11 +161,15 @@ static int feed(run *r, int c) {
             uint64_t m = 0;
             for (uint64_t bits = f->m; bits; bits &= bits - 1) {
                 int i = __builtin_ctzll(bits);
-                if (c == '"' ? P[i].key_len == f->b
-                             : P[i].key_len > f->b && (unsigned char)g->bytes[P[i].key + f->b] == c) m |= 1ull << i;
+                if (P[i].key_len > f->b && (unsigned char)g->bytes[P[i].key + f->b] == c) m |= 1ull << i;
+            }
+            if (!m && c == '"') { /* an escaped quote continues a key (never where another one ends) */
+                for (uint64_t bits = f->m; bits; bits &= bits - 1)
+                    if (P[__builtin_ctzll(bits)].key_len == f->b) m |= bits & -bits;
+                if (!m) return 0;
+                f->a += (uint32_t)__builtin_ctzll(m); f->st = O_COLON; return 1;
             }
             if (!m) return 0;
-            if (c == '"') { f->a += (uint32_t)__builtin_ctzll(m); f->st = O_COLON; return 1; }
             f->m = m; f->b++; return 1;
         }
         case O_COLON: if (c != ':') return 0; f->st = O_VAL; f->aux = 0; return 1;
