@@ -80,27 +80,46 @@ int constraint_mask(constraint *c, uint32_t *bits) {
     return n ? n : -1;
 }
 
-int constraint_accept_bytes(constraint *c, const char *bytes, size_t n) {
-    if (c->ended) return n ? -1 : 0;
+/* the state after bytes (in the walk scratch), or NULL when they are rejected */
+static const g_state *advance(constraint *c, const char *bytes, size_t n) {
     g_state *a = &c->walk[0], *b = &c->walk[1];
     g_state_copy(a, &c->cur);
     for (size_t i = 0; i < n; i++) {
-        if (!g_step(&c->g, a, (unsigned char)bytes[i], b)) return -1;
+        if (!g_step(&c->g, a, (unsigned char)bytes[i], b)) return NULL;
         g_state *t = a; a = b; b = t;
     }
-    g_state_copy(&c->cur, a);
+    return a;
+}
+
+int constraint_accept_bytes(constraint *c, const char *bytes, size_t n) {
+    if (c->ended) return n ? -1 : 0;
+    const g_state *s = advance(c, bytes, n);
+    if (!s) return -1;
+    g_state_copy(&c->cur, s);
     return 0;
+}
+
+static int is_eog(const constraint_vocab *v, int32_t token) {
+    for (uint32_t i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == token) return 1;
+    return 0;
+}
+
+int constraint_allows(constraint *c, int32_t token) {
+    const constraint_vocab *v = c->v;
+    if (c->ended || token < 0 || (uint32_t)token >= v->n_vocab) return 0;
+    if (is_eog(v, token)) return g_complete(&c->g, &c->cur);
+    return v->len[token] && advance(c, v->bytes + v->off[token], v->len[token]) != NULL;
 }
 
 int constraint_accept(constraint *c, int32_t token) {
     const constraint_vocab *v = c->v;
     if (c->ended || token < 0 || (uint32_t)token >= v->n_vocab) return -1;
-    for (uint32_t i = 0; i < v->n_eog; i++)
-        if (v->eog[i] == token) {
-            if (!g_complete(&c->g, &c->cur)) return -1;
-            c->ended = 1;
-            return 0;
-        }
+    if (is_eog(v, token)) {
+        if (!g_complete(&c->g, &c->cur)) return -1;
+        c->ended = 1;
+        return 0;
+    }
     if (!v->len[token]) return -1; /* control, empty or too long: never allowed */
     return constraint_accept_bytes(c, v->bytes + v->off[token], v->len[token]);
 }

@@ -35,11 +35,14 @@ void constraint_destroy(constraint *c);
 
 /* n_vocab bits (bit i of word i/32 = token i may come next). End-of-generation tokens are allowed
  * exactly when the text so far is a complete value; once the top-level value has closed only they
- * are. Returns the count of allowed tokens (>= 1), or -1 when nothing is allowed (a bug). */
+ * are. Returns the count of allowed tokens (>= 1), or -1 when nothing is allowed: a bug, or the
+ * sequence already ended with an accepted EOG. */
 int  constraint_mask(constraint *c, uint32_t *bits);
 /* advance by a chosen token; -1 if it was not allowed (state unchanged). An EOG token is accepted
  * when complete and ends the sequence (then nothing else is accepted). */
 int  constraint_accept(constraint *c, int32_t token);
+/* 1 when token may come next, without advancing: checks one sampled token without the whole mask */
+int  constraint_allows(constraint *c, int32_t token);
 /* advance by raw bytes (tests, forced prefixes); -1 if they are not a prefix of a valid value */
 int  constraint_accept_bytes(constraint *c, const char *bytes, size_t n);
 /* the output so far is one whole valid value */
