@@ -8,7 +8,7 @@ FCGI_LDLIBS := -lfcgi -ljson-c
 
 # the engine's rooms; each folder is on the engine's include path, so headers are named without their
 # folder. fcgi/ and cli/ see only the public headers (opencl/include); unit tests see everything.
-ENGINE_DIRS := opencl opencl/include opencl/io opencl/models opencl/ops opencl/bench
+ENGINE_DIRS := opencl opencl/include opencl/io opencl/models opencl/ops opencl/bench opencl/constrain
 INC     := $(addprefix -I,$(ENGINE_DIRS))
 build/obj/fcgi/%.o build/obj/cli/%.o: INC := -Iopencl/include
 ENGINE_SRCS := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
@@ -18,7 +18,7 @@ CLI_OBJS    := $(CLI_SRCS:%.c=build/obj/%.o)
 FCGI_SRCS   := $(filter-out fcgi/main.c,$(wildcard fcgi/*.c))
 FCGI_OBJS   := $(FCGI_SRCS:%.c=build/obj/%.o)
 # unit tests mirror the tree (tests/opencl/<room>/, tests/fcgi/); each builds to build/tests/<name>
-TEST_DIRS   := tests/opencl tests/opencl/io tests/opencl/models tests/opencl/ops tests/opencl/bench tests/fcgi
+TEST_DIRS   := tests/opencl tests/opencl/io tests/opencl/models tests/opencl/ops tests/opencl/bench tests/opencl/constrain tests/fcgi
 UNIT_SRCS   := $(foreach d,$(TEST_DIRS),$(wildcard $(d)/test_*.c))
 UNIT_BINS   := $(addprefix build/tests/,$(basename $(notdir $(UNIT_SRCS))))
 vpath test_%.c $(TEST_DIRS)
@@ -99,3 +99,9 @@ serve:
 
 stop:
 	@sh deploy/stop.sh
+
+# structured-output random walks and mask timing (tests/suites/constrain_schemas.sh)
+build/tools/constrain_walk: tools/constrain_walk.c build/libclgemma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iopencl/include -o $@ $^ $(LDLIBS)
+all: build/tools/constrain_walk

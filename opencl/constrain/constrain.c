@@ -1,0 +1,127 @@
+/* constrain.c — one sequence's constraint: the compiled grammar, the matcher state, and the mask
+ * walk over the vocabulary trie (depth-first, one matcher state per trie depth, a subtree pruned
+ * as soon as its prefix is rejected). Inside a string, plain tokens are allowed from precomputed
+ * masks and only the non-plain trie is walked. */
+#include "constrain.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "errf.h"
+#include "grammar.h"
+#include "vocab_trie.h"
+
+struct constraint {
+    const constraint_vocab *v;
+    grammar g;
+    g_state cur;
+    g_state *walk;   /* max_len + 1 states: one per trie depth */
+    int ended;       /* an end-of-generation token was accepted */
+};
+
+int constraint_create_json(constraint **out, const constraint_vocab *v, const char *schema_json, size_t len,
+                           char *err, size_t errlen) {
+    *out = NULL;
+    constraint *c = calloc(1, sizeof *c);
+    if (!c) return errf(err, errlen, "out of memory");
+    c->v = v;
+    if (grammar_compile(&c->g, schema_json, len, err, errlen)) { free(c); return -1; }
+    c->walk = malloc(((size_t)v->max_len + 2) * sizeof *c->walk); /* one per trie depth, two at least */
+    if (!c->walk) { constraint_destroy(c); return errf(err, errlen, "out of memory"); }
+    g_state_init(&c->cur, &c->g);
+    *out = c;
+    return 0;
+}
+
+void constraint_destroy(constraint *c) {
+    if (!c) return;
+    grammar_free(&c->g);
+    free(c->walk);
+    free(c);
+}
+
+static void set_token(const constraint_vocab *v, uint32_t *bits, int32_t t) {
+    for (; t >= 0; t = v->next_same[t]) bits[t / 32] |= 1u << (t % 32);
+}
+
+/* every token of trie t whose bytes the state accepts */
+static void walk(constraint *c, const vt_trie *t, uint32_t *bits) {
+    const grammar *g = &c->g;
+    g_state_copy(&c->walk[0], &c->cur);
+    for (uint32_t i = 0; i < t->n;) {
+        const vt_node *nd = &t->nodes[i];
+        if (!g_step(g, &c->walk[nd->depth - 1], nd->byte, &c->walk[nd->depth])) { i = nd->end; continue; }
+        if (nd->tok >= 0) set_token(c->v, bits, nd->tok);
+        i++;
+    }
+}
+
+int constraint_mask(constraint *c, uint32_t *bits) {
+    const constraint_vocab *v = c->v;
+    memset(bits, 0, v->words * sizeof *bits);
+    if (!c->ended) {
+        uint32_t room;
+        if (g_in_plain_string(&c->g, &c->cur, &room)) {
+            uint32_t r = room < VT_PLAIN_R ? room : VT_PLAIN_R;
+            memcpy(bits, v->plain_le + (size_t)r * v->words, v->words * sizeof *bits);
+            for (uint32_t i = 0; i < v->n_long_plain && room > VT_PLAIN_R; i++) {
+                int32_t t = v->long_plain[i];
+                if (v->charlen[t] <= room) bits[t / 32] |= 1u << (t % 32);
+            }
+            walk(c, &v->nonplain, bits);
+        } else {
+            walk(c, &v->all, bits);
+        }
+        if (g_complete(&c->g, &c->cur))
+            for (uint32_t i = 0; i < v->n_eog; i++) bits[v->eog[i] / 32] |= 1u << (v->eog[i] % 32);
+    }
+    int n = 0;
+    for (uint32_t w = 0; w < v->words; w++) n += __builtin_popcount(bits[w]);
+    return n ? n : -1;
+}
+
+/* the state after bytes (in the walk scratch), or NULL when they are rejected */
+static const g_state *advance(constraint *c, const char *bytes, size_t n) {
+    g_state *a = &c->walk[0], *b = &c->walk[1];
+    g_state_copy(a, &c->cur);
+    for (size_t i = 0; i < n; i++) {
+        if (!g_step(&c->g, a, (unsigned char)bytes[i], b)) return NULL;
+        g_state *t = a; a = b; b = t;
+    }
+    return a;
+}
+
+int constraint_accept_bytes(constraint *c, const char *bytes, size_t n) {
+    if (c->ended) return n ? -1 : 0;
+    const g_state *s = advance(c, bytes, n);
+    if (!s) return -1;
+    g_state_copy(&c->cur, s);
+    return 0;
+}
+
+static int is_eog(const constraint_vocab *v, int32_t token) {
+    for (uint32_t i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == token) return 1;
+    return 0;
+}
+
+int constraint_allows(constraint *c, int32_t token) {
+    const constraint_vocab *v = c->v;
+    if (c->ended || token < 0 || (uint32_t)token >= v->n_vocab) return 0;
+    if (is_eog(v, token)) return g_complete(&c->g, &c->cur);
+    return v->len[token] && advance(c, v->bytes + v->off[token], v->len[token]) != NULL;
+}
+
+int constraint_accept(constraint *c, int32_t token) {
+    const constraint_vocab *v = c->v;
+    if (c->ended || token < 0 || (uint32_t)token >= v->n_vocab) return -1;
+    if (is_eog(v, token)) {
+        if (!g_complete(&c->g, &c->cur)) return -1;
+        c->ended = 1;
+        return 0;
+    }
+    if (!v->len[token]) return -1; /* control, empty or too long: never allowed */
+    return constraint_accept_bytes(c, v->bytes + v->off[token], v->len[token]);
+}
+
+int constraint_complete(const constraint *c) { return c->ended || g_complete(&c->g, &c->cur); }

@@ -1,0 +1,51 @@
+/* constrain.h — structured output: for one sequence, which tokens may come next so that the text
+ * is one JSON value (json_object mode: any object; json_schema mode: a value valid against a JSON
+ * Schema subset). Host side only; the caller applies the bit mask to the logits.
+ *
+ * Supported schema (draft 2020-12 subset, docs in opencl/constrain/schema.c): type (and type
+ * arrays), properties, required, additionalProperties, enum, const, anyOf, oneOf (as anyOf),
+ * $ref to #/$defs/.. or #/definitions/.. (recursion too), items, prefixItems, minItems, maxItems,
+ * minLength, maxLength; annotations (title, description, default, examples, $schema, ...) are
+ * ignored; anything else is refused with a message naming the keyword and its JSON pointer.
+ * Output shape: properties in the schema's order, no whitespace except at most one space after
+ * ':' and ','; nothing after the top-level value but end of generation. */
+#ifndef CLGEMMA_CONSTRAIN_H
+#define CLGEMMA_CONSTRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer.h"
+
+typedef struct constraint_vocab constraint_vocab; /* per tokenizer, built once, read-only, shared by threads */
+typedef struct constraint constraint;             /* one sequence's state */
+
+/* the token byte strings (as the detokenizer appends them mid-text) in a trie; tok must outlive v */
+int  constraint_vocab_create(constraint_vocab **out, const tokenizer *tok, char *err, size_t errlen);
+void constraint_vocab_destroy(constraint_vocab *v);
+uint32_t constraint_vocab_n(const constraint_vocab *v);
+
+/* schema_json: a JSON Schema text (len bytes), or NULL for "any JSON object" (json_object mode).
+ * Returns 0, or -1 with a message fit for an HTTP 400 that names the unsupported/invalid keyword
+ * and its JSON pointer ("response_format.json_schema.schema: keyword 'patternProperties' at
+ * /properties/a is not supported"). */
+int  constraint_create_json(constraint **out, const constraint_vocab *v, const char *schema_json,
+                            size_t len, char *err, size_t errlen);
+void constraint_destroy(constraint *c);
+
+/* n_vocab bits (bit i of word i/32 = token i may come next). End-of-generation tokens are allowed
+ * exactly when the text so far is a complete value; once the top-level value has closed only they
+ * are. Returns the count of allowed tokens (>= 1), or -1 when nothing is allowed: a bug, or the
+ * sequence already ended with an accepted EOG. */
+int  constraint_mask(constraint *c, uint32_t *bits);
+/* advance by a chosen token; -1 if it was not allowed (state unchanged). An EOG token is accepted
+ * when complete and ends the sequence (then nothing else is accepted). */
+int  constraint_accept(constraint *c, int32_t token);
+/* 1 when token may come next, without advancing: checks one sampled token without the whole mask */
+int  constraint_allows(constraint *c, int32_t token);
+/* advance by raw bytes (tests, forced prefixes); -1 if they are not a prefix of a valid value */
+int  constraint_accept_bytes(constraint *c, const char *bytes, size_t n);
+/* the output so far is one whole valid value */
+int  constraint_complete(const constraint *c);
+
+#endif
