@@ -169,8 +169,7 @@ int http_send_error(http_req *r, const api_error *e)
 
 int http_start_stream(http_req *r)
 {
-    /* no "X-Accel-Buffering: no": nginx's buffered mode is what reports a worker's death
-     * mid-stream to the client (conf/clgemma-fastcgi.conf.in) */
-    if (send_head(r, 200, "text/event-stream; charset=utf-8", "Cache-Control: no-cache\r\n")) return -1;
+    if (send_head(r, 200, "text/event-stream; charset=utf-8",
+                  "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n")) return -1;
     return http_flush(r);
 }

@@ -28,7 +28,7 @@ int  http_send(http_req *r, int status, const char *content_type, const char *ex
                const char *body, size_t len);
 int  http_send_json(http_req *r, int status, const char *json);
 int  http_send_error(http_req *r, const api_error *e);
-/* 200 with text/event-stream headers, flushed */
+/* 200 with text/event-stream headers (no buffering in nginx), flushed */
 int  http_start_stream(http_req *r);
 /* sse_writer callbacks over the request's output stream */
 int  http_write(void *r, const char *data, size_t n);

@@ -17,7 +17,7 @@ def run(i):
     try:
         with httpx.Client(verify=cert, timeout=180) as h, h.stream(
                 "POST", url + "/v1/completions", headers={"Authorization": f"Bearer {key}"},
-                json={"model": model, "prompt": "Once upon a time, by a wide river,", "max_tokens": 160,
+                json={"model": model, "prompt": "Once upon a time, by a wide river,", "max_tokens": 96,
                       "temperature": 0.8, "seed": i, "stream": True}) as r:
             o["status"] = r.status_code
             buf = ""

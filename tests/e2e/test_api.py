@@ -202,6 +202,23 @@ def cors_preflight():
 
 
 @test
+def stream_events_arrive_as_they_are_made():
+    """through nginx and TLS each event comes when the worker flushes it, not all at the end
+    (nginx's buffered FastCGI mode would hold them in the 16k SSL buffer)"""
+    t0 = time.monotonic()
+    arrivals = []
+    with http() as h, h.stream("POST", "/v1/chat/completions", headers=auth(),
+                               json=chat_body("Write a long story about rivers.", max_tokens=24, stream=True)) as r:
+        assert r.status_code == 200, r.status_code
+        for chunk in r.iter_raw():
+            arrivals += [time.monotonic() - t0] * chunk.count(b"\n\n")
+    assert len(arrivals) >= 10, len(arrivals)
+    spread = arrivals[-1] - arrivals[1]
+    reads = len(set(arrivals))
+    assert reads >= len(arrivals) // 2 and spread > 0.2, f"{len(arrivals)} events in {reads} reads over {spread:.2f}s"
+
+
+@test
 def client_errors_4xx():
     cases = [
         ("malformed JSON", b'{"model": ', 400, None),
