@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 
 #include "chat.h"
+#include "choice.h"
 #include "clock.h"
 #include "gguf.h"
 #include "kv.h"
@@ -40,6 +41,7 @@ struct engine {
     int32_t *h_ids, *h_pos, *h_seq, *h_out;
     size_t h_cap;
     float *h_logits;
+    choice_plan choice;   /* allow masks, biases and logprobs of the step's choice rows */
     void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
     const tensor_maker *make; /* synthetic model: makes the weights its header has no data for */
 };
@@ -265,6 +267,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     e->h_logits = malloc(sizeof(float) * hp->n_vocab);
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
+    if (choice_create(&e->choice, &e->rt, hp->n_vocab, n_seq, why, sizeof why)) { ERR("%s", why); goto fail; }
     /* the file's chat template when clgemma knows it; else the family's, said once */
     gguf_str tmpl;
     char note[512];
@@ -329,6 +332,7 @@ void engine_destroy(engine *e)
 {
     if (!e) return;
     if (e->rt_ok) clFinish(e->rt.q);
+    choice_destroy(&e->choice);
     fwd_bufs_destroy(&e->b);
     kv_destroy(&e->kv);
     ops_destroy(&e->o);
@@ -480,9 +484,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     ops_clear(&e->o); /* a failed step's error is not this one's */
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
     if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; return 0; }
-    /* greedy rows: argmax on the device, only ids come back; others get their logits row */
+    /* greedy rows: argmax on the device, only ids (and asked-for logprobs) come back; others get their
+     * logits row. Masks and biases go first, so both kinds choose from the processed row. */
     uint32_t nv = e->m.hp.n_vocab;
-    if (op_argmax(&e->o, b->logits, n_out, nv, b->argmax)) return ops_status(&e->o, err, errlen);
+    choice_constrain(&e->choice, &e->o, b->logits, r0, n_out);
+    op_argmax(&e->o, b->logits, n_out, nv, b->argmax);
+    choice_logprobs(&e->choice, &e->o, b->logits, r0, n_out);
+    if (ops_status(&e->o, err, errlen)) return -1;
     e->enqueue_s += monotonic_seconds() - tq;
     int32_t ids[256];
     if (n_out > 256) return ERR("internal: too many output rows");
@@ -500,11 +508,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
         for (int k = 0; k < it->n_tokens; k++) sampler_accept(it->smp, it->tokens[k]);
         if (sampler_is_greedy(it->smp)) {
             it->token_out = ids[r];
+            if (it->n_logprobs > 0) choice_fill(&e->choice, (int32_t)(r0 + r), it);
         } else {
             ce = clEnqueueReadBuffer(q, b->logits, CL_TRUE, 4 * (size_t)r * nv, 4 * (size_t)nv, e->h_logits, 0, NULL,
                                      NULL);
             if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
-            it->token_out = sampler_sample(it->smp, e->h_logits);
+            it->token_out = it->n_logprobs > 0 ? sampler_sample_logprobs(it->smp, e->h_logits, it->n_logprobs, it->lp)
+                                               : sampler_sample(it->smp, e->h_logits);
         }
     }
     return 0;
@@ -527,6 +537,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         for (int k = 0; k < it->n_tokens; k++)
             if (it->tokens[k] < 0 || (uint32_t)it->tokens[k] >= e->info.n_vocab)
                 return ERR("item %d: token id %d out of range [0, %u)", i, it->tokens[k], e->info.n_vocab);
+        char why[160];
+        if (choice_check(it, e->info.n_vocab, why, sizeof why)) return ERR("item %d: %s", i, why);
         total += it->n_tokens;
         n_out += it->logits_all ? (size_t)it->n_tokens : (it->smp || it->logits) ? 1 : 0;
     }
@@ -545,6 +557,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);
     /* flatten tokens item by item; a chunk holds at most max_batch tokens and max_out outputs */
     size_t t = 0, r = 0;
+    choice_begin(&e->choice);
     for (int i = 0; i < n; i++) {
         engine_item *it = &items[i];
         for (int k = 0; k < it->n_tokens; k++, t++) {
@@ -552,9 +565,12 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             e->h_pos[t] = e->kv.seq_len[it->seq] + k;
             e->h_seq[t] = it->seq;
             int want = it->logits_all || (k == it->n_tokens - 1 && (it->smp || it->logits));
+            if (want && k == it->n_tokens - 1 && it->smp && choice_wanted(it))
+                choice_add(&e->choice, it, (int32_t)r, sampler_is_greedy(it->smp));
             if (want) { refs[r] = (out_ref){ i, k, t }; r++; }
         }
     }
+    if (!rc) rc = choice_upload(&e->choice, e->rt.q, err, errlen);
     size_t t0 = 0, r0 = 0;
     while (!rc && t0 < total) {
         size_t tn = 0, rn = 0, rr = r0;

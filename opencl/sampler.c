@@ -145,10 +145,10 @@ static void top_sorted(int32_t *ids, size_t n, size_t k, const float *v)
     qsort_r(ids, k, sizeof *ids, cmp_desc, (void *)v);
 }
 
-int32_t sampler_sample(sampler *s, float *logits)
+/* the choice from a row whose penalties are applied */
+static int32_t choose(sampler *s, const float *logits)
 {
     const sampler_params *p = &s->p;
-    apply_penalties(s, logits);
     uint32_t n = s->n_vocab;
     if (p->temperature <= 0.0f) {
         int32_t best = 0;
@@ -179,14 +179,46 @@ int32_t sampler_sample(sampler *s, float *logits)
         keep = m;
     }
     double tot = 0;
+    size_t last = 0; /* the last candidate of weight > 0: masked (-inf) tokens weigh 0 and are never drawn */
     for (size_t i = 0; i < keep; i++) {
         s->cval[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
         tot += s->cval[i];
+        if (s->cval[i] > 0) last = i;
     }
     double r = next_u01(s) * tot, c = 0;
-    for (size_t i = 0; i < keep; i++) {
+    for (size_t i = 0; i <= last; i++) {
         c += s->cval[i];
         if (r < c) return s->cand[i];
     }
-    return s->cand[keep - 1];
+    return s->cand[last];
+}
+
+int32_t sampler_sample(sampler *s, float *logits)
+{
+    apply_penalties(s, logits);
+    return choose(s, logits);
+}
+
+int32_t sampler_sample_logprobs(sampler *s, float *logits, int n, sampler_logprobs *lp)
+{
+    apply_penalties(s, logits);
+    double t = s->p.temperature > 0.0f ? s->p.temperature : 1.0, m = -INFINITY, sum = 0;
+    uint32_t nv = s->n_vocab;
+    for (uint32_t i = 0; i < nv; i++)
+        if (logits[i] > m) m = logits[i];
+    for (uint32_t i = 0; i < nv; i++) sum += exp((logits[i] - m) / t);
+    double ls = log(sum);
+    if (n < 1) n = 1;
+    if (n > SAMPLER_MAX_LOGPROBS) n = SAMPLER_MAX_LOGPROBS;
+    for (uint32_t i = 0; i < nv; i++) s->cand[i] = (int32_t)i;
+    top_sorted(s->cand, nv, (size_t)n, logits); /* choose() refills cand afterwards */
+    lp->n_top = 0;
+    for (int i = 0; i < n && (uint32_t)i < nv && logits[s->cand[i]] > -INFINITY; i++) {
+        lp->top_id[i] = s->cand[i];
+        lp->top_lp[i] = (float)((logits[s->cand[i]] - m) / t - ls);
+        lp->n_top = i + 1;
+    }
+    int32_t tok = choose(s, logits);
+    lp->chosen = (float)((logits[tok] - m) / t - ls);
+    return tok;
 }

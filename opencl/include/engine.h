@@ -125,6 +125,11 @@ typedef struct engine_kv_stats {
 } engine_kv_stats;
 void engine_kv_usage(const engine *e, engine_kv_stats *out);
 
+#define ENGINE_MAX_BIAS 300                       /* engine_item.n_bias at most (OpenAI's limit) */
+#define ENGINE_MAX_LOGPROBS SAMPLER_MAX_LOGPROBS  /* engine_item.n_logprobs at most: 20 */
+typedef struct engine_bias { int32_t token; float bias; } engine_bias;
+typedef sampler_logprobs engine_logprobs;          /* {chosen, top_id[20], top_lp[20], n_top}: sampler.h */
+
 typedef struct engine_item {
     int seq;                 /* from engine_seq_new */
     const int32_t *tokens;   /* appended at the sequence's current end */
@@ -132,14 +137,32 @@ typedef struct engine_item {
     sampler *smp;            /* NULL: no token chosen; else the sampler sees tokens (its penalties
                                 count them), then token_out gets the next token */
     float *logits;           /* NULL, or receives n_vocab floats of the last token's logits
-                                (n_tokens * n_vocab when logits_all) */
+                                (n_tokens * n_vocab when logits_all); the chosen row after allow and bias */
     int logits_all;
     int32_t token_out;       /* output */
+    /* Constraints on the choice (smp set; zeroed: none). They apply on the device to the row the
+     * token is chosen from, before the choice: greedy rows are still argmaxed there, other rows
+     * download the processed row, to which the sampler adds its penalties. Rows of logits_all
+     * before the last token are left raw. */
+    const uint32_t *allow;   /* NULL, or n_vocab bits (bit i of word i/32): only these tokens may be
+                                chosen (structured output); the others get -inf, whatever their bias.
+                                At least one must be allowed. */
+    const engine_bias *bias; /* logit_bias: added to the logits (any finite value; +100 / -100 force /
+                                ban a token as OpenAI's do); a token listed twice gets both */
+    int n_bias;              /* 0..ENGINE_MAX_BIAS */
+    int n_logprobs;          /* 0: none; 1..ENGINE_MAX_LOGPROBS: fill *lp */
+    engine_logprobs *lp;     /* out: log-softmax of the distribution the token was drawn from: the
+                                logits after allow, bias and penalties, divided by the temperature
+                                (greedy: 1), before top-k / top-p / min-p cut it (as vLLM reports);
+                                the chosen token's and the n_logprobs best (masked tokens never listed).
+                                Greedy rows compute it on the device (only the n best travel back),
+                                others on the host from the row the sampler drew from. */
 } engine_item;
 
 /* Runs one step over n items (distinct sequences). An item's sampler is fed the item's tokens
  * (sampler_accept) just before it chooses, so a sequence that always steps with the same sampler has
  * had its whole prompt and every token fed back counted once, the chosen token when it is fed back.
+ * Items without allow, bias or logprobs cost no extra launch or transfer.
  * Returns 0, or -1 with one line in err. Fails when a sequence would exceed n_ctx; then, as on any
  * error found before the forward (bad item, KV cache full), nothing changes. A device error later
  * changes no sequence's KV state, but samplers that already chose have seen their tokens. */

@@ -29,7 +29,22 @@ const sampler_params *sampler_get_params(const sampler *s);
 int  sampler_is_greedy(const sampler *s);
 /* remember a token of the sequence (prompt or generated) for the penalties */
 void sampler_accept(sampler *s, int32_t token);
-/* choose a token from a row of n_vocab logits (modified in place) */
+/* choose a token from a row of n_vocab logits (modified in place: penalties applied) */
 int32_t sampler_sample(sampler *s, float *logits);
+
+#define SAMPLER_MAX_LOGPROBS 20 /* OpenAI's top_logprobs at most */
+/* The log-probabilities of the distribution a token was drawn from: log-softmax of the logits after
+ * the penalties, divided by the temperature (1 when greedy), before top-k / top-p / min-p cut it
+ * (vLLM's processed logprobs). top: the n_top best, ties to the lower id; tokens at -inf (masked)
+ * are never listed, so n_top may be below what was asked. */
+typedef struct sampler_logprobs {
+    float chosen;                         /* the chosen token's */
+    int32_t top_id[SAMPLER_MAX_LOGPROBS];
+    float top_lp[SAMPLER_MAX_LOGPROBS];
+    int n_top;
+} sampler_logprobs;
+/* sampler_sample, and the chosen token's log-probability and the n (1..SAMPLER_MAX_LOGPROBS) best
+ * into lp, from the same processed row */
+int32_t sampler_sample_logprobs(sampler *s, float *logits, int n, sampler_logprobs *lp);
 
 #endif

@@ -1,6 +1,6 @@
 /* ops.h — the op API: host-side launchers for the kernels in opencl/kernels, one file per family
  * in opencl/ops (launch.c: the context; matmul.c, matmul_q8.c, act_q8.c, norm.c, rope.c,
- * attention.c, rows.c, moe.c). Each op enqueues work on the runtime's in-order queue and returns at
+ * attention.c, rows.c, logits.c, moe.c). Each op enqueues work on the runtime's in-order queue and returns at
  * once (no clFinish); a failure is kept in the context (sticky, below). */
 #ifndef CLGEMMA_OPS_H
 #define CLGEMMA_OPS_H
@@ -34,6 +34,7 @@ enum op_kernel {
     K_NORM_FUSE,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     K_MV_ANY, K_ROUTER, K_MOE_UP, K_GEGLU_SPLIT, K_MOE_DOWN, K_PLE_GATE, K_MOE_SORT, K_MOE_COMBINE,
+    K_LOGITS_CONSTRAIN, K_LOGPROBS,
     K_MVQ,            /* NVIDIA only from here on */
     K_MMT, K_MMT_CVT,
     K_MMQ8, K_Q8X,
@@ -125,6 +126,13 @@ typedef struct ops_rows {      /* rows.c */
     cl_mem am_val, am_idx;     /* argmax partials: up to 256 rows x 256 parts */
 } ops_rows;
 
+typedef struct ops_logits {    /* logits.c */
+    cl_kernel constrain;       /* token mask and logit bias of choice rows, in place */
+    cl_kernel lp_part, lp_final; /* log-sum-exp and top k per row, in two stages like argmax */
+    cl_mem lp_m, lp_s, lp_v, lp_i; /* stage 1's partials (grown on demand) */
+    size_t lp_m_bytes, lp_s_bytes, lp_v_bytes, lp_i_bytes;
+} ops_logits;
+
 typedef struct ops_moe {       /* moe.c */
     cl_kernel router_topk, router_topk_w; /* the latter one warp per token (NVIDIA) */
     cl_kernel moe_up, moe_down, geglu_split;
@@ -149,6 +157,7 @@ typedef struct ops {
     ops_rope rope;
     ops_attn attn;
     ops_rows rows;
+    ops_logits logits;
     ops_moe moe;
     /* profiling (bench --profile): time and launches per op kind */
     double prof_ms[K_COUNT];
@@ -300,6 +309,17 @@ int op_scale(ops *o, cl_mem x, float s, uint32_t n);
 int op_softcap(ops *o, cl_mem x, float cap, uint32_t n);
 /* rows <= 256 */
 int op_argmax(ops *o, cl_mem x, uint32_t rows, uint32_t n, cl_mem out);
+
+/* logits.c. Choice rows of x (rows of n values; row indices relative to row0, the chunk's first
+ * output row) as the rules buffer describes them (kernels/logits.cl: 4-int descriptors from d0 on,
+ * bitsets, sorted bias pairs): masked tokens to -inf, the others plus their bias, in place. */
+int op_logits_constrain(ops *o, cl_mem x, uint32_t n, cl_mem rules, uint32_t d0, uint32_t nrows, uint32_t row0);
+#define OPS_MAX_LOGPROBS 20 /* LP_MAXK in logits.cl */
+/* log-softmax of nrows rows of x (row ids[roff + j] - row0): out row j gets OPS_MAX_LOGPROBS floats,
+ * the k (1..OPS_MAX_LOGPROBS) best log-probabilities, then OPS_MAX_LOGPROBS ids (int bits; -1 past
+ * the row's finite values); ties to the lower id, as op_argmax */
+int op_logprobs(ops *o, cl_mem x, uint32_t n, cl_mem ids, uint32_t roff, uint32_t nrows, uint32_t row0, uint32_t k,
+                cl_mem out);
 
 /* moe.c: z [ntok][n_exp] router logits -> sel/wsel [ntok][n_used] (n_exp <= 256) */
 int op_router_topk(ops *o, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel, cl_mem wsel,

@@ -135,11 +135,64 @@ static void test_greedy(void)
     sampler_destroy(s);
 }
 
+/* sampler_sample_logprobs: float64 log-softmax of the penalised row over the temperature (before
+ * top-k / top-p cut it), the best n in order, masked (-inf) tokens never drawn nor listed, and the
+ * same draws as sampler_sample for the same seed */
+static void test_logprobs(void)
+{
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.7f;
+    p.top_k = 5;
+    p.top_p = 0.9f;
+    p.presence_penalty = 0.5f;
+    p.seed = 11;
+    sampler *s, *t;
+    CHECK(sampler_create(&s, &p, NV) == 0 && sampler_create(&t, &p, NV) == 0, "create");
+    sampler_accept(s, 4); sampler_accept(t, 4);
+    int masked = 0, same = 1, bad = 0;
+    for (int round = 0; round < 300; round++) {
+        float l[NV], l2[NV];
+        logits_fixture(l);
+        for (int i = 0; i < NV; i += 3) l[i] = -INFINITY; /* a third masked */
+        memcpy(l2, l, sizeof l);
+        sampler_logprobs lp;
+        int32_t a = sampler_sample_logprobs(s, l, 8, &lp), b = sampler_sample(t, l2);
+        masked += a % 3 == 0;
+        same &= a == b;
+        double m = -INFINITY, sum = 0, ref[NV];
+        for (int i = 0; i < NV; i++) m = fmax(m, l2[i]);
+        for (int i = 0; i < NV; i++) sum += exp((l2[i] - m) / 0.7);
+        for (int i = 0; i < NV; i++) ref[i] = (l2[i] - m) / 0.7 - log(sum);
+        bad += lp.n_top != 8 || fabs(lp.chosen - ref[a]) > 1e-5;
+        for (int k = 0; k < lp.n_top; k++) {
+            int32_t id = lp.top_id[k];
+            int above = 0;
+            for (int i = 0; i < NV; i++) above += ref[i] > ref[id];
+            bad += id % 3 == 0 || above != k || fabs(lp.top_lp[k] - ref[id]) > 1e-5;
+        }
+    }
+    CHECK(masked == 0, "%d draws of masked tokens", masked);
+    CHECK(same, "sampler_sample_logprobs drew otherwise than sampler_sample");
+    CHECK(bad == 0, "%d logprobs off the float64 reference", bad);
+    /* two finite tokens: two listed */
+    float l[NV];
+    for (int i = 0; i < NV; i++) l[i] = -INFINITY;
+    l[7] = 1.0f; l[30] = 2.0f;
+    sampler_logprobs lp;
+    int32_t a = sampler_sample_logprobs(s, l, 20, &lp);
+    CHECK((a == 7 || a == 30) && lp.n_top == 2 && lp.top_id[0] == 30 && lp.top_id[1] == 7, "drew %d, listed %d: %d %d",
+          a, lp.n_top, lp.top_id[0], lp.top_id[1]);
+    sampler_destroy(s);
+    sampler_destroy(t);
+}
+
 int main(void)
 {
     RUN_TEST(test_distributions);
     RUN_TEST(test_seed_determinism);
     RUN_TEST(test_penalties);
     RUN_TEST(test_greedy);
+    RUN_TEST(test_logprobs);
     CHECK_EXIT();
 }
