@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "generate.h"
+#include "logprobs.h"
 #include "sse.h"
 
 int api_require_ready(const api_ctx *c, api_error *e)
@@ -62,9 +63,10 @@ static json_object *envelope(const api_shape *s, const char *id, long created, c
     return o;
 }
 
-/* one choice: chat -> {index, delta|message, finish_reason}; completions -> {index, text, ...} */
+/* one choice: chat -> {index, delta|message, logprobs, finish_reason}; completions -> {index, text,
+ * logprobs, finish_reason}; lp (owned) is the choice's logprobs object or NULL */
 static json_object *choice(const api_shape *s, int chunk, const char *role, const char *text, size_t len,
-                           const char *finish)
+                           const char *finish, json_object *lp)
 {
     json_object *c = json_object_new_object();
     json_object_object_add(c, "index", json_object_new_int(0));
@@ -76,7 +78,7 @@ static json_object *choice(const api_shape *s, int chunk, const char *role, cons
     } else {
         json_object_object_add(c, "text", json_object_new_string_len(text ? text : "", (int)(text ? len : 0)));
     }
-    json_object_object_add(c, "logprobs", NULL);
+    json_object_object_add(c, "logprobs", lp);
     json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
     return c;
 }
@@ -106,7 +108,19 @@ typedef struct stream_out {
     const char *id, *model;
     long created;
     int include_usage, opened;
+    const tokenizer *tok;     /* for logprobs' token strings */
+    int top;                  /* alternatives per token */
+    size_t text_offset;       /* completions' logprobs.text_offset */
 } stream_out;
+
+/* the logprobs of the tokens behind what is sent now (NULL: none asked for, or none new) */
+static json_object *take_lp(stream_out *o, gen_run *g)
+{
+    const gen_lp *e;
+    int n = gen_take_logprobs(g, &e);
+    if (!g->want_lp) return NULL;
+    return o->s->chat ? logprobs_chat(o->tok, e, n, o->top) : logprobs_completion(o->tok, e, n, o->top, &o->text_offset);
+}
 
 static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
 {
@@ -115,7 +129,7 @@ static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
         if (http_start_stream(o->r)) { json_object_put(ch); return -1; }
         /* chat streams open with the role (OpenAI's first chunk); completions go straight to text */
         if (o->s->chat && send_chunk(&o->w, o->s, o->id, o->created, o->model,
-                                     choice(o->s, 1, "assistant", "", 0, NULL), g, o->include_usage)) {
+                                     choice(o->s, 1, "assistant", "", 0, NULL, NULL), g, o->include_usage)) {
             json_object_put(ch);
             return -1;
         }
@@ -134,19 +148,19 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
                   const api_gen *p, gen_run *g)
 {
     stream_out o = { .r = r, .s = s, .id = id, .model = c->cfg->model_id, .created = created,
-                     .include_usage = p->include_usage };
+                     .include_usage = p->include_usage, .tok = engine_tokenizer(c->eng), .top = p->top_logprobs };
     sse_init(&o.w, http_write, http_flush, r);
     const char *text;
     size_t len;
     while (gen_next(g, &text, &len)) {
-        if (chunk_out(&o, choice(s, 1, NULL, text, len, NULL), g)) {
+        if (chunk_out(&o, choice(s, 1, NULL, text, len, NULL, take_lp(&o, g)), g)) {
             gen_cancel(g); /* the client went away: stop at the next token */
             return -1;
         }
     }
     const char *fin = gen_finish_reason(g->finish);
     if (fin) {
-        if (chunk_out(&o, choice(s, 1, NULL, s->chat ? NULL : "", 0, fin), g)) return -1;
+        if (chunk_out(&o, choice(s, 1, NULL, s->chat ? NULL : "", 0, fin, take_lp(&o, g)), g)) return -1;
         if (o.include_usage && chunk_out(&o, NULL, g)) return -1;
         return sse_done(&o.w);
     }
@@ -160,13 +174,18 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
     return rc ? -1 : 0;
 }
 
-static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created, gen_run *g)
+static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created,
+                 const api_gen *p, gen_run *g)
 {
     char *buf = NULL;
     size_t n = 0, cap = 0;
     const char *text;
     size_t len;
     int oom = 0;
+    const tokenizer *tok = engine_tokenizer(c->eng);
+    size_t offset = 0;
+    json_object *lp = !g->want_lp ? NULL : s->chat ? logprobs_chat(tok, NULL, 0, 0)
+                                                   : logprobs_completion(tok, NULL, 0, 0, &offset);
     while (gen_next(g, &text, &len)) {
         if (n + len + 1 > cap) {
             size_t nc = (n + len + 1) * 2;
@@ -177,10 +196,19 @@ static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *
         }
         memcpy(buf + n, text, len);
         n += len;
+        const gen_lp *en;
+        int k = gen_take_logprobs(g, &en);
+        if (lp && s->chat) logprobs_chat_add(lp, tok, en, k, p->top_logprobs);
+        else if (lp) logprobs_completion_add(lp, tok, en, k, p->top_logprobs, &offset);
     }
+    const gen_lp *en;
+    int k = gen_take_logprobs(g, &en);
+    if (lp && s->chat) logprobs_chat_add(lp, tok, en, k, p->top_logprobs);
+    else if (lp) logprobs_completion_add(lp, tok, en, k, p->top_logprobs, &offset);
     const char *fin = gen_finish_reason(g->finish);
     api_error e;
     if (oom || !fin) {
+        json_object_put(lp);
         if (oom) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         else broke_off(g, &e);
         free(buf);
@@ -188,7 +216,7 @@ static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *
     }
     json_object *o = envelope(s, id, created, c->cfg->model_id, 0);
     json_object *arr = json_object_new_array();
-    json_object_array_add(arr, choice(s, 0, "assistant", buf ? buf : "", n, fin));
+    json_object_array_add(arr, choice(s, 0, "assistant", buf ? buf : "", n, fin, lp));
     json_object_object_add(o, "choices", arr);
     json_object_object_add(o, "usage", usage_object(g));
     int rc = http_send_json(r, 200, to_text(o));
@@ -206,7 +234,7 @@ int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_ge
     char id[96];
     snprintf(id, sizeof id, "%s%s", s->id_prefix, r->request_id);
     long created = (long)time(NULL);
-    int rc = p->stream ? stream(c, r, s, id, created, p, &g) : whole(c, r, s, id, created, &g);
+    int rc = p->stream ? stream(c, r, s, id, created, p, &g) : whole(c, r, s, id, created, p, &g);
     gen_end(&g);
     return rc;
 }

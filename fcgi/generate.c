@@ -4,6 +4,7 @@
 #include "clock.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -32,12 +33,33 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
     /* a request without max_tokens would otherwise hold a slot for the whole context */
     if (p->max_tokens < 0 && c->cfg->default_max_tokens > 0 && max_tokens > c->cfg->default_max_tokens)
         max_tokens = c->cfg->default_max_tokens;
+    engine_bias bias[API_MAX_BIAS];
+    uint32_t n_vocab = tokenizer_n_vocab(engine_tokenizer(c->eng));
+    for (int i = 0; i < p->n_bias; i++) {
+        if ((uint32_t)p->bias_tok[i] >= n_vocab)
+            return api_fail(e, 400, "invalid_request_error", NULL, "logit_bias",
+                            "'logit_bias' names token %d; this model's vocabulary has %u tokens", p->bias_tok[i], n_vocab);
+        bias[i] = (engine_bias){ p->bias_tok[i], p->bias_val[i] };
+    }
     job_spec spec = { .prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens,
-                      .sampling = p->sampling, .t_arrival = t_arrival };
+                      .sampling = p->sampling, .t_arrival = t_arrival, .bias = bias, .n_bias = p->n_bias,
+                      .n_logprobs = p->logprobs ? (p->top_logprobs > 0 ? p->top_logprobs : 1) : 0 };
+    g->want_lp = p->logprobs;
     if (!p->seed_given) spec.sampling.seed = random_seed();
-    if (stop_filter_init(&g->sf, (const char *const *)p->stop, p->stop_len, p->n_stop))
+    if (p->constrained) {
+        const constraint_vocab *v = sched_vocab(c->sched);
+        char why[sizeof e->message];
+        if (!v)
+            return api_fail(e, 400, "invalid_request_error", NULL, "response_format",
+                            "structured output needs the model's tokenizer, which this model has not");
+        if (constraint_create_json(&spec.con, v, p->schema, p->schema_len, why, sizeof why))
+            return api_fail(e, 400, "invalid_request_error", "unsupported_schema", "response_format", "%s", why);
+    }
+    if (stop_filter_init(&g->sf, (const char *const *)p->stop, p->stop_len, p->n_stop)) {
+        constraint_destroy(spec.con);
         return api_fail(e, 500, "server_error", NULL, "stop", "bad stop strings");
-    int rc = sched_submit(c->sched, &spec, &g->job);
+    }
+    int rc = sched_submit(c->sched, &spec, &g->job); /* owns spec.con from here */
     if (rc == SCHED_OK) {
         tok_stream_init(&g->ts, engine_tokenizer(c->eng), 0);
         return 0;
@@ -49,6 +71,27 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
     if (rc == SCHED_CLOSED)
         return api_fail(e, 503, "server_error", "unavailable", NULL, "the server is shutting down; retry");
     return api_fail(e, 500, "server_error", NULL, NULL, "cannot queue the request (out of memory)");
+}
+
+static int pend_push(gen_run *g, int32_t tok, const engine_logprobs *lp)
+{
+    if (g->n_pend == g->cap_pend) {
+        int cap = g->cap_pend ? g->cap_pend * 2 : 16;
+        gen_lp *p = realloc(g->pend, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        g->pend = p;
+        g->cap_pend = cap;
+    }
+    g->pend[g->n_pend++] = (gen_lp){ tok, *lp };
+    return 0;
+}
+
+int gen_take_logprobs(gen_run *g, const gen_lp **out)
+{
+    *out = g->pend;
+    int n = g->n_pend;
+    g->n_pend = 0;
+    return n;
 }
 
 static enum gen_finish finish_of(const job_status *st)
@@ -105,12 +148,20 @@ int gen_next(gen_run *g, const char **text, size_t *len)
                     g->phase = PH_FLUSH;
                     continue;
                 }
-                g->n_toks = job_wait(g->job, g->toks, (int)(sizeof g->toks / sizeof g->toks[0]), &g->st);
+                g->n_toks = job_wait(g->job, g->toks, g->want_lp ? g->lps : NULL,
+                                     (int)(sizeof g->toks / sizeof g->toks[0]), &g->st);
                 g->i_tok = 0;
                 continue;
             } else {
                 int32_t tok = g->toks[g->i_tok++];
                 g->n_completion++;
+                if (g->want_lp && pend_push(g, tok, &g->lps[g->i_tok - 1])) {
+                    snprintf(g->error, sizeof g->error, "out of memory");
+                    g->finish = FINISH_ERROR;
+                    job_cancel(g->job, 0);
+                    g->phase = PH_DONE;
+                    continue;
+                }
                 int k = tok_stream_push(&g->ts, tok, g->piece, sizeof g->piece);
                 if (k > 0 && filter(g, g->piece, (size_t)k, text, len)) return 1;
             }
@@ -145,6 +196,8 @@ void gen_end(gen_run *g)
     job_release(g->job);
     g->job = NULL;
     stop_filter_free(&g->sf);
+    free(g->pend);
+    g->pend = NULL;
 }
 
 const char *gen_finish_reason(enum gen_finish f)

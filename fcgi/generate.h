@@ -11,13 +11,23 @@
 
 enum gen_finish { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_CANCELLED, FINISH_ERROR };
 
+/* one output token with its logprobs (requests that asked for them) */
+typedef struct gen_lp {
+    int32_t tok;
+    engine_logprobs lp;
+} gen_lp;
+
 typedef struct gen_run {
     const api_ctx *c;
     gen_job *job;
     tok_stream ts;
     stop_filter sf;
     int32_t toks[64];
+    engine_logprobs lps[64];  /* theirs, when logprobs were asked for */
     int n_toks, i_tok;        /* tokens fetched from the job and not yet decoded */
+    int want_lp;
+    gen_lp *pend;             /* tokens decoded since the last gen_take_logprobs */
+    int n_pend, cap_pend;
     job_status st;
     int phase;                /* tokens, flush the UTF-8 tail, release held text, done */
     char piece[512];          /* decoded text of the current token(s) */
@@ -35,6 +45,9 @@ int  gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt
  * (then g->finish says why). Past --request-timeout the job is dropped and the run ends as
  * FINISH_LENGTH, like a max_tokens cap. */
 int  gen_next(gen_run *g, const char **text, size_t *len);
+/* The tokens (with logprobs) behind the text handed out since the last call; valid until the next
+ * gen_next. 0 when the request asked for no logprobs. */
+int  gen_take_logprobs(gen_run *g, const gen_lp **out);
 /* The client went away: cancel at the next token (counted in metrics). */
 void gen_cancel(gen_run *g);
 /* Records usage in metrics and frees everything. */

@@ -40,13 +40,13 @@ static const field_rule rules[] = {
     { "safety_identifier", B_CHAT, USE_NOOP, NULL },
     { "metadata", B_CHAT, USE_NOOP, NULL },
     { "store", B_CHAT, USE_NOOP, NULL },
-    { "logit_bias", B_REQ, USE_UNSUPPORTED, "{}" },
+    { "logit_bias", B_REQ, USE_PARSED, NULL },
     /* chat */
     { "messages", B_CHAT, USE_PARSED, NULL },
     { "max_completion_tokens", B_CHAT, USE_PARSED, NULL },
-    { "logprobs", B_CHAT, USE_UNSUPPORTED, "false" },
-    { "top_logprobs", B_CHAT, USE_UNSUPPORTED, "0" },
-    { "response_format", B_CHAT, USE_UNSUPPORTED, "{\"type\":\"text\"}" },
+    { "logprobs", B_REQ, USE_PARSED, NULL },
+    { "top_logprobs", B_CHAT, USE_PARSED, NULL },
+    { "response_format", B_CHAT, USE_PARSED, NULL },
     { "tools", B_CHAT, USE_UNSUPPORTED, "[]" },
     { "tool_choice", B_CHAT, USE_UNSUPPORTED, "\"none\"" },
     { "parallel_tool_calls", B_CHAT, USE_UNSUPPORTED, NULL },
@@ -64,7 +64,6 @@ static const field_rule rules[] = {
     /* completions */
     { "prompt", B_COMPL, USE_PARSED, NULL },
     { "echo", B_COMPL, USE_PARSED, NULL },
-    { "logprobs", B_COMPL, USE_UNSUPPORTED, NULL },
     { "best_of", B_COMPL, USE_UNSUPPORTED, "1" },
     { "suffix", B_COMPL, USE_UNSUPPORTED, "\"\"" },
     /* one chat message */

@@ -158,6 +158,86 @@ static int parse_stop(json_object *root, api_gen *g, api_error *e)
     return 0;
 }
 
+/* response_format: text (nothing), json_object, or json_schema {name, schema, strict, description} */
+static int parse_response_format(json_object *root, api_gen *g, api_error *e)
+{
+    json_object *rf = field(root, "response_format");
+    if (!rf) return 0;
+    if (json_object_get_type(rf) != json_type_object) return bad(e, "response_format", "'%s' must be an object%s", "");
+    json_object *t = field(rf, "type");
+    if (!t || json_object_get_type(t) != json_type_string)
+        return bad(e, "response_format.type", "'%s' must be one of text, json_object, json_schema%s", "");
+    const char *type = json_object_get_string(t);
+    const char *allowed_text[] = { "type", NULL }, *allowed_schema[] = { "type", "json_schema", NULL };
+    const char **allowed = !strcmp(type, "json_schema") ? allowed_schema : allowed_text;
+    json_object_object_foreach(rf, key, val) {
+        (void)val;
+        int ok = 0;
+        for (int i = 0; allowed[i]; i++) ok |= !strcmp(allowed[i], key);
+        if (!ok) {
+            char p[96];
+            snprintf(p, sizeof p, "response_format.%.60s", key);
+            return api_fail(e, 400, "invalid_request_error", "unknown_parameter", p,
+                            "Unrecognized request argument supplied: %s", p);
+        }
+    }
+    if (!strcmp(type, "text")) return 0;
+    if (!strcmp(type, "json_object")) { g->constrained = 1; return 0; }
+    if (strcmp(type, "json_schema"))
+        return bad(e, "response_format.type", "'%s' must be one of text, json_object, json_schema%s", "");
+    json_object *js = field(rf, "json_schema");
+    if (!js || json_object_get_type(js) != json_type_object)
+        return bad(e, "response_format.json_schema", "'%s' must be an object with a 'schema'%s", "");
+    json_object_object_foreach(js, k2, v2) {
+        (void)v2;
+        if (strcmp(k2, "name") && strcmp(k2, "schema") && strcmp(k2, "strict") && strcmp(k2, "description")) {
+            char p[120];
+            snprintf(p, sizeof p, "response_format.json_schema.%.60s", k2);
+            return api_fail(e, 400, "invalid_request_error", "unknown_parameter", p,
+                            "Unrecognized request argument supplied: %s", p);
+        }
+    }
+    json_object *name = field(js, "name");
+    if (!name || json_object_get_type(name) != json_type_string || json_object_get_string_len(name) == 0)
+        return bad(e, "response_format.json_schema.name", "'%s' must be a non-empty string%s", "");
+    int strict = 0;
+    if (get_bool(js, "strict", &strict, e) < 0) return -1;
+    json_object *sc = field(js, "schema");
+    if (!sc) { g->constrained = 1; return 0; } /* no schema: any JSON object, as OpenAI does */
+    if (json_object_get_type(sc) != json_type_object)
+        return bad(e, "response_format.json_schema.schema", "'%s' must be an object%s", "");
+    size_t n;
+    const char *text = json_object_to_json_string_length(sc, JSON_C_TO_STRING_PLAIN, &n);
+    g->schema = malloc(n + 1);
+    if (!g->schema) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    memcpy(g->schema, text, n + 1);
+    g->schema_len = n;
+    g->constrained = 1;
+    return 0;
+}
+
+/* logit_bias: {"token id": bias}, bias in [-100, 100] */
+static int parse_logit_bias(json_object *root, api_gen *g, api_error *e)
+{
+    json_object *lb = field(root, "logit_bias");
+    if (!lb) return 0;
+    if (json_object_get_type(lb) != json_type_object)
+        return bad(e, "logit_bias", "'%s' must be an object mapping token ids to numbers%s", "");
+    json_object_object_foreach(lb, key, val) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX || (key[0] == '0' && key[1]))
+            return bad(e, "logit_bias", "'%s' keys must be token ids (non-negative integers)%s", "");
+        enum json_type t = val ? json_object_get_type(val) : json_type_null;
+        double b = (t == json_type_int || t == json_type_double) ? json_object_get_double(val) : NAN;
+        if (!isfinite(b) || b < -100 || b > 100) return bad(e, "logit_bias", "'%s' values must be numbers in [-100, 100]%s", "");
+        if (g->n_bias == API_MAX_BIAS) return bad(e, "logit_bias", "'%s' may hold at most 300 entries%s", "");
+        g->bias_tok[g->n_bias] = (int32_t)id;
+        g->bias_val[g->n_bias++] = (float)b;
+    }
+    return 0;
+}
+
 static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
 {
     int64_t i64;
@@ -207,7 +287,19 @@ static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
     }
     json_object *user = field(root, "user");
     if (user && json_object_get_type(user) != json_type_string) return bad(e, "user", "'%s' must be a string%s", "");
-    return 0;
+    if (chat && parse_response_format(root, g, e)) return -1;
+    if (chat) {
+        if (get_bool(root, "logprobs", &g->logprobs, e) < 0) return -1;
+        if ((r = get_int(root, "top_logprobs", 0, 20, &i64, e)) < 0) return -1;
+        if (r && !g->logprobs && i64 > 0)
+            return bad(e, "top_logprobs", "'%s' needs 'logprobs': true%s", "");
+        if (r) g->top_logprobs = (int)i64;
+    } else {
+        /* completions: logprobs is the number of alternatives, 0 for the chosen token's alone */
+        if ((r = get_int(root, "logprobs", 0, 5, &i64, e)) < 0) return -1;
+        if (r) { g->logprobs = 1; g->top_logprobs = (int)i64; }
+    }
+    return parse_logit_bias(root, g, e);
 }
 
 static int parse_model(json_object *root, char **model, api_error *e)
@@ -222,6 +314,8 @@ static void gen_free(api_gen *g)
 {
     for (int i = 0; i < g->n_stop; i++) free(g->stop[i]);
     g->n_stop = 0;
+    free(g->schema);
+    g->schema = NULL;
 }
 
 /* ---- chat ---- */

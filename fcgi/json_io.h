@@ -10,6 +10,7 @@
 #include "sampler.h"
 
 #define API_MAX_STOP 4
+#define API_MAX_BIAS 300  /* OpenAI's limit on logit_bias entries */
 
 enum api_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
 
@@ -29,6 +30,17 @@ typedef struct api_gen {
     size_t stop_len[API_MAX_STOP];
     int stream;
     int include_usage;    /* stream_options.include_usage */
+    /* response_format: json_object (constrained, schema NULL) or json_schema (its schema's text) */
+    int constrained;
+    char *schema;         /* owned, NUL-terminated; NULL: any JSON object */
+    size_t schema_len;
+    /* logit_bias: token id -> bias in [-100, 100] (ids are checked against the vocabulary later) */
+    /* logprobs: chat logprobs + top_logprobs (0..20), completions logprobs (0..5) */
+    int logprobs;         /* report the chosen tokens' logprobs */
+    int top_logprobs;     /* and this many alternatives per token */
+    int n_bias;
+    int32_t bias_tok[API_MAX_BIAS];
+    float bias_val[API_MAX_BIAS];
 } api_gen;
 
 typedef struct api_chat_request {

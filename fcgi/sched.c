@@ -18,6 +18,11 @@ struct gen_job {
     int n_prompt, max_tokens;
     double t_arrival, t_submit;
     sampler *smp;
+    constraint *con;          /* structured output, or NULL */
+    uint32_t *allow;          /* its mask, n_vocab bits, remade before each step */
+    engine_bias *bias;
+    int n_bias, n_logprobs;
+    engine_logprobs lp_now;   /* the step's logprobs of this job's token */
     /* engine thread only */
     int seq, prefilled, n_gen;
     int32_t last;
@@ -29,6 +34,7 @@ struct gen_job {
     pthread_mutex_t mu;       /* guards the channel below */
     pthread_cond_t cv;
     int32_t *toks;            /* generated tokens, capacity max_tokens */
+    engine_logprobs *lps;     /* theirs, when n_logprobs > 0 */
     int n_toks, n_read;
     enum job_end end;
     char error[256];
@@ -37,6 +43,7 @@ struct gen_job {
 struct sched {
     engine *eng;
     metrics *m;
+    constraint_vocab *vocab;
     int max_seqs, max_queue;
     pthread_t thread;
     pthread_mutex_t mu;       /* guards everything below */
@@ -56,6 +63,10 @@ struct sched {
 static void job_free(gen_job *j)
 {
     sampler_destroy(j->smp);
+    constraint_destroy(j->con);
+    free(j->allow);
+    free(j->bias);
+    free(j->lps);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j->toks);
@@ -79,13 +90,14 @@ void job_cancel(gen_job *j, int client_gone)
     atomic_compare_exchange_strong(&j->cancel, &none, client_gone ? CANCEL_CLIENT : CANCEL_STOP);
 }
 
-int job_wait(gen_job *j, int32_t *toks, int cap, job_status *st)
+int job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st)
 {
     pthread_mutex_lock(&j->mu);
     while (j->n_read == j->n_toks && j->end == JOB_RUNNING) pthread_cond_wait(&j->cv, &j->mu);
     int k = j->n_toks - j->n_read;
     if (k > cap) k = cap;
     memcpy(toks, j->toks + j->n_read, (size_t)k * sizeof *toks);
+    if (lps && j->lps) memcpy(lps, j->lps + j->n_read, (size_t)k * sizeof *lps);
     j->n_read += k;
     st->end = j->n_read == j->n_toks ? j->end : JOB_RUNNING;
     snprintf(st->error, sizeof st->error, "%s", j->error);
@@ -97,7 +109,10 @@ int job_wait(gen_job *j, int32_t *toks, int cap, job_status *st)
 static void job_push(gen_job *j, int32_t tok)
 {
     pthread_mutex_lock(&j->mu);
-    if (j->n_toks < j->max_tokens) j->toks[j->n_toks++] = tok;
+    if (j->n_toks < j->max_tokens) {
+        if (j->lps) j->lps[j->n_toks] = j->lp_now;
+        j->toks[j->n_toks++] = tok;
+    }
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
@@ -130,12 +145,25 @@ static void publish_counts(sched *s)
 int sched_submit(sched *s, const job_spec *spec, gen_job **out)
 {
     *out = NULL;
-    if (spec->n_prompt < 1 || spec->max_tokens < 1) return SCHED_ENOMEM;
+    if (spec->n_prompt < 1 || spec->max_tokens < 1) { constraint_destroy(spec->con); return SCHED_ENOMEM; }
     gen_job *j = calloc(1, sizeof *j);
-    if (!j) return SCHED_ENOMEM;
+    if (!j) { constraint_destroy(spec->con); return SCHED_ENOMEM; }
+    uint32_t n_vocab = tokenizer_n_vocab(engine_tokenizer(s->eng));
+    j->con = spec->con;
     j->prompt = malloc((size_t)spec->n_prompt * sizeof *j->prompt);
     j->toks = malloc((size_t)spec->max_tokens * sizeof *j->toks);
-    if (!j->prompt || !j->toks || pthread_mutex_init(&j->mu, NULL)) {
+    int oom = !j->prompt || !j->toks;
+    if (j->con && !(j->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *j->allow))) oom = 1;
+    if (spec->n_bias > 0 && (j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) {
+        memcpy(j->bias, spec->bias, (size_t)spec->n_bias * sizeof *j->bias);
+        j->n_bias = spec->n_bias;
+    } else if (spec->n_bias > 0) {
+        oom = 1;
+    }
+    if (spec->n_logprobs > 0 && !(j->lps = malloc((size_t)spec->max_tokens * sizeof *j->lps))) oom = 1;
+    j->n_logprobs = spec->n_logprobs;
+    if (oom || pthread_mutex_init(&j->mu, NULL)) {
+        constraint_destroy(j->con); free(j->allow); free(j->bias); free(j->lps);
         free(j->prompt); free(j->toks); free(j);
         return SCHED_ENOMEM;
     }
@@ -148,7 +176,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     j->seq = -1;
     atomic_init(&j->cancel, CANCEL_NONE);
     atomic_init(&j->refs, 2); /* the reader and the scheduler */
-    if (sampler_create(&j->smp, &spec->sampling, tokenizer_n_vocab(engine_tokenizer(s->eng)))) {
+    if (sampler_create(&j->smp, &spec->sampling, n_vocab)) {
         j->smp = NULL;
         job_free(j);
         return SCHED_ENOMEM;
@@ -182,6 +210,10 @@ static int after_step(sched *s, gen_job *j, int32_t tok, double t)
     j->t_last = t;
     engine_stop v = engine_should_stop(s->eng, j->seq, tok, j->n_gen, j->max_tokens);
     if (v == ENGINE_STOP_TOKEN) { job_finish(s, j, JOB_STOP, NULL); return 1; }
+    if (j->con && constraint_accept(j->con, tok)) {
+        job_finish(s, j, JOB_ERROR, "structured output: the engine chose a token outside the mask");
+        return 1;
+    }
     if (j->n_gen == 0) j->t_first_out = t;
     j->t_last_out = t;
     j->n_gen++;
@@ -198,12 +230,40 @@ static void fill_item(engine_item *it, gen_job *j)
     it->tokens = j->prefilled ? &j->last : j->prompt;
     it->n_tokens = j->prefilled ? 1 : j->n_prompt;
     it->smp = j->smp;
+    it->allow = j->con ? j->allow : NULL; /* made by make_masks before the step */
+    it->bias = j->bias;
+    it->n_bias = j->n_bias;
+    it->n_logprobs = j->n_logprobs;
+    it->lp = j->n_logprobs ? &j->lp_now : NULL;
+}
+
+/* the structured-output masks of the step; a job whose grammar allows nothing ends (a bug) */
+static int make_masks(sched *s, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        gen_job *j = s->active[i];
+        if (j->con && constraint_mask(j->con, j->allow) < 0) {
+            job_finish(s, j, JOB_ERROR, "structured output: the grammar allows no token");
+            continue;
+        }
+        s->active[k++] = j;
+    }
+    return k;
 }
 
 static void step_all(sched *s, int n)
 {
     char err[256];
     int *failed = s->failed;
+    n = make_masks(s, n);
+    if (!n) {
+        pthread_mutex_lock(&s->mu);
+        s->n_active = 0;
+        publish_counts(s);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     for (int i = 0; i < n; i++) fill_item(&s->items[i], s->active[i]);
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
     for (int i = 0; i < n; i++) failed[i] = rc != 0;
@@ -314,12 +374,17 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
     s->eng = e;
     s->m = m;
+    if (engine_tokenizer(e) && constraint_vocab_create(&s->vocab, engine_tokenizer(e), err, errlen)) {
+        free(s);
+        return -1;
+    }
     s->max_seqs = o->max_seqs > 0 ? o->max_seqs : 1;
     s->max_queue = o->max_queue >= 0 ? o->max_queue : 0;
     s->active = calloc((size_t)s->max_seqs, sizeof *s->active);
     s->items = calloc((size_t)s->max_seqs, sizeof *s->items);
     s->failed = calloc((size_t)s->max_seqs, sizeof *s->failed);
     if (!s->active || !s->items || !s->failed) {
+        constraint_vocab_destroy(s->vocab);
         free(s->active); free(s->items); free(s->failed); free(s);
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -332,6 +397,7 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
         snprintf(err, errlen, "cannot start the engine thread: %s", strerror(rc));
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
+        constraint_vocab_destroy(s->vocab);
         free(s->active); free(s->items); free(s->failed); free(s);
         return -1;
     }
@@ -349,10 +415,16 @@ void sched_destroy(sched *s)
     pthread_join(s->thread, NULL);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
+    constraint_vocab_destroy(s->vocab);
     free(s->active);
     free(s->items);
     free(s->failed);
     free(s);
+}
+
+const constraint_vocab *sched_vocab(const sched *s)
+{
+    return s->vocab;
 }
 
 void sched_close(sched *s)

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "constrain.h"
 #include "engine.h"
 #include "metrics.h"
 
@@ -33,12 +34,20 @@ typedef struct job_spec {
     int max_tokens;         /* >= 1 */
     sampler_params sampling;
     double t_arrival;       /* monotonic seconds when the request arrived (TTFT is measured from it) */
+    constraint *con;        /* NULL, or structured output; the job owns it from sched_submit on,
+                               also when the submission is refused */
+    const engine_bias *bias;/* logit_bias, copied */
+    int n_bias;
+    int n_logprobs;         /* 0, or 1..ENGINE_MAX_LOGPROBS: each token comes with its logprobs */
 } job_spec;
 
 enum { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2, SCHED_ENOMEM = -1 };
 
 /* Starts the engine thread; the engine then belongs to it until sched_destroy. */
 int  sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *err, size_t errlen);
+/* The vocabulary's byte strings for structured output (built once with the scheduler; NULL when
+ * the engine has no tokenizer). Read-only, for any thread. */
+const constraint_vocab *sched_vocab(const sched *s);
 /* Stops the engine thread; running and queued jobs end with JOB_ERROR. The engine is the
  * caller's again afterwards. */
 void sched_destroy(sched *s);
@@ -60,9 +69,9 @@ typedef struct job_status {
 } job_status;
 
 /* Blocks until the job has tokens the reader has not seen, or has ended. Copies up to cap of
- * them to toks and returns their count; st->end is set once the job ended and every token was
- * read. */
-int  job_wait(gen_job *j, int32_t *toks, int cap, job_status *st);
+ * them to toks (and their logprobs to lps, when the job has them and lps is not NULL) and returns
+ * their count; st->end is set once the job ended and every token was read. */
+int  job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st);
 /* Ask the engine to stop this job at its next step. client_gone: count it as a cancellation
  * (otherwise the reader just has what it wanted, e.g. a stop string matched). */
 void job_cancel(gen_job *j, int client_gone);

@@ -198,12 +198,20 @@ static void test_error_body_shape(void)
 static void test_unknown_and_unsupported_fields_are_named(void)
 {
     expect_chat_400("{" M "," USER ",\"some_future_field\":1}", "some_future_field");
-    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"json_object\"}}", "response_format");
-    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"yaml\"}}", "response_format");
+    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"yaml\"}}", "response_format.type");
+    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"json_object\",\"schema\":{}}}",
+                    "response_format.schema");
+    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}}",
+                    "response_format.json_schema.name");
+    expect_chat_400("{" M "," USER ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+                    "\"schema\":[]}}}", "response_format.json_schema.schema");
+    expect_chat_400("{" M "," USER ",\"logit_bias\":{\"x\":1}}", "logit_bias");
+    expect_chat_400("{" M "," USER ",\"logit_bias\":{\"5\":101}}", "logit_bias");
+    expect_chat_400("{" M "," USER ",\"logit_bias\":[1]}", "logit_bias");
     expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "tools");
-    expect_chat_400("{" M "," USER ",\"logprobs\":true}", "logprobs");
+    expect_chat_400("{" M "," USER ",\"logprobs\":1}", "logprobs");
     expect_chat_400("{" M "," USER ",\"top_logprobs\":3}", "top_logprobs");
-    expect_chat_400("{" M "," USER ",\"logit_bias\":{\"5\":10}}", "logit_bias");
+    expect_chat_400("{" M "," USER ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs");
     expect_chat_400("{" M "," USER ",\"reasoning_effort\":\"low\"}", "reasoning_effort");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"bob\"}]}",
                     "messages[0].name");
@@ -224,8 +232,36 @@ static void test_unknown_and_unsupported_fields_are_named(void)
     api_completion_request_free(&c);
 }
 
+static void test_response_format_and_logit_bias(void)
+{
+    api_chat_request r;
+    api_error e;
+    const char *b = "{" M "," USER ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+                    "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}},"
+                    "\"logit_bias\":{\"17\":-100,\"3\":2.5}}";
+    int rc = chat(b, &r, &e);
+    CHECK(rc == 0, "rejected: %s", e.message);
+    if (rc) return;
+    CHECK(r.gen.constrained && r.gen.schema && strstr(r.gen.schema, "\"integer\"") && r.gen.schema_len == strlen(r.gen.schema),
+          "schema '%s'", r.gen.schema ? r.gen.schema : "(null)");
+    CHECK(r.gen.n_bias == 2, "n_bias %d", r.gen.n_bias);
+    for (int i = 0; i < r.gen.n_bias; i++)
+        CHECK((r.gen.bias_tok[i] == 17 && r.gen.bias_val[i] == -100) || (r.gen.bias_tok[i] == 3 && r.gen.bias_val[i] == 2.5f),
+              "bias %d: %d %g", i, r.gen.bias_tok[i], r.gen.bias_val[i]);
+    api_chat_request_free(&r);
+    b = "{" M "," USER ",\"response_format\":{\"type\":\"json_object\"}}";
+    rc = chat(b, &r, &e);
+    CHECK(rc == 0 && r.gen.constrained && !r.gen.schema, "json_object: %s", rc ? e.message : "");
+    if (rc == 0) api_chat_request_free(&r);
+    b = "{" M "," USER ",\"response_format\":{\"type\":\"text\"}}";
+    rc = chat(b, &r, &e);
+    CHECK(rc == 0 && !r.gen.constrained, "text: %s", rc ? e.message : "");
+    if (rc == 0) api_chat_request_free(&r);
+}
+
 int main(void)
 {
+    RUN_TEST(test_response_format_and_logit_bias);
     RUN_TEST(test_unknown_and_unsupported_fields_are_named);
     RUN_TEST(test_full_chat_request);
     RUN_TEST(test_defaults_follow_openai);

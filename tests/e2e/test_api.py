@@ -234,11 +234,11 @@ def client_errors_4xx():
                                                                  {"role": "system", "content": "b"}]}), 400, "messages"),
         ("unknown model", dumps(chat_body(model="gpt-17")), 404, "model"),
         ("unknown field", dumps(chat_body(temprature=0.5)), 400, "temprature"),
-        ("json_object not served yet", dumps(chat_body(response_format={"type": "json_object"})), 400,
-         "response_format"),
+        ("unknown response_format type", dumps(chat_body(response_format={"type": "yaml"})), 400,
+         "response_format.type"),
         ("tools not served yet", dumps(chat_body(tools=[{"type": "function", "function": {"name": "f"}}])), 400,
          "tools"),
-        ("logprobs not served yet", dumps(chat_body(logprobs=True)), 400, "logprobs"),
+        ("top_logprobs without logprobs", dumps(chat_body(top_logprobs=2)), 400, "top_logprobs"),
     ]
     with http() as h:
         for what, body, status, param in cases:
