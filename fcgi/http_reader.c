@@ -77,7 +77,7 @@ static int on_headers_complete(http_parser *p)
     if (p->http_major != 1) return fail(rd, 400, "only HTTP/1.x is spoken here");
     if (p->upgrade) return fail(rd, 501, "protocol upgrades are not supported");
     if ((p->flags & F_CONTENTLENGTH) && p->content_length != ULLONG_MAX) {
-        if (p->content_length > (uint64_t)rd->max_body) return fail(rd, 413, "request body larger than max-body");
+        if (p->content_length > (uint64_t)rd->max_body) { rd->too_large = 1; return 0; }
         rd->body_cap = (size_t)p->content_length + 1;
         rd->body = malloc(rd->body_cap);
         if (!rd->body) return fail(rd, 413, "no memory for the request body");
@@ -88,7 +88,11 @@ static int on_headers_complete(http_parser *p)
 static int on_body(http_parser *p, const char *s, size_t n)
 {
     http_reader *rd = of(p);
-    if (rd->body_len + n > (size_t)rd->max_body) return fail(rd, 413, "request body larger than max-body");
+    if (rd->too_large || rd->body_len + n > (size_t)rd->max_body) {
+        /* read to the end, then 413: nginx is still sending it, and a close now would reset the answer away */
+        rd->too_large = 1;
+        return 0;
+    }
     if (rd->body_len + n + 1 > rd->body_cap) { /* chunked: grow */
         size_t cap = rd->body_cap ? rd->body_cap : 4096;
         while (cap < rd->body_len + n + 1) cap *= 2;
@@ -105,8 +109,10 @@ static int on_body(http_parser *p, const char *s, size_t n)
 
 static int on_message_complete(http_parser *p)
 {
-    of(p)->done = 1;
+    http_reader *rd = of(p);
+    rd->done = 1;
     http_parser_pause(p, 1); /* one request per connection: what follows is not read */
+    if (rd->too_large) fail(rd, 413, "request body larger than max-body");
     return 0;
 }
 

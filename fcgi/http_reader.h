@@ -15,6 +15,7 @@ typedef struct http_reader {
     long max_body;
     size_t head_bytes;        /* fed before the headers ended */
     int headers_done, done, status;
+    int too_large;            /* over max-body: the rest is read and dropped, then 413 */
     char why[128];
     char method[16];
     char target[2048];

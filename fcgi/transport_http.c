@@ -138,7 +138,7 @@ static void refuse(transport_conn *c, int status, const char *why)
     http_req r;
     http_req_init(&r, &transport_http, c);
     api_error e;
-    api_fail(&e, status, "invalid_request_error", NULL, NULL, "%s", why);
+    api_fail(&e, status, "invalid_request_error", status == 413 ? "request_too_large" : NULL, NULL, "%s", why);
     http_send_error(&r, &e);
     wire_flush(c);
     shutdown(c->fd, SHUT_WR); /* then close: unread input must not reset the answer away */

@@ -73,8 +73,9 @@ static const bad_case bad_cases[] = {
     { "bad Content-Length", "POST / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 1024, 400 },
     { "two Content-Lengths", "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 1024, 400 },
     { "bad chunk size", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 1024, 400 },
-    { "Content-Length over max-body", "POST / HTTP/1.1\r\nContent-Length: 2000\r\n\r\n", 1024, 413 },
-    { "chunked over max-body", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n", 4, 413 },
+    /* over max-body: read to its end first (nginx is still sending it), then 413 */
+    { "Content-Length over max-body", "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nabcde", 4, 413 },
+    { "chunked over max-body", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n", 4, 413 },
     { "upgrade", "GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 1024, 501 },
     { "expect", "POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", 1024, 417 },
 };
@@ -249,7 +250,8 @@ static void refused(const char *req, int timeout_ms, int want_status, const char
 static void test_transport_refuses_bad_input(void)
 {
     refused("NOT HTTP AT ALL\r\n\r\n", 2000, 400, "malformed request");
-    refused("POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n", 2000, 413, "max-body");
+    refused("POST / HTTP/1.1\r\nContent-Length: 20\r\n\r\n01234567890123456789", 2000, 413, "max-body");
+    refused("POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\n0123456789", 200, 408, "did not arrive in time");
     refused("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc", 200, 408, "did not arrive in time");
     refused("GET / HTTP/1.1\r\nHost", 200, 408, "did not arrive in time");
 }
