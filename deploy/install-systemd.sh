@@ -25,11 +25,13 @@ chmod 600 "$KEYS_FILE"
 [ -f /etc/clgemma/clgemma.conf ] || sed "s|^model = models/|model = $PREFIX/models/|" conf/clgemma.conf > /etc/clgemma/clgemma.conf
 sed "s|/opt/clgemma|$PREFIX|g" deploy/systemd/clgemma-fcgi@.service > /etc/systemd/system/clgemma-fcgi@.service
 cp deploy/systemd/clgemma.target /etc/systemd/system/clgemma.target
+# nginx speaks what the workers' config says (protocol = http|fastcgi; default http)
+protocol=$(sed -n 's/^[[:space:]]*protocol[[:space:]]*=[[:space:]]*\([a-z]*\).*/\1/p' /etc/clgemma/clgemma.conf | tail -n 1)
 sockets=""
 i=0
 while [ "$i" -lt "$GPUS" ]; do sockets="$sockets /run/clgemma/worker-$i.sock"; i=$((i + 1)); done
 RUN_DIR=/etc/clgemma SOCKETS=$sockets CERT=$CERT CERT_KEY=$CERT_KEY KEYS_FILE=$KEYS_FILE KEYS_OWNER=clgemma:clgemma \
-  HTTPS_PORT=${HTTPS_PORT:-443} BIND=${BIND:-0.0.0.0} LOG_DIR=/var/log/nginx SITE_ONLY=1 sh deploy/render-conf.sh
+  PROTOCOL=${protocol:-http} HTTPS_PORT=${HTTPS_PORT:-443} BIND=${BIND:-0.0.0.0} LOG_DIR=/var/log/nginx SITE_ONLY=1 sh deploy/render-conf.sh
 ln -sf /etc/clgemma/nginx/clgemma-site.conf /etc/nginx/sites-enabled/clgemma
 systemctl daemon-reload
 i=0

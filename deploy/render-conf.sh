@@ -9,7 +9,8 @@
 #   MAX_BODY     client_max_body_size in bytes (default 1048576)
 #   RATE, BURST  requests/s per client address and burst (default 50, 100)
 #   NGINX_WORKERS (default 1)   LOG_DIR (default $RUN_DIR/nginx/logs)
-#   READ_TIMEOUT fastcgi_read_timeout in seconds (default 600; above the workers' request-timeout)
+#   READ_TIMEOUT proxy_/fastcgi_read_timeout in seconds (default 600; above the workers' request-timeout)
+#   PROTOCOL     http (proxy_pass, default) or fastcgi (fastcgi_pass): what the workers speak (--protocol)
 #   SITE_ONLY=1  render only the site (for a system nginx), into $RUN_DIR/nginx too
 set -eu
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ RATE=${RATE:-50}
 BURST=${BURST:-100}
 NGINX_WORKERS=${NGINX_WORKERS:-1}
 READ_TIMEOUT=${READ_TIMEOUT:-600}
+PROTOCOL=${PROTOCOL:-http}
+case "$PROTOCOL" in http|fastcgi) ;; *) echo "render-conf: PROTOCOL must be http or fastcgi, not '$PROTOCOL'" >&2; exit 1 ;; esac
 LOG_DIR=${LOG_DIR:-$RUN_DIR/nginx/logs}
 out=$RUN_DIR/nginx
 mkdir -p "$out/logs" "$out/tmp" "$LOG_DIR"
@@ -63,5 +66,5 @@ render() { # template output
   mv "$2.new" "$2"
 }
 render conf/clgemma-site.conf.in "$out/clgemma-site.conf"
-render conf/clgemma-fastcgi.conf.in "$out/clgemma-fastcgi.conf"
+render "conf/clgemma-$PROTOCOL.conf.in" "$out/clgemma-upstream.conf"
 [ "${SITE_ONLY:-0}" = 1 ] || render conf/nginx.conf.in "$out/nginx.conf"

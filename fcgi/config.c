@@ -19,6 +19,7 @@ void config_defaults(server_config *c)
     c->request_timeout = 300;
     c->max_body = 1L << 20;
     c->socket_mode = 0660;
+    strcpy(c->protocol, "http");
 }
 
 void config_usage(const char *prog)
@@ -35,7 +36,9 @@ void config_usage(const char *prog)
         "      --max-queue N       requests waiting for a slot before 429 (default 16)\n"
         "      --max-batch N       tokens per forward chunk; longer prompts are split (default: engine's,\n"
         "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
-        "      --threads N         FastCGI request threads per worker (default max-seqs + max-queue + 4)\n"
+        "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
+        "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
+        "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
         "      --drain-timeout S   seconds in-flight streams may run after SIGTERM (default 60)\n"
         "      --request-timeout S seconds a generation may run from its arrival, then it ends with\n"
         "                          finish_reason \"length\" (default 300, below nginx's 600 s; 0: none)\n"
@@ -147,6 +150,14 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
             snprintf(err, errlen, "--listen: expected unix:PATH or HOST:PORT[,...], got '%s'", v);
             return -1;
         }
+        return 0;
+    }
+    if (!strcmp(key, "protocol")) {
+        if (strcmp(v, "http") && strcmp(v, "fastcgi")) {
+            snprintf(err, errlen, "--protocol: expected http or fastcgi, got '%s'", v);
+            return -1;
+        }
+        snprintf(c->protocol, sizeof c->protocol, "%s", v);
         return 0;
     }
     if (!strcmp(key, "verbose")) {

@@ -1,6 +1,6 @@
 /* config.h — server settings: command-line options and the worker config file (conf/clgemma.conf).
  * Every option of the file has the same name as the long command-line option; the command line
- * wins over the file. No OpenCL, no FastCGI here. */
+ * wins over the file. No OpenCL, no transport here. */
 #ifndef CLGEMMA_FCGI_CONFIG_H
 #define CLGEMMA_FCGI_CONFIG_H
 
@@ -28,6 +28,7 @@ typedef struct server_config {
     int  socket_mode;             /* --socket-mode: octal permissions of unix sockets we create */
     char cache_dir[CFG_STR];      /* --cache-dir: OpenCL program cache ("" = engine default) */
     char stats_dir[CFG_STR];      /* --stats-dir: the pool's stats boards ("" = the unix socket's directory) */
+    char protocol[16];            /* --protocol http|fastcgi: what nginx speaks to the workers */
     int  verbose;                 /* -v */
 } server_config;
 

@@ -1,4 +1,4 @@
-/* http.c — HTTP over a FastCGI request. */
+/* http.c — the handlers' view of a request over either transport (transport.h). */
 #include "http.h"
 
 #include <stdint.h>
@@ -10,15 +10,25 @@
 
 #include "clock.h"
 
-static const char *param(http_req *r, const char *name)
+static const transport *const transports[] = { &transport_http, &transport_fcgi };
+
+const transport *transport_find(const char *name)
 {
-    return FCGX_GetParam(name, r->fr->envp);
+    for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++)
+        if (!strcmp(transports[i]->name, name)) return transports[i];
+    return NULL;
 }
 
-void http_req_init(http_req *r, FCGX_Request *fr)
+static const char *param(http_req *r, const char *name)
+{
+    return r->t->param(r->conn, name);
+}
+
+void http_req_init(http_req *r, const transport *t, transport_conn *conn)
 {
     memset(r, 0, sizeof *r);
-    r->fr = fr;
+    r->t = t;
+    r->conn = conn;
     r->t_start = monotonic_seconds();
     r->method = param(r, "REQUEST_METHOD");
     if (!r->method) r->method = "";
@@ -31,7 +41,7 @@ void http_req_init(http_req *r, FCGX_Request *fr)
     r->path[n] = 0;
     r->request_id = param(r, "REQUEST_ID");
     if (!r->request_id || !*r->request_id || strlen(r->request_id) > 64) {
-        /* no nginx in front (direct FastCGI): 32 hex digits like nginx's $request_id */
+        /* no nginx in front (a direct connection): 32 hex digits like nginx's $request_id */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         snprintf(r->own_id, sizeof r->own_id, "%016llx%08x%08lx", (unsigned long long)ts.tv_sec,
@@ -57,7 +67,7 @@ int http_read_body(http_req *r, long max, char **body, size_t *len, api_error *e
     const char *ct = param(r, "CONTENT_TYPE");
     if (!is_json(ct)) {
         char sink[8192];
-        while (FCGX_GetStr(sink, sizeof sink, r->fr->in) > 0) {}
+        while (r->t->read(r->conn, sink, sizeof sink) > 0) {}
         return api_fail(e, 415, "invalid_request_error", "unsupported_media_type", NULL,
                         "Content-Type must be application/json, not '%.100s'", ct && *ct ? ct : "(none)");
     }
@@ -70,7 +80,7 @@ int http_read_body(http_req *r, long max, char **body, size_t *len, api_error *e
     }
     if (n > max) {
         char sink[8192];
-        while (FCGX_GetStr(sink, sizeof sink, r->fr->in) > 0) {}
+        while (r->t->read(r->conn, sink, sizeof sink) > 0) {}
         return api_fail(e, 413, "invalid_request_error", "request_too_large", NULL,
                         "request body of %ld bytes is larger than the limit of %ld bytes", n, max);
     }
@@ -78,7 +88,7 @@ int http_read_body(http_req *r, long max, char **body, size_t *len, api_error *e
     if (!b) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     long got = 0;
     while (got < n) {
-        int k = FCGX_GetStr(b + got, (int)(n - got), r->fr->in);
+        long k = r->t->read(r->conn, b + got, (size_t)(n - got));
         if (k <= 0) break;
         got += k;
     }
@@ -92,7 +102,7 @@ int http_read_body(http_req *r, long max, char **body, size_t *len, api_error *e
     return 0;
 }
 
-static const char *reason(int status)
+const char *http_reason(int status)
 {
     switch (status) {
     case 200: return "OK";
@@ -100,8 +110,12 @@ static const char *reason(int status)
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -113,12 +127,7 @@ int http_write(void *ctx, const char *data, size_t n)
 {
     http_req *r = ctx;
     if (r->write_failed) return -1;
-    while (n) {
-        int chunk = n > (1u << 30) ? (1 << 30) : (int)n;
-        if (FCGX_PutStr(data, chunk, r->fr->out) != chunk) { r->write_failed = 1; return -1; }
-        data += chunk;
-        n -= (size_t)chunk;
-    }
+    if (n && r->t->write(r->conn, data, n)) { r->write_failed = 1; return -1; }
     return 0;
 }
 
@@ -126,24 +135,26 @@ int http_flush(void *ctx)
 {
     http_req *r = ctx;
     if (r->write_failed) return -1;
-    if (FCGX_FFlush(r->fr->out) < 0 || FCGX_GetError(r->fr->out)) { r->write_failed = 1; return -1; }
+    if (r->t->flush(r->conn)) { r->write_failed = 1; return -1; }
     return 0;
 }
 
-static int send_head(http_req *r, int status, const char *content_type, const char *extra)
+static int send_head(http_req *r, int status, const char *content_type, const char *extra, long length)
 {
     char head[1024];
-    int k = snprintf(head, sizeof head, "Status: %d %s\r\nContent-Type: %s\r\nX-Request-Id: %s\r\n%s\r\n",
-                     status, reason(status), content_type, r->request_id, extra ? extra : "");
+    int k = snprintf(head, sizeof head, "Content-Type: %s\r\nX-Request-Id: %s\r\n%s",
+                     content_type, r->request_id, extra ? extra : "");
     if (k < 0 || (size_t)k >= sizeof head) return -1;
+    if (r->write_failed) return -1;
     r->status = status;
-    return http_write(r, head, (size_t)k);
+    if (r->t->head(r->conn, status, http_reason(status), head, length)) { r->write_failed = 1; return -1; }
+    return 0;
 }
 
 int http_send(http_req *r, int status, const char *content_type, const char *extra_headers,
               const char *body, size_t len)
 {
-    if (send_head(r, status, content_type, extra_headers)) return -1;
+    if (send_head(r, status, content_type, extra_headers, (long)len)) return -1;
     if (len && http_write(r, body, len)) return -1;
     return http_flush(r);
 }
@@ -170,6 +181,6 @@ int http_send_error(http_req *r, const api_error *e)
 int http_start_stream(http_req *r)
 {
     if (send_head(r, 200, "text/event-stream; charset=utf-8",
-                  "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n")) return -1;
+                  "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n", -1)) return -1;
     return http_flush(r);
 }

@@ -1,14 +1,13 @@
-/* worker.c — a worker process: request threads on FCGX_Accept_r, routing, model load, drain.
+/* worker.c — a worker process: request threads on the transport's accept, routing, model load, drain.
  *
  * Signals: SIGTERM/SIGINT are blocked in every thread and taken by the main thread with
  * sigtimedwait; a real-time signal (WAKE_SIG) is the wake-up the main thread sends to request
- * threads blocked in accept() when the worker stops (their FCGX_Accept_r then fails with EINTR).
+ * threads blocked in accept() when the worker stops (their accept then fails with EINTR).
  * Not SIGUSR2: the OpenCL stack (LLVM inside PoCL) registers its own handler for it, and a worker
  * was seen dying of signal 12 during shutdown; real-time signals are left alone by libraries. */
 #include "worker.h"
 
 #include <errno.h>
-#include <fcgiapp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -35,6 +34,7 @@ typedef struct req_thread {
 
 struct worker {
     const server_config *cfg;
+    const transport *tp;      /* --protocol */
     int index, listen_fd;
     atomic_int state;         /* enum worker_state */
     engine *eng;              /* published before state becomes READY */
@@ -117,10 +117,10 @@ static void snapshot(worker *w, api_ctx *c)
     memcpy(c->load_error, w->load_error, sizeof c->load_error);
 }
 
-static void handle(worker *w, FCGX_Request *fr)
+static void handle(worker *w, transport_conn *conn)
 {
     http_req r;
-    http_req_init(&r, fr);
+    http_req_init(&r, w->tp, conn);
     const route *rt = find_route(r.path);
     api_error e;
     if (!rt) {
@@ -154,10 +154,14 @@ static void *request_thread(void *arg)
     sigemptyset(&wake);
     sigaddset(&wake, WAKE_SIG);
     pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
-    FCGX_Request req;
-    FCGX_InitRequest(&req, w->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR);
+    /* a request must arrive whole within 30 s: nginx sends it buffered (proxy_request_buffering) */
+    transport_limits lim = { .max_body = w->cfg->max_body, .read_timeout_ms = 30000 };
+    transport_conn *conn = w->tp->create(w->listen_fd, &lim);
+    if (!conn) { LOG(w, "no memory for a request thread"); atomic_store(&t->exited, 1); return NULL; }
     while (!atomic_load(&w->stopping)) {
-        int rc = FCGX_Accept_r(&req);
+        char why[256] = "";
+        int rc = w->tp->accept(conn, why, sizeof why);
+        if (rc > 0) { LOG(w, "bad request: %s", why); continue; }
         if (rc < 0) {
             if (atomic_load(&w->stopping)) break;
             if (rc == -EINTR) continue;
@@ -165,10 +169,10 @@ static void *request_thread(void *arg)
             usleep(100 * 1000); /* e.g. out of file descriptors: do not spin */
             continue;
         }
-        handle(w, &req);
-        FCGX_Finish_r(&req);
+        handle(w, conn);
+        w->tp->finish(conn);
     }
-    FCGX_Free(&req, 1);
+    w->tp->destroy(conn);
     atomic_store(&t->exited, 1);
     return NULL;
 }
@@ -195,7 +199,7 @@ static int start_threads(worker *w)
 static int stop_threads(worker *w, double give_up_s)
 {
     atomic_store(&w->stopping, 1);
-    FCGX_ShutdownPending();
+    w->tp->shutdown();
     double end = monotonic_seconds() + give_up_s;
     for (;;) {
         int left = 0;
@@ -308,6 +312,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
     worker w;
     memset(&w, 0, sizeof w);
     w.cfg = cfg;
+    w.tp = transport_find(cfg->protocol);
     w.index = index;
     w.listen_fd = listen_fd;
     w.t_start = monotonic_seconds();
@@ -330,7 +335,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
     sigaction(WAKE_SIG, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);   /* a closed socket is a write error, not a death */
 
-    if (FCGX_Init()) { LOG(&w, "FCGX_Init failed"); metrics_destroy(w.m, 1); return WORKER_EXIT_ERROR; }
+    if (!w.tp || w.tp->init()) { LOG(&w, "cannot start the %s transport", cfg->protocol); metrics_destroy(w.m, 1); return WORKER_EXIT_ERROR; }
     int rc = WORKER_EXIT_OK;
     if (start_threads(&w)) {
         rc = WORKER_EXIT_ERROR;

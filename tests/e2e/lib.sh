@@ -2,7 +2,8 @@
 # the 270M model, nginx with TLS and an API key, rendered from conf/ by deploy/render-conf.sh) in a
 # temp dir on free ports, always torn down by the EXIT trap. After e2e_start these are set:
 #   E2E_DIR E2E_URL E2E_KEY E2E_CERT E2E_MASTER_PID E2E_ACCESS_LOG E2E_WORKER_LOG E2E_MODEL_ID
-# E2E_PORT, when set, is the TLS port (default: a free one).
+# E2E_PORT, when set, is the TLS port (default: a free one). E2E_PROTOCOL: http (default) or
+# fastcgi, what the workers and nginx speak to each other.
 E2E_MODEL=${E2E_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
 E2E_PY=.venv/bin/python
 
@@ -55,11 +56,11 @@ e2e_start() {
     i=$((i + 1))
   done
   [ "${E2E_WORKERS:-1}" -gt 1 ] && set -- --devices "$devices" "$@"
-  build/clgemma-fcgi -m "$E2E_MODEL" --listen "$listen" "$@" > "$E2E_WORKER_LOG" 2>&1 &
+  build/clgemma-fcgi -m "$E2E_MODEL" --listen "$listen" --protocol "${E2E_PROTOCOL:-http}" "$@" > "$E2E_WORKER_LOG" 2>&1 &
   E2E_MASTER_PID=$!
   port=${E2E_PORT:-$(e2e_free_port)}
   RUN_DIR=$E2E_DIR SOCKETS=$sock HTTPS_PORT=$port CERT=$E2E_CERT CERT_KEY=$E2E_DIR/key.pem \
-    KEYS_FILE=$E2E_DIR/keys LOG_DIR=$E2E_DIR/logs READ_TIMEOUT=${E2E_READ_TIMEOUT:-600} MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
+    KEYS_FILE=$E2E_DIR/keys PROTOCOL=${E2E_PROTOCOL:-http} LOG_DIR=$E2E_DIR/logs READ_TIMEOUT=${E2E_READ_TIMEOUT:-600} MAX_BODY=${E2E_NGINX_MAX_BODY:-2m} \
     sh deploy/render-conf.sh || e2e_fail "$E2E_NAME" "render-conf failed"
   nginx -p "$E2E_DIR/nginx/" -c "$E2E_DIR/nginx/nginx.conf" -e "$E2E_DIR/nginx/logs/error.log" 2>"$E2E_DIR/nginx-start.log" ||
     { cat "$E2E_DIR/nginx-start.log"; e2e_fail "$E2E_NAME" "nginx did not start"; }

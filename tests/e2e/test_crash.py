@@ -1,5 +1,7 @@
 """Abnormal ends and bounded work through nginx with two workers (tests/suites/e2e_crash.sh): a
-request whose worker dies before its first byte is retried on the other worker and completes; a
+stream whose worker is killed (-9) mid-stream raises in the official openai client (the response
+is visibly cut: no final chunk); a request whose worker dies before its first byte is retried on
+the other worker and completes; a
 request sent right after kill -9 of a busy worker is served by the other worker (the time until
 the restarted one serves is printed); a request without max_tokens stops at --default-max-tokens;
 in the deadline phase, generations end at --request-timeout as finish_reason "length"; in the
@@ -12,7 +14,7 @@ import threading
 import time
 
 import httpx
-from e2e import WORKER_LOG, auth, chat_body, http, run_all, serving_pids as ready_pids, sse_events, test, \
+from e2e import MODEL, WORKER_LOG, auth, chat_body, client, http, run_all, serving_pids as ready_pids, sse_events, test, \
     wait_for, worker_pids as workers
 
 CAP = int(os.environ.get("CRASH_CAP", "16"))
@@ -81,6 +83,37 @@ if PHASE == "crash":
         BEFORE[:] = workers()
         assert len(BEFORE) == 2, BEFORE
         wait_for(lambda: len(ready_pids()) == 2, 120, "both workers ready")
+
+
+    @test
+    def kill9_mid_stream_raises_in_the_openai_client():
+        # the worker sends the stream chunked and its last chunk only when the handler ends; nginx
+        # (proxy_pass, unbuffered) cuts the client's response short when the body ends unterminated
+        BEFORE[:] = workers()
+        base = None
+        stream = client().chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Write a long story about rivers."}],
+            max_tokens=600, temperature=0, stream=True)
+        chunks, finish, killed, raised, t_kill = 0, None, None, None, None
+        try:
+            for ch in stream:
+                chunks += 1
+                if ch.choices and ch.choices[0].finish_reason:
+                    finish = ch.choices[0].finish_reason
+                if chunks == 5:
+                    killed = serving(base)
+                    assert killed, "cannot tell which worker serves the stream"
+                    t_kill = time.monotonic()
+                    os.kill(killed, signal.SIGKILL)
+        except AssertionError:
+            raise
+        except Exception as e:  # what the SDK surfaces for a cut stream (httpx.RemoteProtocolError)
+            raised = e
+        assert killed, f"the stream ended after {chunks} chunks, before the kill"
+        assert raised is not None, f"the stream ended cleanly after the kill ({chunks} chunks, finish {finish})"
+        assert finish is None, finish
+        print(f"  after kill -9 at chunk 5 the client raised {type(raised).__name__}: {str(raised)[:120]}", flush=True)
+        await_restart(killed, t_kill)
 
 
     @test

@@ -90,6 +90,17 @@ static void test_finish_checks(void)
     CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "--threads"), "too few threads: '%s'", err);
 }
 
+static void test_protocol(void)
+{
+    server_config c;
+    char err[256];
+    CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", NULL) == 0 && !strcmp(c.protocol, "http"), "default http");
+    CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", "--protocol", "fastcgi", NULL) == 0 &&
+          !strcmp(c.protocol, "fastcgi"), "fastcgi: %s", err);
+    CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", "--protocol", "spdy", NULL) == -1 && strstr(err, "--protocol"),
+          "unknown protocol: '%s'", err);
+}
+
 static void test_file_then_command_line(void)
 {
     char path[] = "/tmp/clgemma-config-XXXXXX";
@@ -120,5 +131,6 @@ int main(void)
     RUN_TEST(test_bad_values_name_the_option);
     RUN_TEST(test_finish_checks);
     RUN_TEST(test_file_then_command_line);
+    RUN_TEST(test_protocol);
     CHECK_EXIT();
 }
