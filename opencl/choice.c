@@ -125,7 +125,9 @@ void choice_add(choice_plan *c, const engine_item *it, int32_t row, int greedy)
 int choice_upload(choice_plan *c, cl_command_queue q, char *err, size_t errlen)
 {
     if (!c->n_con && !c->n_lp) return 0;
-    cl_int ce = clEnqueueWriteBuffer(q, c->rules, CL_FALSE, 0, 4 * c->used, c->h_rules, 0, NULL, NULL);
+    /* blocking, as kv_sync: the queue is idle at a step's start, and a non-blocking copy of h_rules gave
+     * wrong rows on PoCL (test_mixed_batch) */
+    cl_int ce = clEnqueueWriteBuffer(q, c->rules, CL_TRUE, 0, 4 * c->used, c->h_rules, 0, NULL, NULL);
     return ce ? ERR("upload of the allow masks and biases failed: %s", rt_errstr(ce)) : 0;
 }
 
