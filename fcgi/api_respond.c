@@ -100,7 +100,9 @@ static int send_chunk(sse_writer *w, const api_shape *s, const char *id, long cr
 
 /* The head (and a chat stream's role chunk) waits for the first thing to send: until then the
  * request is idempotent, so nginx may retry it elsewhere if this worker dies, and an error is
- * still a plain HTTP error. */
+ * still a plain HTTP error. A first token that takes longer than HEARTBEAT_S opens the stream
+ * anyway, with SSE comments (": queued", ": prefill") every HEARTBEAT_S until it comes. */
+#define HEARTBEAT_S 2.0
 typedef struct stream_out {
     sse_writer w;
     http_req *r;
@@ -122,18 +124,19 @@ static json_object *take_lp(stream_out *o, gen_run *g)
     return o->s->chat ? logprobs_chat(o->tok, e, n, o->top) : logprobs_completion(o->tok, e, n, o->top, &o->text_offset);
 }
 
+/* the head, and a chat stream's role chunk (OpenAI's first chunk; completions go straight to text) */
+static int open_out(stream_out *o, const gen_run *g)
+{
+    if (o->opened) return 0;
+    o->opened = 1;
+    if (http_start_stream(o->r)) return -1;
+    return o->s->chat && send_chunk(&o->w, o->s, o->id, o->created, o->model,
+                                    choice(o->s, 1, "assistant", "", 0, NULL, NULL), g, o->include_usage);
+}
+
 static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
 {
-    if (!o->opened) {
-        o->opened = 1;
-        if (http_start_stream(o->r)) { json_object_put(ch); return -1; }
-        /* chat streams open with the role (OpenAI's first chunk); completions go straight to text */
-        if (o->s->chat && send_chunk(&o->w, o->s, o->id, o->created, o->model,
-                                     choice(o->s, 1, "assistant", "", 0, NULL, NULL), g, o->include_usage)) {
-            json_object_put(ch);
-            return -1;
-        }
-    }
+    if (open_out(o, g)) { json_object_put(ch); return -1; }
     return send_chunk(&o->w, o->s, o->id, o->created, o->model, ch, g, o->include_usage);
 }
 
@@ -152,7 +155,16 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
     sse_init(&o.w, http_write, http_flush, r);
     const char *text;
     size_t len;
-    while (gen_next(g, &text, &len)) {
+    int k;
+    g->tick_s = HEARTBEAT_S;
+    while ((k = gen_next(g, &text, &len))) {
+        if (k == 2) { /* still queued or in prefill: open the stream and say so, so nobody times out */
+            if (open_out(&o, g) || sse_comment(&o.w, job_started(g->job) ? "prefill" : "queued")) {
+                gen_cancel(g);
+                return -1;
+            }
+            continue;
+        }
         if (chunk_out(&o, choice(s, 1, NULL, text, len, NULL, take_lp(&o, g)), g)) {
             gen_cancel(g); /* the client went away: stop at the next token */
             return -1;

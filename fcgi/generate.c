@@ -148,9 +148,12 @@ int gen_next(gen_run *g, const char **text, size_t *len)
                     g->phase = PH_FLUSH;
                     continue;
                 }
-                g->n_toks = job_wait(g->job, g->toks, g->want_lp ? g->lps : NULL,
-                                     (int)(sizeof g->toks / sizeof g->toks[0]), &g->st);
+                int k = job_wait(g->job, g->toks, g->want_lp ? g->lps : NULL,
+                                 (int)(sizeof g->toks / sizeof g->toks[0]), &g->st,
+                                 g->n_completion == 0 ? g->tick_s : 0);
                 g->i_tok = 0;
+                g->n_toks = k < 0 ? 0 : k;
+                if (k < 0) return 2;
                 continue;
             } else {
                 int32_t tok = g->toks[g->i_tok++];

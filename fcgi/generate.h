@@ -32,6 +32,7 @@ typedef struct gen_run {
     int phase;                /* tokens, flush the UTF-8 tail, release held text, done */
     char piece[512];          /* decoded text of the current token(s) */
     double deadline;          /* monotonic seconds; past it the generation ends as "length" (0: none) */
+    double tick_s;            /* > 0: gen_next returns 2 after this long without the first token */
     /* results */
     int n_prompt, n_completion;
     enum gen_finish finish;
@@ -42,7 +43,8 @@ typedef struct gen_run {
 int  gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt, const api_gen *p,
                double t_arrival, api_error *e);
 /* Next piece of text: returns 1 with *text and *len (valid until the next call), or 0 at the end
- * (then g->finish says why). Past --request-timeout the job is dropped and the run ends as
+ * (then g->finish says why), or 2 (nothing yet) each g->tick_s seconds spent waiting for the
+ * first token. Past --request-timeout the job is dropped and the run ends as
  * FINISH_LENGTH, like a max_tokens cap. */
 int  gen_next(gen_run *g, const char **text, size_t *len);
 /* The tokens (with logprobs) behind the text handed out since the last call; valid until the next

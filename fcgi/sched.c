@@ -1,11 +1,13 @@
 /* sched.c — engine thread, job queue, per-job token channels. */
 #include "sched.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "log.h"
@@ -30,6 +32,7 @@ struct gen_job {
     gen_job *next;            /* queue link (under sched.mu) */
     /* shared */
     atomic_int cancel;
+    atomic_int started;       /* the engine took it from the queue */
     atomic_int refs;
     pthread_mutex_t mu;       /* guards the channel below */
     pthread_cond_t cv;
@@ -79,6 +82,11 @@ static void job_unref(gen_job *j)
     if (atomic_fetch_sub(&j->refs, 1) == 1) job_free(j);
 }
 
+int job_started(gen_job *j)
+{
+    return atomic_load(&j->started);
+}
+
 void job_release(gen_job *j)
 {
     if (j) job_unref(j);
@@ -90,10 +98,25 @@ void job_cancel(gen_job *j, int client_gone)
     atomic_compare_exchange_strong(&j->cancel, &none, client_gone ? CANCEL_CLIENT : CANCEL_STOP);
 }
 
-int job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st)
+int job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st, double timeout_s)
 {
+    struct timespec until;
+    if (timeout_s > 0) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        double t = (double)until.tv_nsec / 1e9 + timeout_s;
+        until.tv_sec += (time_t)t;
+        until.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+    }
     pthread_mutex_lock(&j->mu);
-    while (j->n_read == j->n_toks && j->end == JOB_RUNNING) pthread_cond_wait(&j->cv, &j->mu);
+    while (j->n_read == j->n_toks && j->end == JOB_RUNNING) {
+        if (timeout_s <= 0) pthread_cond_wait(&j->cv, &j->mu);
+        else if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&j->mu);
+            st->end = JOB_RUNNING;
+            st->error[0] = 0;
+            return -1;
+        }
+    }
     int k = j->n_toks - j->n_read;
     if (k > cap) k = cap;
     memcpy(toks, j->toks + j->n_read, (size_t)k * sizeof *toks);
@@ -175,6 +198,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     j->t_submit = monotonic_seconds();
     j->seq = -1;
     atomic_init(&j->cancel, CANCEL_NONE);
+    atomic_init(&j->started, 0);
     atomic_init(&j->refs, 2); /* the reader and the scheduler */
     if (sampler_create(&j->smp, &spec->sampling, n_vocab)) {
         j->smp = NULL;
@@ -319,6 +343,7 @@ static void *engine_main(void *arg)
                 j->seq = engine_seq_new(s->eng);
                 if (j->seq < 0) break; /* KV cache full: wait for a running job to end */
                 metrics_queue_wait(s->m, monotonic_seconds() - j->t_submit);
+                atomic_store(&j->started, 1);
             }
             s->head = j->next;
             if (!s->head) s->tail = NULL;

@@ -70,8 +70,11 @@ typedef struct job_status {
 
 /* Blocks until the job has tokens the reader has not seen, or has ended. Copies up to cap of
  * them to toks (and their logprobs to lps, when the job has them and lps is not NULL) and returns
- * their count; st->end is set once the job ended and every token was read. */
-int  job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st);
+ * their count; st->end is set once the job ended and every token was read. With timeout_s > 0,
+ * returns -1 when that passed with nothing new. */
+int  job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st, double timeout_s);
+/* 1 once the engine took the job from the queue (it is in prefill or decoding) */
+int  job_started(gen_job *j);
 /* Ask the engine to stop this job at its next step. client_gone: count it as a cancellation
  * (otherwise the reader just has what it wanted, e.g. a stop string matched). */
 void job_cancel(gen_job *j, int client_gone);

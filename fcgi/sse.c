@@ -28,3 +28,16 @@ int sse_done(sse_writer *w)
 {
     return sse_event(w, "[DONE]", 6);
 }
+
+int sse_comment(sse_writer *w, const char *text)
+{
+    size_t n = strlen(text);
+    if (w->failed) return -1;
+    if (memchr(text, '\n', n) || memchr(text, '\r', n)) return -1;
+    if (w->write(w->ctx, ": ", 2) || w->write(w->ctx, text, n) || w->write(w->ctx, "\n\n", 2) ||
+        (w->flush && w->flush(w->ctx))) {
+        w->failed = 1;
+        return -1;
+    }
+    return 0;
+}

@@ -23,5 +23,8 @@ void sse_init(sse_writer *w, sse_write_fn write, sse_flush_fn flush, void *ctx);
 int  sse_event(sse_writer *w, const char *payload, size_t n);
 /* "data: [DONE]\n\n" */
 int  sse_done(sse_writer *w);
+/* ": <text>\n\n", a comment clients skip (it keeps proxies and clients from timing out); text
+ * without newlines */
+int  sse_comment(sse_writer *w, const char *text);
 
 #endif

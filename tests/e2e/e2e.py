@@ -61,7 +61,7 @@ def chat_body(content="Why is the sky blue?", **kw):
 
 
 def sse_events(resp):
-    """the data: payloads of an event stream, checking the framing as it goes"""
+    """the data: payloads of an event stream, checking the framing as it goes (comments skipped)"""
     events = []
     buf = ""
     for chunk in resp.iter_text():
@@ -69,6 +69,8 @@ def sse_events(resp):
         while "\n\n" in buf:
             block, buf = buf.split("\n\n", 1)
             lines = block.split("\n")
+            if all(line.startswith(":") for line in lines):
+                continue  # a comment (the worker's heartbeat while queued or in prefill)
             assert len(lines) == 1 and lines[0].startswith("data: "), f"bad SSE block {block!r}"
             events.append(lines[0][6:])
     assert buf == "", f"stream ended inside an event: {buf!r}"

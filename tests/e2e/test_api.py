@@ -1,5 +1,6 @@
 """End-to-end tests of the OpenAI API through nginx (TLS, API key) to one clgemma-fcgi worker on
 the real Gemma 3 270M model. Run by tests/suites/e2e_api.sh, which starts the stack."""
+import contextlib
 import json
 import re
 import socket
@@ -374,42 +375,70 @@ def two_concurrent_streams():
     assert 2 in overlap, f"the engine never ran both sequences together: active={overlap}"
 
 
-@test
-def queue_full_is_429():
-    # --max-seqs 2 --max-queue 1: two running, one waiting, the fourth is refused. The running ones
-    # must not finish (and free a slot) before the fourth arrives: give them far more tokens than
-    # the test takes (this prompt does not stop early on greedy decoding).
-    body = chat_body("Write a long story about mountains.", max_tokens=600, stream=True)
+@contextlib.contextmanager
+def two_running_streams(body):
+    """two streams running in the --max-seqs 2 slots (their first event arrived); yields the lists
+    of streams and clients, which a test may extend; all closed after, and the engine idle again"""
     streams, clients, readers = [], [], []
     try:
-        for i in range(2):
+        for _ in range(2):
             h = http()
             clients.append(h)
             r = h.send(h.build_request("POST", "/v1/chat/completions", json=body, headers=auth()), stream=True)
             streams.append(r)
             assert r.status_code == 200, r.status_code
-            # running: its first event arrived. Keep the line iterator: dropping it closes the
-            # connection (httpcore closes the stream on GeneratorExit), the server then cancels
-            # the generation as client-gone and frees its slot before the fourth request
+            # keep the line iterator: dropping it closes the connection (httpcore closes the stream on
+            # GeneratorExit), the server then cancels the generation as client-gone and frees its slot
             readers.append(r.iter_lines())
             next(readers[-1])
-        # the third waits in the queue; its head comes with its first token, so it is sent aside
-        h3 = http()
-        clients.append(h3)
-        threading.Thread(target=lambda: streams.append(
-            h3.send(h3.build_request("POST", "/v1/chat/completions", json=body, headers=auth()), stream=True)),
-            daemon=True).start()
-        with http() as h:
-            wait_for(lambda: h.get("/health").json()["queue_depth"] == 1, 10, "one queued request")
-            err = error_of(h.post("/v1/chat/completions", json=chat_body(), headers=auth()), 429)
-            assert err["code"] == "queue_full", err
+        yield streams, clients
     finally:
         for r in streams:
             r.close()
         for h in clients:
             h.close()
     with http() as h:
-        wait_for(lambda: h.get("/health").json()["active"] == 0, 15, "the engine to be idle again")
+        wait_for(lambda: h.get("/health").json()["active"] == 0, 30, "the engine to be idle again")
+
+
+# --max-seqs 2 --max-queue 1. The running streams must not finish (and free a slot) during a test:
+# they get far more tokens than it takes (this prompt does not stop early on greedy decoding).
+LONG = chat_body("Write a long story about mountains.", max_tokens=600, stream=True)
+
+
+@test
+def queue_full_is_429():
+    # two running, one waiting, the fourth is refused
+    with two_running_streams(LONG) as (streams, clients):
+        # the third waits in the queue; its head comes later, so it is sent aside
+        h3 = http()
+        clients.append(h3)
+        threading.Thread(target=lambda: streams.append(
+            h3.send(h3.build_request("POST", "/v1/chat/completions", json=LONG, headers=auth()), stream=True)),
+            daemon=True).start()
+        with http() as h:
+            wait_for(lambda: h.get("/health").json()["queue_depth"] == 1, 10, "one queued request")
+            err = error_of(h.post("/v1/chat/completions", json=chat_body(), headers=auth()), 429)
+            assert err["code"] == "queue_full", err
+
+
+@test
+def queued_stream_gets_heartbeat_comments():
+    # a third stream waits; its head and ": queued" comments come every 2 s until its first token,
+    # so clients and proxies do not time out on a long wait
+    with two_running_streams(LONG) as (streams, clients):
+        h = http()
+        clients.append(h)
+        t0 = time.monotonic()
+        r = h.send(h.build_request("POST", "/v1/chat/completions", json=dict(LONG, max_tokens=4), headers=auth()),
+                   stream=True)
+        streams.append(r)
+        took = time.monotonic() - t0
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.status_code
+        lines = r.iter_lines()
+        seen = [next(lines) for _ in range(4)]
+        assert 1.5 < took < 6, f"head after {took:.1f}s (heartbeat every 2 s)"
+        assert ": queued" in seen, seen
 
 
 if __name__ == "__main__":
