@@ -186,6 +186,15 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
     return rc ? -1 : 0;
 }
 
+/* the tokens behind the text taken since the last call, into a whole response's logprobs (lp NULL: none) */
+static void add_lp(json_object *lp, const api_shape *s, const tokenizer *tok, gen_run *g, int top, size_t *offset)
+{
+    const gen_lp *en;
+    int k = gen_take_logprobs(g, &en);
+    if (lp && s->chat) logprobs_chat_add(lp, tok, en, k, top);
+    else if (lp) logprobs_completion_add(lp, tok, en, k, top, offset);
+}
+
 static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created,
                  const api_gen *p, gen_run *g)
 {
@@ -208,15 +217,9 @@ static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *
         }
         memcpy(buf + n, text, len);
         n += len;
-        const gen_lp *en;
-        int k = gen_take_logprobs(g, &en);
-        if (lp && s->chat) logprobs_chat_add(lp, tok, en, k, p->top_logprobs);
-        else if (lp) logprobs_completion_add(lp, tok, en, k, p->top_logprobs, &offset);
+        add_lp(lp, s, tok, g, p->top_logprobs, &offset);
     }
-    const gen_lp *en;
-    int k = gen_take_logprobs(g, &en);
-    if (lp && s->chat) logprobs_chat_add(lp, tok, en, k, p->top_logprobs);
-    else if (lp) logprobs_completion_add(lp, tok, en, k, p->top_logprobs, &offset);
+    add_lp(lp, s, tok, g, p->top_logprobs, &offset);
     const char *fin = gen_finish_reason(g->finish);
     api_error e;
     if (oom || !fin) {

@@ -73,6 +73,17 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
     return api_fail(e, 500, "server_error", NULL, NULL, "cannot queue the request (out of memory)");
 }
 
+enum { PH_TOKENS, PH_FLUSH, PH_HELD, PH_DONE };
+
+/* the run ends as an error; the engine drops the job */
+static void out_of_memory(gen_run *g)
+{
+    snprintf(g->error, sizeof g->error, "out of memory");
+    g->finish = FINISH_ERROR;
+    job_cancel(g->job, 0);
+    g->phase = PH_DONE;
+}
+
 static int pend_push(gen_run *g, int32_t tok, const engine_logprobs *lp)
 {
     if (g->n_pend == g->cap_pend) {
@@ -105,17 +116,13 @@ static enum gen_finish finish_of(const job_status *st)
     }
 }
 
-enum { PH_TOKENS, PH_FLUSH, PH_HELD, PH_DONE };
 
 /* new text through the stop filter; returns 1 when *text has something to hand out */
 static int filter(gen_run *g, const char *in, size_t n, const char **text, size_t *len)
 {
     int r = stop_filter_push(&g->sf, in, n, text, len);
     if (r < 0) {
-        snprintf(g->error, sizeof g->error, "out of memory");
-        g->finish = FINISH_ERROR;
-        job_cancel(g->job, 0);
-        g->phase = PH_DONE;
+        out_of_memory(g);
         *len = 0;
         return 0;
     }
@@ -159,10 +166,7 @@ int gen_next(gen_run *g, const char **text, size_t *len)
                 int32_t tok = g->toks[g->i_tok++];
                 g->n_completion++;
                 if (g->want_lp && pend_push(g, tok, &g->lps[g->i_tok - 1])) {
-                    snprintf(g->error, sizeof g->error, "out of memory");
-                    g->finish = FINISH_ERROR;
-                    job_cancel(g->job, 0);
-                    g->phase = PH_DONE;
+                    out_of_memory(g);
                     continue;
                 }
                 int k = tok_stream_push(&g->ts, tok, g->piece, sizeof g->piece);

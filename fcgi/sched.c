@@ -170,27 +170,22 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     *out = NULL;
     if (spec->n_prompt < 1 || spec->max_tokens < 1) { constraint_destroy(spec->con); return SCHED_ENOMEM; }
     gen_job *j = calloc(1, sizeof *j);
-    if (!j) { constraint_destroy(spec->con); return SCHED_ENOMEM; }
+    if (!j || pthread_mutex_init(&j->mu, NULL)) { free(j); constraint_destroy(spec->con); return SCHED_ENOMEM; }
+    pthread_cond_init(&j->cv, NULL); /* from here job_free undoes everything */
     uint32_t n_vocab = tokenizer_n_vocab(engine_tokenizer(s->eng));
     j->con = spec->con;
     j->prompt = malloc((size_t)spec->n_prompt * sizeof *j->prompt);
     j->toks = malloc((size_t)spec->max_tokens * sizeof *j->toks);
     int oom = !j->prompt || !j->toks;
     if (j->con && !(j->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *j->allow))) oom = 1;
-    if (spec->n_bias > 0 && (j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) {
+    if (spec->n_bias > 0 && !(j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) oom = 1;
+    if (j->bias) {
         memcpy(j->bias, spec->bias, (size_t)spec->n_bias * sizeof *j->bias);
         j->n_bias = spec->n_bias;
-    } else if (spec->n_bias > 0) {
-        oom = 1;
     }
     if (spec->n_logprobs > 0 && !(j->lps = malloc((size_t)spec->max_tokens * sizeof *j->lps))) oom = 1;
     j->n_logprobs = spec->n_logprobs;
-    if (oom || pthread_mutex_init(&j->mu, NULL)) {
-        constraint_destroy(j->con); free(j->allow); free(j->bias); free(j->lps);
-        free(j->prompt); free(j->toks); free(j);
-        return SCHED_ENOMEM;
-    }
-    pthread_cond_init(&j->cv, NULL);
+    if (oom) { job_free(j); return SCHED_ENOMEM; }
     memcpy(j->prompt, spec->prompt, (size_t)spec->n_prompt * sizeof *j->prompt);
     j->n_prompt = spec->n_prompt;
     j->max_tokens = spec->max_tokens;

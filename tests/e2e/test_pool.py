@@ -10,21 +10,9 @@ import time
 import httpx
 
 from e2e import MASTER_PID, auth, chat_body, http, metric_samples, run_all, test, wait_for, MODEL
+from e2e import worker_pids as children
 
 SENT = {"chat": 6, "completions": 6}
-
-
-def children():
-    """pids of the master's children"""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == MASTER_PID:
-                    out.append(int(d))
-            except (OSError, IndexError, ValueError):
-                pass
-    return sorted(out)
 
 
 def health():
