@@ -50,13 +50,15 @@ static int prop_cmp(const grammar *g, const g_prop *x, const g_prop *y) {
     return r ? r : (x->key_len > y->key_len) - (x->key_len < y->key_len);
 }
 
-/* a function's arguments can open with '{', and close within the stack */
+/* an object that closes within the stack above the root and calls frames */
+static int object_fits(const g_node *d) { return (d->kind == G_OBJ || d->kind == G_FOBJ) && d->min_depth + 2u <= G_MAX_STACK; }
+
+/* a function's arguments: '{' may follow its name, and the object can close */
 static int args_ok(const grammar *g, uint32_t node) {
     const g_node *d = &g->nodes[node];
-    if (d->min_depth + 2u > G_MAX_STACK) return 0; /* root and calls frames below */
-    if (d->kind != G_ANYOF) return d->kind == G_OBJ || d->kind == G_FOBJ;
+    if (d->kind != G_ANYOF) return object_fits(d);
     for (uint32_t i = 0; i < d->count; i++)
-        if (g->nodes[g->alts[d->first + i]].kind == G_OBJ || g->nodes[g->alts[d->first + i]].kind == G_FOBJ) return 1;
+        if (object_fits(&g->nodes[g->alts[d->first + i]])) return 1;
     return 0;
 }
 
