@@ -1,7 +1,7 @@
 /* constrain.c — one sequence's constraint: the compiled grammar, the matcher state, and the mask
  * walk over the vocabulary trie (depth-first, one matcher state per trie depth, a subtree pruned
- * as soon as its prefix is rejected). Inside a string, plain tokens are allowed from precomputed
- * masks and only the non-plain trie is walked. */
+ * as soon as its prefix is rejected). In free text (a string's body, a bare key), plain tokens of
+ * that kind are allowed from precomputed masks and only its non-plain trie is walked. */
 #include "constrain.h"
 
 #include <stdlib.h>
@@ -19,18 +19,35 @@ struct constraint {
     int ended;       /* an end-of-generation token was accepted */
 };
 
+/* c's grammar compiled: the rest of it */
+static int start(constraint **out, constraint *c, char *err, size_t errlen) {
+    c->walk = malloc(((size_t)c->v->max_len + 2) * sizeof *c->walk); /* one per trie depth, two at least */
+    if (!c->walk) { constraint_destroy(c); return errf(err, errlen, "out of memory"); }
+    g_state_init(&c->cur, &c->g);
+    *out = c;
+    return 0;
+}
+
 int constraint_create_json(constraint **out, const constraint_vocab *v, const char *schema_json, size_t len,
                            char *err, size_t errlen) {
     *out = NULL;
     constraint *c = calloc(1, sizeof *c);
     if (!c) return errf(err, errlen, "out of memory");
     c->v = v;
-    if (grammar_compile(&c->g, schema_json, len, err, errlen)) { free(c); return -1; }
-    c->walk = malloc(((size_t)v->max_len + 2) * sizeof *c->walk); /* one per trie depth, two at least */
-    if (!c->walk) { constraint_destroy(c); return errf(err, errlen, "out of memory"); }
-    g_state_init(&c->cur, &c->g);
-    *out = c;
-    return 0;
+    if (grammar_compile(&c->g, schema_json, len, "response_format.json_schema.schema: ", err, errlen)) { free(c); return -1; }
+    return start(out, c, err, errlen);
+}
+
+int constraint_create_tool_calls(constraint **out, const constraint_vocab *v, const char *tools_json, size_t len,
+                                 const char *only, int parallel, char *err, size_t errlen) {
+    *out = NULL;
+    if (v->n_calls < 3)
+        return errf(err, errlen, "tool_choice cannot be enforced: the model's vocabulary lacks Gemma 4's tool-call tokens");
+    constraint *c = calloc(1, sizeof *c);
+    if (!c) return errf(err, errlen, "out of memory");
+    c->v = v;
+    if (grammar_compile_tools(&c->g, tools_json, len, only, parallel, err, errlen)) { free(c); return -1; }
+    return start(out, c, err, errlen);
 }
 
 void constraint_destroy(constraint *c) {
@@ -56,19 +73,36 @@ static void walk(constraint *c, const vt_trie *t, uint32_t *bits) {
     }
 }
 
+/* clears the tokens whose bytes begin with s: after the first bytes of G_QUOTE_TEXT they would complete it */
+static void drop_prefixed(const constraint_vocab *v, const char *s, uint32_t n, uint32_t *bits) {
+    const vt_trie *t = &v->all;
+    uint32_t i = 0, end = t->n;
+    for (uint32_t d = 0; d < n; d++) {
+        while (i < end && t->nodes[i].byte != (uint8_t)s[d]) i = t->nodes[i].end; /* the siblings at depth d + 1 */
+        if (i >= end) return;
+        end = t->nodes[i].end;
+        if (d + 1 < n) i++;
+    }
+    for (; i < end; i++)
+        for (int32_t k = t->nodes[i].tok; k >= 0; k = v->next_same[k]) bits[k / 32] &= ~(1u << (k % 32));
+}
+
 int constraint_mask(constraint *c, uint32_t *bits) {
     const constraint_vocab *v = c->v;
     memset(bits, 0, v->words * sizeof *bits);
     if (!c->ended) {
-        uint32_t room;
-        if (g_in_plain_string(&c->g, &c->cur, &room)) {
+        uint32_t room, quoted;
+        int kind = g_free_text(&c->g, &c->cur, &room, &quoted);
+        if (kind >= 0) {
+            const vt_plain *p = &v->plain[kind];
             uint32_t r = room < VT_PLAIN_R ? room : VT_PLAIN_R;
-            memcpy(bits, v->plain_le + (size_t)r * v->words, v->words * sizeof *bits);
-            for (uint32_t i = 0; i < v->n_long_plain && room > VT_PLAIN_R; i++) {
-                int32_t t = v->long_plain[i];
-                if (v->charlen[t] <= room) bits[t / 32] |= 1u << (t % 32);
+            memcpy(bits, p->le + (size_t)r * v->words, v->words * sizeof *bits);
+            for (uint32_t i = 0; i < p->n_longer && room > VT_PLAIN_R; i++) {
+                int32_t t = p->longer[i];
+                if (p->charlen[t] <= room) bits[t / 32] |= 1u << (t % 32);
             }
-            walk(c, &v->nonplain, bits);
+            if (quoted) drop_prefixed(v, G_QUOTE_TEXT + quoted, (uint32_t)strlen(G_QUOTE_TEXT) - quoted, bits);
+            walk(c, &p->nonplain, bits);
         } else {
             walk(c, &v->all, bits);
         }

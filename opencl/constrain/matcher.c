@@ -2,7 +2,8 @@
  * threads (one per live anyOf alternative), each a stack of frames: the root, then one frame per
  * open value. g_step() is functional (src → dst) so the mask walk can keep one state per depth.
  * A value is pushed only where a finite completion still fits in G_MAX_STACK frames, so no
- * thread ever reaches a dead end: whatever prefix is accepted can be completed. */
+ * thread ever reaches a dead end: whatever prefix is accepted can be completed. The Gemma dialect
+ * (grammar.h) differs in strings, keys, whitespace and the tool-call frame (K_*). */
 #include "grammar.h"
 
 #include <string.h>
@@ -10,11 +11,12 @@
 enum {
     R_VAL, R_DONE,
     O_START, O_KEY, O_COLON, O_VAL, O_AFTER, O_NEXT,
-    F_START, F_COLON, F_VAL, F_AFTER, F_NEXT,
+    F_START, F_COLON, F_VAL, F_AFTER, F_NEXT, F_KEY,
     A_START, A_AFTER, A_NEXT,
     S_BODY, S_ESC, S_U,
     N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP,
     L_LIT,
+    K_NAME, K_END, K_MORE,
 };
 
 typedef struct run { const grammar *g; g_state *s; uint32_t ti; } run;
@@ -37,11 +39,26 @@ static void lit_narrow(const grammar *g, uint32_t *lo, uint32_t *hi, uint32_t po
     *lo = s; *hi = a;
 }
 
+/* within the calls' keys [lo, hi) (relative to first) sharing pos bytes: those whose next byte is c */
+static void key_narrow(const grammar *g, const g_node *d, uint32_t *lo, uint32_t *hi, uint32_t pos, int c) {
+    const g_prop *P = g->props + d->first;
+#define KB(i) (pos < P[i].key_len ? (int)(unsigned char)g->bytes[P[i].key + pos] : -1)
+    uint32_t a = *lo, b = *hi;
+    while (a < b) { uint32_t m = (a + b) / 2; if (KB(m) < c) a = m + 1; else b = m; }
+    uint32_t s = a; b = *hi;
+    while (a < b) { uint32_t m = (a + b) / 2; if (KB(m) <= c) a = m + 1; else b = m; }
+#undef KB
+    *lo = s; *hi = a;
+}
+
+static int quote(const grammar *g) { return g->gemma ? G_BYTE_QUOTE : '"'; }
+
 static int starts(const grammar *g, uint32_t node, int c) {
     const g_node *d = &g->nodes[node];
     switch (d->kind) {
     case G_LIT: { uint32_t lo = d->first, hi = d->first + d->count; lit_narrow(g, &lo, &hi, 0, c); return lo < hi; }
-    case G_STR: return c == '"';
+    case G_STR: return c == quote(g);
+    case G_CALLS: return c == G_BYTE_CALL;
     case G_NUM: case G_INT: return c == '-' || (c >= '0' && c <= '9');
     case G_OBJ: case G_FOBJ: return c == '{';
     case G_ARR: return c == '[';
@@ -66,6 +83,7 @@ static g_frame begin(const grammar *g, uint32_t node, int c) {
     case G_OBJ: f.st = O_START; break;
     case G_FOBJ: f.st = F_START; break;
     case G_ARR: f.st = A_START; break;
+    case G_CALLS: f.st = K_NAME; f.a = 0; f.b = d->count; f.aux = 1; break;
     }
     return f;
 }
@@ -114,8 +132,8 @@ static uint64_t key_mask(run *r, const g_node *d, uint32_t p) {
     return m;
 }
 
-static int ws(g_frame *f, int c) {
-    if (c == ' ' && f->aux < G_WS_MAX) { f->aux++; return 1; }
+static int ws(const grammar *g, g_frame *f, int c) {
+    if (c == ' ' && f->aux < G_WS_MAX && !g->gemma) { f->aux++; return 1; }
     return 0;
 }
 
@@ -130,6 +148,15 @@ static int push_key(run *r) { /* a free object's key: an unconstrained string, i
 
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
 
+/* Gemma string bytes: raw text but NUL and the text of <|"|> (f->m: its bytes just typed) */
+static int gemma_text_byte(g_frame *f, int c) {
+    static const char q[] = G_QUOTE_TEXT;
+    if (!c) return 0;
+    if (c >= 0x80) { f->m = 0; return 1; }
+    f->m = c == q[f->m] ? f->m + 1 : c == q[0];
+    return f->m < sizeof q - 1;
+}
+
 /* feed byte c to the thread; 0 when it dies */
 static int feed(run *r, int c) {
     const grammar *g = r->g;
@@ -141,7 +168,7 @@ static int feed(run *r, int c) {
         case R_DONE: return 0;
         /* ---- declared objects: a = next property (O_KEY: first candidate), b = key bytes so far */
         case O_START: case O_NEXT: case O_AFTER:
-            if (f->st == O_NEXT && ws(f, c)) return 1;
+            if (f->st == O_NEXT && ws(g, f, c)) return 1;
             if (c == '}' && f->st != O_NEXT) {
                 if (f->a < d->count && g->props[d->first + f->a].next_req < d->count) return 0;
                 pop(r); return 1;
@@ -150,10 +177,12 @@ static int feed(run *r, int c) {
                 if (!key_mask(r, d, f->a)) return 0;
                 f->st = O_NEXT; f->aux = 0; return 1;
             }
-            if (c == '"' && f->st != O_AFTER) {
+            if (f->st != O_AFTER && (c == '"' || g->gemma)) {
                 f->m = key_mask(r, d, f->a);
                 if (!f->m) return 0;
-                f->st = O_KEY; f->b = 0; return 1;
+                f->st = O_KEY; f->b = 0;
+                if (g->gemma) continue; /* a bare key: c is its first byte */
+                return 1;
             }
             return 0;
         case O_KEY: {
@@ -163,40 +192,49 @@ static int feed(run *r, int c) {
                 int i = __builtin_ctzll(bits);
                 if (P[i].key_len > f->b && (unsigned char)g->bytes[P[i].key + f->b] == c) m |= 1ull << i;
             }
-            if (!m && c == '"') { /* an escaped quote continues a key (never where another one ends) */
+            if (!m && c == (g->gemma ? ':' : '"')) { /* the key ends; an escaped quote continues a JSON key (never where another one ends) */
                 for (uint64_t bits = f->m; bits; bits &= bits - 1)
                     if (P[__builtin_ctzll(bits)].key_len == f->b) m |= bits & -bits;
                 if (!m) return 0;
-                f->a += (uint32_t)__builtin_ctzll(m); f->st = O_COLON; return 1;
+                f->a += (uint32_t)__builtin_ctzll(m);
+                if (g->gemma) { f->st = O_VAL; f->aux = 0; } /* bare keys end at their colon */
+                else f->st = O_COLON;
+                return 1;
             }
             if (!m) return 0;
             f->m = m; f->b++; return 1;
         }
         case O_COLON: if (c != ':') return 0; f->st = O_VAL; f->aux = 0; return 1;
         case O_VAL: {
-            if (ws(f, c)) return 1;
+            if (ws(g, f, c)) return 1;
             uint32_t child = g->props[d->first + f->a].node;
             f->a++; f->st = O_AFTER;
             return value_start(r, child, c);
         }
         /* ---- objects with any keys */
         case F_START: case F_NEXT: case F_AFTER:
-            if (f->st == F_NEXT && ws(f, c)) return 1;
+            if (f->st == F_NEXT && ws(g, f, c)) return 1;
             if (c == '}' && f->st != F_NEXT) { pop(r); return 1; }
             if (c == ',' && f->st == F_AFTER) {
                 if (depth(r) + 1 > G_MAX_STACK) return 0;
                 f->st = F_NEXT; f->aux = 0; return 1;
             }
-            if (c == '"' && f->st != F_AFTER) { f->st = F_COLON; return push_key(r); }
-            return 0;
+            if (f->st == F_AFTER) return 0;
+            if (!g->gemma) { if (c != '"') return 0; f->st = F_COLON; return push_key(r); }
+            if (!G_IDENT(c) || depth(r) + 1 > G_MAX_STACK) return 0;
+            f->st = F_KEY; f->a = 1; return 1;
+        case F_KEY: /* a bare key (Gemma): a = bytes so far */
+            if (G_IDENT(c) && f->a < G_MAX_NAME) { f->a++; return 1; }
+            if (c != ':') return 0;
+            f->st = F_VAL; f->aux = 0; return 1;
         case F_COLON: if (c != ':') return 0; f->st = F_VAL; f->aux = 0; return 1;
         case F_VAL:
-            if (ws(f, c)) return 1;
+            if (ws(g, f, c)) return 1;
             f->st = F_AFTER;
             return value_start(r, G_N_ANY, c);
         /* ---- arrays: a = items so far */
         case A_START: case A_NEXT: case A_AFTER: {
-            if (f->st == A_NEXT && ws(f, c)) return 1;
+            if (f->st == A_NEXT && ws(g, f, c)) return 1;
             uint32_t item = f->a < d->count ? g->alts[d->first + f->a] : d->items;
             if (c == ']' && f->st != A_NEXT) {
                 if (f->a < d->min) return 0;
@@ -217,11 +255,12 @@ static int feed(run *r, int c) {
                 if (c < lo[f->b] || c > hi[f->b]) return 0;
                 f->b = 0; f->aux--; return 1;
             }
-            if (c == '"') { if (f->a < d->min) return 0; pop(r); return 1; }
-            if (c < 0x20 || (c >= 0x80 && c < 0xc2) || c > 0xf4) return 0;
+            if (c == quote(g)) { if (f->a < d->min) return 0; pop(r); return 1; }
+            if ((c < 0x20 && !g->gemma) || (c >= 0x80 && c < 0xc2) || c > 0xf4) return 0;
             if (d->max != G_NONE && f->a >= d->max) return 0;
+            if (g->gemma && !gemma_text_byte(f, c)) return 0;
             f->a++;
-            if (c == '\\') { f->st = S_ESC; return 1; }
+            if (c == '\\' && !g->gemma) { f->st = S_ESC; return 1; }
             if (c >= 0xc2) {
                 f->aux = c < 0xe0 ? 1 : c < 0xf0 ? 2 : 3;
                 f->b = c == 0xe0 ? 1 : c == 0xed ? 2 : c == 0xf0 ? 3 : c == 0xf4 ? 4 : 0;
@@ -269,6 +308,25 @@ static int feed(run *r, int c) {
             if (hi - lo == 1 && lit_full(g, f)) pop(r);
             return 1;
         }
+        /* ---- tool calls: aux = calls so far; K_NAME: keys [a, b) share the first m bytes */
+        case K_NAME: {
+            uint32_t lo = f->a, hi = f->b;
+            key_narrow(g, d, &lo, &hi, (uint32_t)f->m, c);
+            if (lo < hi) { f->a = lo; f->b = hi; f->m++; return 1; }
+            const g_prop *p = &g->props[d->first + f->a];
+            if (p->key_len != f->m || c != '{') return 0; /* after the whole name, the arguments object */
+            f->st = K_END;
+            return value_start(r, p->node, c);
+        }
+        case K_END:
+            if (c != G_BYTE_END) return 0;
+            if (f->aux >= d->max) pop(r);
+            else f->st = K_MORE;
+            return 1;
+        case K_MORE:
+            if (c != G_BYTE_CALL) { pop(r); continue; } /* the calls ended before c */
+            f->aux++; f->st = K_NAME; f->a = 0; f->b = d->count; f->m = 0;
+            return 1;
         }
         return 0;
     }
@@ -331,15 +389,23 @@ int g_complete(const grammar *g, const g_state *s) {
         if (t->depth == 1 && f->st == R_DONE) return 1;
         if (t->depth == 2 && (f->st == N_ZERO || f->st == N_INT || f->st == N_FRAC || f->st == N_EXP)) return 1;
         if (t->depth == 2 && f->st == L_LIT && lit_full(g, f)) return 1;
+        if (t->depth == 2 && f->st == K_MORE) return 1;
     }
     return 0;
 }
 
-int g_in_plain_string(const grammar *g, const g_state *s, uint32_t *room) {
-    if (s->nt != 1) return 0;
+int g_free_text(const grammar *g, const g_state *s, uint32_t *room, uint32_t *quoted) {
+    if (s->nt != 1) return -1;
     const g_frame *f = &s->fr[s->th[0].base + s->th[0].depth - 1];
-    if (f->st != S_BODY || f->aux) return 0;
+    *quoted = 0;
+    if (f->st == F_KEY || ((f->st == F_START || f->st == F_NEXT) && g->gemma && s->th[0].depth + 1 <= G_MAX_STACK)) {
+        *room = G_MAX_NAME - (f->st == F_KEY ? f->a : 0);
+        return G_TEXT_KEY;
+    }
+    if (f->st != S_BODY || f->aux) return -1;
     uint32_t mx = g->nodes[f->node].max;
     *room = mx == G_NONE ? G_NONE : mx - f->a;
-    return 1;
+    if (!g->gemma) return G_TEXT_JSON;
+    *quoted = (uint32_t)f->m; /* (JSON keeps escape digits in m) */
+    return G_TEXT_GEMMA;
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "constrain.h"
+#include "grammar.h"
 
 #define VT_MAX_LEN 255   /* longer tokens are never allowed in constrained output */
 #define VT_PLAIN_R 16    /* plain-token masks kept for string rooms 0..VT_PLAIN_R characters */
@@ -19,18 +20,26 @@ typedef struct vt_node {
 
 typedef struct vt_trie { vt_node *nodes; uint32_t n; } vt_trie;
 
+/* one kind of free text's plain tokens (enum g_text): taken wholesale, whatever came before */
+typedef struct vt_plain {
+    uint8_t *charlen;          /* code points; 0: not plain */
+    uint32_t *le;              /* (VT_PLAIN_R + 1) masks: plain tokens of at most r characters */
+    int32_t *longer; uint32_t n_longer; /* plain tokens longer than VT_PLAIN_R characters */
+    vt_trie nonplain;          /* the usable tokens that are not plain */
+} vt_plain;
+
+
 struct constraint_vocab {
     const tokenizer *tok;
     uint32_t n_vocab, words;   /* words: uint32 words of a mask */
     char *bytes;               /* every token's bytes */
     uint32_t *off; uint8_t *len;
-    uint8_t *charlen;          /* plain tokens: code points; 0: not plain */
     int32_t *next_same;        /* tokens with the same bytes, chained */
     int32_t *eog; uint32_t n_eog;
     uint32_t max_len;
-    vt_trie all, nonplain;     /* every usable token / those that are not plain string text */
-    uint32_t *plain_le;        /* (VT_PLAIN_R + 1) masks: plain tokens of at most r characters */
-    int32_t *long_plain; uint32_t n_long_plain; /* plain tokens longer than VT_PLAIN_R characters */
+    vt_trie all;               /* every usable token */
+    vt_plain plain[G_TEXT_KINDS];
+    int n_calls;               /* Gemma 4's tool-call control tokens found (3: calls can be constrained) */
 };
 
 #endif

@@ -1,6 +1,7 @@
 /* constrain.h — structured output: for one sequence, which tokens may come next so that the text
  * is one JSON value (json_object mode: any object; json_schema mode: a value valid against a JSON
- * Schema subset). Host side only; the caller applies the bit mask to the logits.
+ * Schema subset), or tool calls in Gemma 4's own syntax (tool_choice "required" or named).
+ * Host side only; the caller applies the bit mask to the logits.
  *
  * Supported schema (draft 2020-12 subset, docs in opencl/constrain/schema.c): type (and type
  * arrays), properties, required, additionalProperties, enum, const, anyOf, oneOf (as anyOf),
@@ -31,6 +32,20 @@ uint32_t constraint_vocab_n(const constraint_vocab *v);
  * /properties/a is not supported"). */
 int  constraint_create_json(constraint **out, const constraint_vocab *v, const char *schema_json,
                             size_t len, char *err, size_t errlen);
+/* tools_json: the OpenAI tools array ([{"type":"function","function":{"name","description",
+ * "parameters"}}], len bytes). The output is tool calls as Gemma 4's chat template writes them:
+ *     <|tool_call>call:NAME{key:VALUE,...}<tool_call|>
+ * (<|tool_call>, <tool_call|> and <|"|> single tokens), then end of generation. NAME: one of the
+ * functions, or only (tool_choice naming one; not in tools: an error); parallel 0: exactly one
+ * call, 1: one to 8. The arguments follow the function's parameters schema (the subset above;
+ * absent or {}: an object with any keys): strings <|"|>raw text<|"|> (no escapes; never holding
+ * the text <|"|> or NUL), numbers as JSON, true/false/null, [..], {..} with bare keys, declared
+ * keys in the template's dictsort order (lower-cased, ties in the schema's order), free keys of
+ * [A-Za-z0-9_.-]{1,64}, no whitespace. Returns 0, or -1 with a 400-ready message naming the place
+ * ("tools[2].function.parameters: keyword 'pattern' at /properties/x is not supported"); -1 too
+ * when the vocabulary lacks the three control tokens (not a Gemma 4 model). */
+int  constraint_create_tool_calls(constraint **out, const constraint_vocab *v, const char *tools_json,
+                                  size_t len, const char *only, int parallel, char *err, size_t errlen);
 void constraint_destroy(constraint *c);
 
 /* n_vocab bits (bit i of word i/32 = token i may come next). End-of-generation tokens are allowed
@@ -45,7 +60,7 @@ int  constraint_accept(constraint *c, int32_t token);
 int  constraint_allows(constraint *c, int32_t token);
 /* advance by raw bytes (tests, forced prefixes); -1 if they are not a prefix of a valid value */
 int  constraint_accept_bytes(constraint *c, const char *bytes, size_t n);
-/* the output so far is one whole valid value */
+/* the output so far is one whole valid value (or whole tool calls) */
 int  constraint_complete(const constraint *c);
 
 #endif

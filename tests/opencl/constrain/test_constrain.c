@@ -2,7 +2,7 @@
  * schema keyword accepts as a whole value, as a prefix, or rejects; the 400 messages for refused
  * schemas (keyword and JSON pointer named); mask invariants on the Gemma 3 and Gemma 4
  * vocabularies (the mask agrees with constraint_allows on every token and with accept on a sample, EOG exactly
- * when the value is complete, only EOG after it). */
+ * when the value is complete, only EOG after it), for JSON and for Gemma 4 tool calls. */
 #include "check.h"
 
 #include <string.h>
@@ -145,16 +145,25 @@ static void test_constrain_refusals(void) {
     WHOLE("{\"title\":\"t\",\"description\":\"d\",\"$schema\":\"x\",\"default\":1,\"examples\":[1],\"type\":\"integer\"}", "7");
 }
 
-/* mask invariants along a fixed text, token by token as the vocabulary encodes it */
-static void mask_walk(const tokenizer *tok, const constraint_vocab *voc, const char *schema, const char *text) {
+/* a JSON schema (NULL: json_object mode), or tools for parallel tool calls */
+typedef struct target { const char *schema, *tools; } target;
+
+static int make(const constraint_vocab *voc, const target *t, constraint **c) {
+    if (t->tools) return constraint_create_tool_calls(c, voc, t->tools, strlen(t->tools), NULL, 1, err, sizeof err);
+    return constraint_create_json(c, voc, t->schema, t->schema ? strlen(t->schema) : 0, err, sizeof err);
+}
+
+/* mask invariants along a fixed text, token by token as the vocabulary encodes it (control
+ * tokens' texts as those tokens for tool calls) */
+static void mask_walk(const tokenizer *tok, const constraint_vocab *voc, target tg, const char *text) {
     constraint *c;
-    if (constraint_create_json(&c, voc, schema, schema ? strlen(schema) : 0, err, sizeof err)) {
+    if (make(voc, &tg, &c)) {
         CHECK(0, "schema refused: %s", err);
         return;
     }
     uint32_t n = tokenizer_n_vocab(tok), *bits = malloc((n + 31) / 32 * 4);
     int32_t ids[512];
-    int nid = tokenizer_encode(tok, text, strlen(text), 0, 0, ids, 512);
+    int nid = tokenizer_encode(tok, text, strlen(text), 0, tg.tools != NULL, ids, 512);
     CHECK(nid > 0 && nid <= 512, "encode %s", text);
     int32_t eog = tokenizer_eos(tok);
     for (int step = 0; step <= nid && nid <= 512; step++) {
@@ -168,7 +177,7 @@ static void mask_walk(const tokenizer *tok, const constraint_vocab *voc, const c
             CHECK(constraint_allows(c, (int32_t)t) == on, "step %d token %u: mask says %d, allows says %d", step, t, on, !on);
             if (t % 4001 != (uint32_t)step % 4001) continue; /* a sample through the real accept */
             constraint *probe;
-            if (constraint_create_json(&probe, voc, schema, schema ? strlen(schema) : 0, err, sizeof err)) break;
+            if (make(voc, &tg, &probe)) break;
             int ok = 1;
             for (int k = 0; k < step && ok; k++) ok = !constraint_accept(probe, ids[k]);
             int acc = ok && !constraint_accept(probe, (int32_t)t);
@@ -196,9 +205,21 @@ static const char *walk_schema =
     "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"yz\"]}}},\"required\":[\"name\",\"n\",\"tags\"],\"additionalProperties\":false}";
 static const char *walk_text = "{\"name\": \"Zo\\u00e9 \xc3\xa9t\xc3\xa9\", \"n\":42,\"tags\":[\"yz\",\"x\"]}";
 
-static void test_constrain_mask_gemma3(void) { mask_walk(tok3, voc3, walk_schema, walk_text); }
-static void test_constrain_mask_gemma4(void) { mask_walk(tok4, voc4, walk_schema, walk_text); }
-static void test_constrain_mask_json_object(void) { mask_walk(tok4, voc4, NULL, "{\"a\": [1, {\"b\": null}],\"c\":\"d\"}"); }
+static void test_constrain_mask_gemma3(void) { mask_walk(tok3, voc3, (target){walk_schema, NULL}, walk_text); }
+static void test_constrain_mask_gemma4(void) { mask_walk(tok4, voc4, (target){walk_schema, NULL}, walk_text); }
+static void test_constrain_mask_json_object(void) { mask_walk(tok4, voc4, (target){NULL, NULL}, "{\"a\": [1, {\"b\": null}],\"c\":\"d\"}"); }
+
+/* strings with quotes, newlines, a backslash and the first bytes of <|"|> at and across token
+ * boundaries; a bounded string; free keys; two calls */
+static const char *walk_tools =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"write_note\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"text\":{\"type\":\"string\"},\"code\":{\"type\":\"string\",\"maxLength\":6}},\"required\":[\"text\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"annotate\"}}]";
+static const char *walk_calls =
+    "<|tool_call>call:write_note{code:<|\"|>a\"b<|\"|>,text:<|\"|>say \"hi\" <|\"| x<|\"<| <|\n\\ \xc3\xa9t\xc3\xa9 "
+    "\xe4\xb8\xad<|\"|>}<tool_call|><|tool_call>call:annotate{k_1:[1,{a:<|\"|>z<|\"|>}],zz.9:-2.5e3}<tool_call|>";
+
+static void test_constrain_mask_tool_calls(void) { mask_walk(tok4, voc4, (target){NULL, walk_tools}, walk_calls); }
 
 static void test_constrain_mask_after_end(void) {
     constraint *c;
@@ -237,6 +258,7 @@ int main(void) {
     RUN_TEST(test_constrain_mask_gemma3);
     RUN_TEST(test_constrain_mask_gemma4);
     RUN_TEST(test_constrain_mask_json_object);
+    RUN_TEST(test_constrain_mask_tool_calls);
     RUN_TEST(test_constrain_mask_after_end);
     constraint_vocab_destroy(voc3); constraint_vocab_destroy(voc4);
     tokenizer_destroy(tok3); tokenizer_destroy(tok4);
