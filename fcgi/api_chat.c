@@ -11,38 +11,78 @@
 
 #include "api.h"
 #include "api_respond.h"
+#include "chat_reply.h"
 #include "json_io.h"
 
 static const char *role_name(enum api_role r)
 {
-    return r == ROLE_SYSTEM ? "system" : r == ROLE_USER ? "user" : "assistant";
+    static const char *const names[] = { [ROLE_SYSTEM] = "system", [ROLE_USER] = "user",
+                                         [ROLE_ASSISTANT] = "assistant", [ROLE_TOOL] = "tool" };
+    return names[r];
 }
 
-static int build_prompt(const engine *e, const api_message *msgs, int n, int32_t **ids, int *n_ids, api_error *err)
+/* the conversation as the template reads it (OpenAI's shape; tool call arguments as objects) */
+static json_object *conversation(const api_message *msgs, int n)
 {
     json_object *arr = json_object_new_array();
-    int oom = !arr;
-    for (int i = 0; !oom && i < n; i++) {
-        json_object *m = json_object_new_object();
-        if (!m || json_object_array_add(arr, m)) { json_object_put(m); oom = 1; break; }
-        json_object *role = json_object_new_string(role_name(msgs[i].role)),
-                    *content = json_object_new_string_len(msgs[i].content, (int)msgs[i].len);
-        oom = !role || !content;
-        json_object_object_add(m, "role", role);
-        json_object_object_add(m, "content", content);
+    for (int i = 0; arr && i < n; i++) {
+        const api_message *m = &msgs[i];
+        json_object *o = json_object_new_object();
+        if (!o || json_object_array_add(arr, o)) { json_object_put(o); json_object_put(arr); return NULL; }
+        json_object_object_add(o, "role", json_object_new_string(role_name(m->role)));
+        json_object_object_add(o, "content", m->content ? json_object_new_string_len(m->content, (int)m->len) : NULL);
+        if (m->tool_calls) json_object_object_add(o, "tool_calls", json_object_get(m->tool_calls));
+        if (m->tool_call_id) json_object_object_add(o, "tool_call_id", json_object_new_string(m->tool_call_id));
+        if (m->name) json_object_object_add(o, "name", json_object_new_string(m->name));
+        if (m->reasoning) json_object_object_add(o, "reasoning_content", json_object_new_string(m->reasoning));
     }
-    if (oom) {
-        json_object_put(arr);
-        return api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    engine_chat_opts o = { 1, 0 };
+    return arr;
+}
+
+static int build_prompt(const engine *e, const api_chat_request *req, int32_t **ids, int *n_ids, api_error *err)
+{
+    int gemma4 = engine_chat_reply_syntax(e) == REPLY_GEMMA4;
+    for (int i = 0; i < req->n_msgs && !gemma4; i++)
+        if (req->msgs[i].tool_calls || req->msgs[i].role == ROLE_TOOL)
+            return api_fail(err, 400, "invalid_request_error", NULL, "messages",
+                            "messages[%d]: this model's chat template (%s) has no tool calls", i, engine_chat_template(e));
+    if (req->tools.list && !gemma4 && req->tools.choice != TOOL_CHOICE_NONE)
+        return api_fail(err, 400, "invalid_request_error", NULL, "tools",
+                        "this model's chat template (%s) has no tool calls", engine_chat_template(e));
+    if (req->thinking == 1 && !gemma4)
+        return api_fail(err, 400, "invalid_request_error", NULL, "reasoning_effort",
+                        "this model's chat template (%s) has no thinking mode", engine_chat_template(e));
+    json_object *arr = conversation(req->msgs, req->n_msgs);
+    if (!arr) return api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    /* tool_choice none: the model is not told of the tools (and cannot call one) */
+    json_object *tools = req->tools.choice == TOOL_CHOICE_NONE ? NULL : req->tools.list;
+    engine_chat_opts o = { 1, req->thinking == 1 };
     char why[512];
-    int k = engine_chat_encode(e, arr, NULL, &o, ids, why, sizeof why);
+    int k = engine_chat_encode(e, arr, tools, &o, ids, why, sizeof why);
     json_object_put(arr);
     if (k == -1) return api_fail(err, 400, "invalid_request_error", NULL, "messages", "%s", why);
     if (k < 0) return api_fail(err, 500, "server_error", NULL, NULL, "%s", why);
     *n_ids = k;
     return 0;
+}
+
+/* how the reply is read and what it must be */
+static void reply_rules(const engine *e, api_chat_request *req)
+{
+    api_gen *g = &req->gen;
+    const tokenizer *tok = engine_tokenizer(e);
+    g->reply_syntax = engine_chat_reply_syntax(e);
+    g->think_open = g->think_close = -1;
+    if (g->reply_syntax != REPLY_GEMMA4) return;
+    g->think_open = tokenizer_find(tok, "<|channel>");
+    g->think_close = tokenizer_find(tok, "<channel|>");
+    g->parse_tools = req->tools.choice != TOOL_CHOICE_NONE;
+    if (req->tools.choice == TOOL_CHOICE_REQUIRED || req->tools.choice == TOOL_CHOICE_NAMED) g->force_tools = &req->tools;
+    int32_t call = tokenizer_find(tok, "<|tool_call>");
+    if (!g->parse_tools && call >= 0 && g->n_bias < API_MAX_BIAS) { /* tool_choice none: no call can start */
+        g->bias_tok[g->n_bias] = call;
+        g->bias_val[g->n_bias++] = -100;
+    }
 }
 
 int api_chat(const api_ctx *c, http_req *r)
@@ -62,7 +102,8 @@ int api_chat(const api_ctx *c, http_req *r)
     free(body);
     int32_t *ids = NULL;
     int n_ids = 0, rc;
-    if (build_prompt(c->eng, req.msgs, req.n_msgs, &ids, &n_ids, &e)) rc = api_reply_error(r, &e);
+    reply_rules(c->eng, &req);
+    if (build_prompt(c->eng, &req, &ids, &n_ids, &e)) rc = api_reply_error(r, &e);
     else rc = api_generate(c, r, &shape, &req.gen, ids, n_ids);
     free(ids);
     api_chat_request_free(&req);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api_reply.h"
 #include "generate.h"
 #include "logprobs.h"
 #include "sse.h"
@@ -48,6 +49,11 @@ static json_object *usage_object(const gen_run *g)
     json_object_object_add(u, "prompt_tokens", json_object_new_int(g->n_prompt));
     json_object_object_add(u, "completion_tokens", json_object_new_int(g->n_completion));
     json_object_object_add(u, "total_tokens", json_object_new_int(g->n_prompt + g->n_completion));
+    if (g->count_reasoning) {
+        json_object *d = json_object_new_object();
+        json_object_object_add(d, "reasoning_tokens", json_object_new_int(g->n_reasoning));
+        json_object_object_add(u, "completion_tokens_details", d);
+    }
     return u;
 }
 
@@ -64,16 +70,17 @@ static json_object *envelope(const api_shape *s, const char *id, long created, c
 }
 
 /* one choice: chat -> {index, delta|message, logprobs, finish_reason}; completions -> {index, text,
- * logprobs, finish_reason}; lp (owned) is the choice's logprobs object or NULL */
-static json_object *choice(const api_shape *s, int chunk, const char *role, const char *text, size_t len,
-                           const char *finish, json_object *lp)
+ * logprobs, finish_reason}; body (owned): a chat choice's delta or message, else made of role and text;
+ * lp (owned) is the choice's logprobs object or NULL */
+static json_object *choice(const api_shape *s, int chunk, json_object *body, const char *role, const char *text,
+                           size_t len, const char *finish, json_object *lp)
 {
     json_object *c = json_object_new_object();
     json_object_object_add(c, "index", json_object_new_int(0));
     if (s->chat) {
-        json_object *m = json_object_new_object();
-        if (role) json_object_object_add(m, "role", json_object_new_string(role));
-        if (text) json_object_object_add(m, "content", json_object_new_string_len(text, (int)len));
+        json_object *m = body ? body : json_object_new_object();
+        if (!body && role) json_object_object_add(m, "role", json_object_new_string(role));
+        if (!body && text) json_object_object_add(m, "content", json_object_new_string_len(text, (int)len));
         json_object_object_add(c, chunk ? "delta" : "message", m);
     } else {
         json_object_object_add(c, "text", json_object_new_string_len(text ? text : "", (int)(text ? len : 0)));
@@ -113,6 +120,8 @@ typedef struct stream_out {
     const tokenizer *tok;     /* for logprobs' token strings */
     int top;                  /* alternatives per token */
     size_t text_offset;       /* completions' logprobs.text_offset */
+    gen_run *g;
+    api_reply *reply;         /* chat: the reply split into content, reasoning and tool calls */
 } stream_out;
 
 /* the logprobs of the tokens behind what is sent now (NULL: none asked for, or none new) */
@@ -131,13 +140,27 @@ static int open_out(stream_out *o, const gen_run *g)
     o->opened = 1;
     if (http_start_stream(o->r)) return -1;
     return o->s->chat && send_chunk(&o->w, o->s, o->id, o->created, o->model,
-                                    choice(o->s, 1, "assistant", "", 0, NULL, NULL), g, o->include_usage);
+                                    choice(o->s, 1, NULL, "assistant", "", 0, NULL, NULL), g, o->include_usage);
 }
 
 static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
 {
     if (open_out(o, g)) { json_object_put(ch); return -1; }
     return send_chunk(&o->w, o->s, o->id, o->created, o->model, ch, g, o->include_usage);
+}
+
+/* a chat delta made by the reply: one chunk, with the logprobs of the tokens behind it so far */
+static int delta_out(void *ctx, json_object *delta)
+{
+    stream_out *o = ctx;
+    return chunk_out(o, choice(o->s, 1, delta, NULL, NULL, 0, NULL, take_lp(o, o->g)), o->g);
+}
+
+/* new text: a chat reply's deltas, or a completion's text */
+static int text_out(stream_out *o, const char *text, size_t len)
+{
+    if (o->reply) return api_reply_stream(o->reply, text, len, delta_out, o);
+    return chunk_out(o, choice(o->s, 1, NULL, NULL, text, len, NULL, take_lp(o, o->g)), o->g);
 }
 
 /* why a generation broke off (engine failure, shutdown deadline) */
@@ -151,39 +174,55 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
                   const api_gen *p, gen_run *g)
 {
     stream_out o = { .r = r, .s = s, .id = id, .model = c->cfg->model_id, .created = created,
-                     .include_usage = p->include_usage, .tok = engine_tokenizer(c->eng), .top = p->top_logprobs };
+                     .include_usage = p->include_usage, .tok = engine_tokenizer(c->eng), .top = p->top_logprobs,
+                     .g = g };
+    char ids[80];
+    snprintf(ids, sizeof ids, "call_%.60s_", r->request_id);
+    if (s->chat && api_reply_create(&o.reply, p, ids)) {
+        api_error e;
+        gen_cancel(g);
+        api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return api_reply_error(r, &e);
+    }
     sse_init(&o.w, http_write, http_flush, r);
     const char *text;
     size_t len;
-    int k;
+    int k, rc = 0;
     g->tick_s = HEARTBEAT_S;
     while ((k = gen_next(g, &text, &len))) {
         if (k == 2) { /* still queued or in prefill: open the stream and say so, so nobody times out */
             if (open_out(&o, g) || sse_comment(&o.w, job_started(g->job) ? "prefill" : "queued")) {
                 gen_cancel(g);
-                return -1;
+                rc = -1;
+                goto out;
             }
             continue;
         }
-        if (chunk_out(&o, choice(s, 1, NULL, text, len, NULL, take_lp(&o, g)), g)) {
+        if (text_out(&o, text, len)) {
             gen_cancel(g); /* the client went away: stop at the next token */
-            return -1;
+            rc = -1;
+            goto out;
         }
     }
     const char *fin = gen_finish_reason(g->finish);
     if (fin) {
-        if (chunk_out(&o, choice(s, 1, NULL, s->chat ? NULL : "", 0, fin, take_lp(&o, g)), g)) return -1;
-        if (o.include_usage && chunk_out(&o, NULL, g)) return -1;
-        return sse_done(&o.w);
+        if (o.reply && api_reply_stream_end(o.reply, delta_out, &o)) { rc = -1; goto out; }
+        fin = api_reply_finish(o.reply, fin);
+        if (chunk_out(&o, choice(s, 1, NULL, NULL, s->chat ? NULL : "", 0, fin, take_lp(&o, g)), g) ||
+            (o.include_usage && chunk_out(&o, NULL, g))) { rc = -1; goto out; }
+        rc = sse_done(&o.w);
+        goto out;
     }
     api_error e;
     broke_off(g, &e);
-    if (!o.opened) return api_reply_error(r, &e);
+    if (!o.opened) { rc = api_reply_error(r, &e); goto out; }
     /* no [DONE]: clients treat the error event as the stream's end (OpenAI's way) */
     char *b = api_error_body(&e);
-    int rc = b ? sse_event(&o.w, b, strlen(b)) : -1;
+    rc = b && !sse_event(&o.w, b, strlen(b)) ? 0 : -1;
     free(b);
-    return rc ? -1 : 0;
+out:
+    api_reply_destroy(o.reply);
+    return rc;
 }
 
 /* the tokens behind the text taken since the last call, into a whole response's logprobs (lp NULL: none) */
@@ -205,38 +244,51 @@ static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *
     int oom = 0;
     const tokenizer *tok = engine_tokenizer(c->eng);
     size_t offset = 0;
+    char ids[80];
+    snprintf(ids, sizeof ids, "call_%.60s_", r->request_id);
+    api_reply *reply = NULL;
+    if (s->chat && api_reply_create(&reply, p, ids)) oom = 1;
     json_object *lp = !g->want_lp ? NULL : s->chat ? logprobs_chat(tok, NULL, 0, 0)
                                                    : logprobs_completion(tok, NULL, 0, 0, &offset);
-    while (gen_next(g, &text, &len)) {
-        if (n + len + 1 > cap) {
+    while (!oom && gen_next(g, &text, &len)) {
+        if (reply) {
+            oom = api_reply_add(reply, text, len) != 0;
+        } else if (n + len + 1 > cap) {
             size_t nc = (n + len + 1) * 2;
-            char *p = realloc(buf, nc);
-            if (!p) { oom = 1; gen_cancel(g); break; }
-            buf = p;
-            cap = nc;
+            char *q = realloc(buf, nc);
+            if (!q) oom = 1;
+            else { buf = q; cap = nc; }
         }
-        memcpy(buf + n, text, len);
-        n += len;
+        if (oom) break;
+        if (!reply) {
+            memcpy(buf + n, text, len);
+            n += len;
+        }
         add_lp(lp, s, tok, g, p->top_logprobs, &offset);
     }
+    if (oom) gen_cancel(g);
     add_lp(lp, s, tok, g, p->top_logprobs, &offset);
     const char *fin = gen_finish_reason(g->finish);
+    json_object *msg = reply && !oom && fin ? api_reply_message(reply) : NULL;
+    if (reply && !oom && fin && !msg) oom = 1;
     api_error e;
     if (oom || !fin) {
         json_object_put(lp);
         if (oom) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
         else broke_off(g, &e);
         free(buf);
+        api_reply_destroy(reply);
         return api_reply_error(r, &e);
     }
     json_object *o = envelope(s, id, created, c->cfg->model_id, 0);
     json_object *arr = json_object_new_array();
-    json_object_array_add(arr, choice(s, 0, "assistant", buf ? buf : "", n, fin, lp));
+    json_object_array_add(arr, choice(s, 0, msg, "assistant", buf ? buf : "", n, api_reply_finish(reply, fin), lp));
     json_object_object_add(o, "choices", arr);
     json_object_object_add(o, "usage", usage_object(g));
     int rc = http_send_json(r, 200, to_text(o));
     json_object_put(o);
     free(buf);
+    api_reply_destroy(reply);
     return rc;
 }
 

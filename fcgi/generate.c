@@ -1,6 +1,7 @@
 /* generate.c — request-thread side of a generation: queue, decode, stop strings. */
 #include "generate.h"
 
+#include "chat_reply.h"
 #include "clock.h"
 
 #include <stdio.h>
@@ -46,6 +47,17 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
                       .n_logprobs = p->logprobs ? (p->top_logprobs > 0 ? p->top_logprobs : 1) : 0 };
     g->want_lp = p->logprobs;
     if (!p->seed_given) spec.sampling.seed = random_seed();
+    if (p->force_tools) { /* tool_choice required / named: the reply is one call or more, in the model's syntax */
+        const constraint_vocab *v = sched_vocab(c->sched);
+        char why[sizeof e->message];
+        const api_tools *t = p->force_tools;
+        if (!v)
+            return api_fail(e, 400, "invalid_request_error", NULL, "tool_choice",
+                            "forcing a tool call needs the model's tokenizer, which this model has not");
+        if (constraint_create_tool_calls(&spec.con, v, t->json, t->json_len, t->choice == TOOL_CHOICE_NAMED ? t->name : NULL,
+                                         t->parallel, why, sizeof why))
+            return api_fail(e, 400, "invalid_request_error", "unsupported_schema", "tools", "%s", why);
+    }
     if (p->constrained) {
         const constraint_vocab *v = sched_vocab(c->sched);
         char why[sizeof e->message];
@@ -61,7 +73,11 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
     }
     int rc = sched_submit(c->sched, &spec, &g->job); /* owns spec.con from here */
     if (rc == SCHED_OK) {
-        tok_stream_init(&g->ts, engine_tokenizer(c->eng), 0);
+        /* Gemma 4's replies are read by their markers (<|channel>, <|tool_call>, ...): they stay in the text */
+        tok_stream_init(&g->ts, engine_tokenizer(c->eng), p->reply_syntax == REPLY_GEMMA4);
+        g->think_open = p->think_open;
+        g->think_close = p->think_close;
+        g->count_reasoning = p->reply_syntax == REPLY_GEMMA4;
         return 0;
     }
     stop_filter_free(&g->sf);
@@ -165,6 +181,9 @@ int gen_next(gen_run *g, const char **text, size_t *len)
             } else {
                 int32_t tok = g->toks[g->i_tok++];
                 g->n_completion++;
+                if (tok == g->think_open && tok >= 0) g->in_thought = 1;
+                g->n_reasoning += g->in_thought;
+                if (tok == g->think_close && tok >= 0) g->in_thought = 0;
                 if (g->want_lp && pend_push(g, tok, &g->lps[g->i_tok - 1])) {
                     out_of_memory(g);
                     continue;

@@ -33,8 +33,12 @@ typedef struct gen_run {
     char piece[512];          /* decoded text of the current token(s) */
     double deadline;          /* monotonic seconds; past it the generation ends as "length" (0: none) */
     double tick_s;            /* > 0: gen_next returns 2 after this long without the first token */
+    int32_t think_open, think_close; /* the thought channel's tokens (reasoning_tokens), -1: none */
+    int in_thought;
     /* results */
     int n_prompt, n_completion;
+    int count_reasoning;      /* the reply has a thought channel: usage reports reasoning_tokens */
+    int n_reasoning;          /* completion tokens spent in it, its markers included */
     enum gen_finish finish;
     char error[256];
 } gen_run;

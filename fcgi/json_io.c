@@ -158,6 +158,23 @@ static int parse_stop(json_object *root, api_gen *g, api_error *e)
     return 0;
 }
 
+/* the keys of obj must be among keys (NULL-terminated); else 400 naming param.key */
+static int only_keys(json_object *obj, const char *const *keys, const char *param, api_error *e)
+{
+    json_object_object_foreach(obj, key, val) {
+        (void)val;
+        int ok = 0;
+        for (int i = 0; keys[i]; i++) ok |= !strcmp(keys[i], key);
+        if (!ok) {
+            char p[192];
+            snprintf(p, sizeof p, "%.120s.%.60s", param, key);
+            return api_fail(e, 400, "invalid_request_error", "unknown_parameter", p,
+                            "Unrecognized request argument supplied: %s", p);
+        }
+    }
+    return 0;
+}
+
 /* response_format: text (nothing), json_object, or json_schema {name, schema, strict, description} */
 static int parse_response_format(json_object *root, api_gen *g, api_error *e)
 {
@@ -168,19 +185,8 @@ static int parse_response_format(json_object *root, api_gen *g, api_error *e)
     if (!t || json_object_get_type(t) != json_type_string)
         return bad(e, "response_format.type", "'%s' must be one of text, json_object, json_schema%s", "");
     const char *type = json_object_get_string(t);
-    const char *allowed_text[] = { "type", NULL }, *allowed_schema[] = { "type", "json_schema", NULL };
-    const char **allowed = !strcmp(type, "json_schema") ? allowed_schema : allowed_text;
-    json_object_object_foreach(rf, key, val) {
-        (void)val;
-        int ok = 0;
-        for (int i = 0; allowed[i]; i++) ok |= !strcmp(allowed[i], key);
-        if (!ok) {
-            char p[96];
-            snprintf(p, sizeof p, "response_format.%.60s", key);
-            return api_fail(e, 400, "invalid_request_error", "unknown_parameter", p,
-                            "Unrecognized request argument supplied: %s", p);
-        }
-    }
+    static const char *const allowed_text[] = { "type", NULL }, *const allowed_schema[] = { "type", "json_schema", NULL };
+    if (only_keys(rf, !strcmp(type, "json_schema") ? allowed_schema : allowed_text, "response_format", e)) return -1;
     if (!strcmp(type, "text")) return 0;
     if (!strcmp(type, "json_object")) { g->constrained = 1; return 0; }
     if (strcmp(type, "json_schema"))
@@ -188,15 +194,8 @@ static int parse_response_format(json_object *root, api_gen *g, api_error *e)
     json_object *js = field(rf, "json_schema");
     if (!js || json_object_get_type(js) != json_type_object)
         return bad(e, "response_format.json_schema", "'%s' must be an object with a 'schema'%s", "");
-    json_object_object_foreach(js, k2, v2) {
-        (void)v2;
-        if (strcmp(k2, "name") && strcmp(k2, "schema") && strcmp(k2, "strict") && strcmp(k2, "description")) {
-            char p[120];
-            snprintf(p, sizeof p, "response_format.json_schema.%.60s", k2);
-            return api_fail(e, 400, "invalid_request_error", "unknown_parameter", p,
-                            "Unrecognized request argument supplied: %s", p);
-        }
-    }
+    static const char *const schema_keys[] = { "name", "schema", "strict", "description", NULL };
+    if (only_keys(js, schema_keys, "response_format.json_schema", e)) return -1;
     json_object *name = field(js, "name");
     if (!name || json_object_get_type(name) != json_type_string || json_object_get_string_len(name) == 0)
         return bad(e, "response_format.json_schema.name", "'%s' must be a non-empty string%s", "");
@@ -244,6 +243,7 @@ static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
     double d;
     int r;
     g->max_tokens = -1;
+    g->think_open = g->think_close = -1;
     sampler_params_default(&g->sampling);
     g->sampling.temperature = 1.0f; /* OpenAI's default */
 
@@ -325,6 +325,7 @@ static int parse_role(const char *s, enum api_role *out)
     if (!strcmp(s, "system") || !strcmp(s, "developer")) *out = ROLE_SYSTEM;
     else if (!strcmp(s, "user")) *out = ROLE_USER;
     else if (!strcmp(s, "assistant")) *out = ROLE_ASSISTANT;
+    else if (!strcmp(s, "tool")) *out = ROLE_TOOL;
     else return -1;
     return 0;
 }
@@ -366,6 +367,230 @@ static int parse_content(json_object *c, const char *param, api_message *m, api_
     return 0;
 }
 
+/* obj[key] must be a string equal to want */
+static int want_string(json_object *obj, const char *key, const char *want, const char *param, api_error *e)
+{
+    json_object *v = field(obj, key);
+    char p[192];
+    snprintf(p, sizeof p, "%.120s.%s", param, key);
+    if (!v || json_object_get_type(v) != json_type_string || strcmp(json_object_get_string(v), want))
+        return api_fail(e, 400, "invalid_request_error", NULL, p, "'%s' must be \"%s\"", p, want);
+    return 0;
+}
+
+/* a function name as OpenAI allows it: a-z, A-Z, 0-9, _ and -, 1..64 characters */
+static int function_name(json_object *v)
+{
+    if (!v || json_object_get_type(v) != json_type_string) return 0;
+    const char *s = json_object_get_string(v);
+    size_t n = (size_t)json_object_get_string_len(v);
+    if (n < 1 || n > 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-')) return 0;
+    return 1;
+}
+
+/* an assistant message's tool_calls, copied with each call's arguments parsed into an object */
+static int parse_tool_calls(json_object *tc, const char *param, api_message *m, api_error *e)
+{
+    static const char *const call_keys[] = { "id", "type", "function", NULL }, *const fn_keys[] = { "name", "arguments", NULL };
+    if (json_object_get_type(tc) != json_type_array) return bad(e, param, "'%s' must be an array%s", "");
+    m->tool_calls = json_object_new_array();
+    if (!m->tool_calls) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < json_object_array_length(tc); i++) {
+        char p[160], pf[200];
+        json_object *c = json_object_array_get_idx(tc, i);
+        snprintf(p, sizeof p, "%.100s[%zu]", param, i);
+        if (!c || json_object_get_type(c) != json_type_object) return bad(e, p, "'%s' must be an object%s", "");
+        if (only_keys(c, call_keys, p, e) || want_string(c, "type", "function", p, e)) return -1;
+        json_object *id = field(c, "id"), *fn = field(c, "function");
+        snprintf(pf, sizeof pf, "%s.id", p);
+        if (!id || json_object_get_type(id) != json_type_string) return bad(e, pf, "'%s' must be a string%s", "");
+        snprintf(pf, sizeof pf, "%s.function", p);
+        if (!fn || json_object_get_type(fn) != json_type_object) return bad(e, pf, "'%s' must be an object%s", "");
+        if (only_keys(fn, fn_keys, pf, e)) return -1;
+        json_object *name = field(fn, "name"), *args = field(fn, "arguments");
+        snprintf(pf, sizeof pf, "%s.function.name", p);
+        if (!name || json_object_get_type(name) != json_type_string) return bad(e, pf, "'%s' must be a string%s", "");
+        snprintf(pf, sizeof pf, "%s.function.arguments", p);
+        json_object *obj = NULL;
+        if (args && json_object_get_type(args) == json_type_string) {
+            json_tokener *t = json_tokener_new();
+            if (!t) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+            json_tokener_set_flags(t, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+            obj = json_tokener_parse_ex(t, json_object_get_string(args), json_object_get_string_len(args) + 1);
+            json_tokener_free(t);
+        } else if (args && json_object_get_type(args) == json_type_object) {
+            obj = json_object_get(args);
+        }
+        if (!obj || json_object_get_type(obj) != json_type_object) {
+            json_object_put(obj);
+            return bad(e, pf, "'%s' must be a JSON object (as text)%s", "");
+        }
+        json_object *call = json_object_new_object(), *f = json_object_new_object();
+        if (!call || !f || json_object_array_add(m->tool_calls, call)) {
+            json_object_put(call); json_object_put(f); json_object_put(obj);
+            return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        json_object_object_add(call, "id", json_object_get(id));
+        json_object_object_add(call, "type", json_object_new_string("function"));
+        json_object_object_add(f, "name", json_object_get(name));
+        json_object_object_add(f, "arguments", obj);
+        json_object_object_add(call, "function", f);
+    }
+    return 0;
+}
+
+static int parse_message(json_object *m, size_t i, api_message *out, api_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu]", i);
+    if (!m || json_object_get_type(m) != json_type_object) return bad(e, param, "'%s' must be an object%s", "");
+    if (json_check_fields(m, BODY_MESSAGE, param, e)) return -1;
+    json_object *role = field(m, "role"), *tc = field(m, "tool_calls"), *c = field(m, "content");
+    snprintf(param, sizeof param, "messages[%zu].role", i);
+    if (!role || json_object_get_type(role) != json_type_string) return bad(e, param, "'%s' must be a string%s", "");
+    if (parse_role(json_object_get_string(role), &out->role))
+        return bad(e, param, "'%s' must be one of system, developer, user, assistant, tool%s", "");
+    const char *which[] = { "tool_calls", "reasoning_content", "tool_call_id", "name" };
+    int allowed[] = { out->role == ROLE_ASSISTANT, out->role == ROLE_ASSISTANT, out->role == ROLE_TOOL, out->role == ROLE_TOOL };
+    for (int k = 0; k < 4; k++) {
+        snprintf(param, sizeof param, "messages[%zu].%s", i, which[k]);
+        if (field(m, which[k]) && !allowed[k])
+            return bad(e, param, "'%s' is only allowed in %s", k >= 2 ? "role \"tool\" messages" : "role \"assistant\" messages");
+    }
+    if (tc) {
+        snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+        if (parse_tool_calls(tc, param, out, e)) return -1;
+    }
+    snprintf(param, sizeof param, "messages[%zu].content", i);
+    /* an assistant turn of tool calls may have no content (OpenAI sends null) */
+    if (!(c == NULL && out->role == ROLE_ASSISTANT && out->tool_calls && json_object_array_length(out->tool_calls) > 0) &&
+        parse_content(c, param, out, e)) return -1;
+    int r;
+    snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
+    json_object *v = field(m, "reasoning_content");
+    if (v && json_object_get_type(v) != json_type_string) return bad(e, param, "'%s' must be a string%s", "");
+    if (v && dup_string(v, param, &out->reasoning, NULL, e) < 0) return -1;
+    if (out->role == ROLE_TOOL) {
+        snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+        if ((r = get_string(m, "tool_call_id", &out->tool_call_id, e)) < 0) return -1;
+        if (!r) return bad(e, param, "'%s' is required in role \"tool\" messages%s", "");
+        if (get_string(m, "name", &out->name, e) < 0) { snprintf(e->param, sizeof e->param, "messages[%zu].name", i); return -1; }
+    }
+    return 0;
+}
+
+/* tools: [{type: "function", function: {name, description, parameters, strict}}] */
+static int parse_tools(json_object *root, api_tools *t, api_error *e)
+{
+    static const char *const tool_keys[] = { "type", "function", NULL },
+                             *const fn_keys[] = { "name", "description", "parameters", "strict", NULL };
+    t->parallel = 1;
+    if (get_bool(root, "parallel_tool_calls", &t->parallel, e) < 0) return -1;
+    json_object *list = field(root, "tools"), *choice = field(root, "tool_choice");
+    if (list && json_object_get_type(list) != json_type_array) return bad(e, "tools", "'%s' must be an array%s", "");
+    size_t n = list ? json_object_array_length(list) : 0;
+    if (n > 128) return bad(e, "tools", "'%s' may hold at most 128 tools%s", "");
+    for (size_t i = 0; i < n; i++) {
+        char p[64], pf[96];
+        json_object *tool = json_object_array_get_idx(list, i), *fn;
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        if (!tool || json_object_get_type(tool) != json_type_object) return bad(e, p, "'%s' must be an object%s", "");
+        if (only_keys(tool, tool_keys, p, e) || want_string(tool, "type", "function", p, e)) return -1;
+        snprintf(pf, sizeof pf, "%s.function", p);
+        fn = field(tool, "function");
+        if (!fn || json_object_get_type(fn) != json_type_object) return bad(e, pf, "'%s' must be an object%s", "");
+        if (only_keys(fn, fn_keys, pf, e)) return -1;
+        snprintf(pf, sizeof pf, "%s.function.name", p);
+        if (!function_name(field(fn, "name")))
+            return bad(e, pf, "'%s' must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -%s", "");
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(json_object_get_string(field(field(json_object_array_get_idx(list, k), "function"), "name")),
+                        json_object_get_string(field(fn, "name"))))
+                return bad(e, pf, "'%s' repeats the name of an earlier tool%s", "");
+        json_object *d = field(fn, "description"), *pa = field(fn, "parameters"), *st = field(fn, "strict");
+        snprintf(pf, sizeof pf, "%s.function.description", p);
+        if (d && json_object_get_type(d) != json_type_string) return bad(e, pf, "'%s' must be a string%s", "");
+        snprintf(pf, sizeof pf, "%s.function.parameters", p);
+        if (pa && json_object_get_type(pa) != json_type_object) return bad(e, pf, "'%s' must be a JSON Schema object%s", "");
+        snprintf(pf, sizeof pf, "%s.function.strict", p);
+        if (st && json_object_get_type(st) != json_type_boolean) return bad(e, pf, "'%s' must be a boolean%s", "");
+    }
+    if (n) {
+        size_t len;
+        const char *txt = json_object_to_json_string_length(list, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        t->json = txt ? strndup(txt, len) : NULL;
+        t->list = json_object_get(list);
+        t->json_len = len;
+        if (!t->json) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    t->choice = n ? TOOL_CHOICE_AUTO : TOOL_CHOICE_NONE;
+    if (!choice) return 0;
+    if (json_object_get_type(choice) == json_type_string) {
+        const char *c = json_object_get_string(choice);
+        if (!strcmp(c, "none")) { t->choice = TOOL_CHOICE_NONE; return 0; }
+        if (strcmp(c, "auto") && strcmp(c, "required"))
+            return bad(e, "tool_choice", "'%s' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}%s", "");
+        if (!n) return bad(e, "tool_choice", "'%s' is only allowed when 'tools' are given%s", "");
+        t->choice = !strcmp(c, "auto") ? TOOL_CHOICE_AUTO : TOOL_CHOICE_REQUIRED;
+        return 0;
+    }
+    static const char *const choice_keys[] = { "type", "function", NULL }, *const name_key[] = { "name", NULL };
+    if (json_object_get_type(choice) != json_type_object)
+        return bad(e, "tool_choice", "'%s' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}%s", "");
+    if (only_keys(choice, choice_keys, "tool_choice", e) || want_string(choice, "type", "function", "tool_choice", e)) return -1;
+    json_object *fn = field(choice, "function");
+    if (!fn || json_object_get_type(fn) != json_type_object)
+        return bad(e, "tool_choice.function", "'%s' must be an object with the function's name%s", "");
+    if (only_keys(fn, name_key, "tool_choice.function", e)) return -1;
+    if (!function_name(field(fn, "name"))) return bad(e, "tool_choice.function.name", "'%s' must name a function%s", "");
+    const char *want = json_object_get_string(field(fn, "name"));
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        found |= !strcmp(want, json_object_get_string(field(field(json_object_array_get_idx(list, i), "function"), "name")));
+    if (!found) return bad(e, "tool_choice.function.name", "'%s' names no function of 'tools'%s", "");
+    t->name = strdup(want);
+    if (!t->name) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    t->choice = TOOL_CHOICE_NAMED;
+    return 0;
+}
+
+/* thinking: reasoning_effort (none/minimal: off; low/medium/high: on; Gemma 4 thinks or does not) and
+ * chat_template_kwargs.enable_thinking, which wins */
+static int parse_thinking(json_object *root, int *thinking, api_error *e)
+{
+    *thinking = -1;
+    json_object *re = field(root, "reasoning_effort"), *kw = field(root, "chat_template_kwargs");
+    if (re) {
+        static const char *const levels[] = { "none", "minimal", "low", "medium", "high" };
+        int k = -1;
+        for (int i = 0; i < 5 && json_object_get_type(re) == json_type_string; i++)
+            if (!strcmp(json_object_get_string(re), levels[i])) k = i;
+        if (k < 0) return bad(e, "reasoning_effort", "'%s' must be one of none, minimal, low, medium, high%s", "");
+        *thinking = k >= 2;
+    }
+    if (!kw) return 0;
+    static const char *const kw_keys[] = { "enable_thinking", NULL };
+    if (json_object_get_type(kw) != json_type_object) return bad(e, "chat_template_kwargs", "'%s' must be an object%s", "");
+    if (only_keys(kw, kw_keys, "chat_template_kwargs", e)) return -1;
+    int on;
+    int r = get_bool(kw, "enable_thinking", &on, e);
+    if (r < 0) { snprintf(e->param, sizeof e->param, "chat_template_kwargs.enable_thinking"); return -1; }
+    if (r) *thinking = on;
+    return 0;
+}
+
+static void message_free(api_message *m)
+{
+    free(m->content);
+    json_object_put(m->tool_calls);
+    free(m->tool_call_id);
+    free(m->name);
+    free(m->reasoning);
+}
+
 int json_parse_chat(const char *body, size_t len, api_chat_request *out, api_error *e)
 {
     memset(out, 0, sizeof *out);
@@ -382,23 +607,15 @@ int json_parse_chat(const char *body, size_t len, api_chat_request *out, api_err
     out->msgs = calloc(n, sizeof *out->msgs);
     if (!out->msgs) { api_fail(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
     for (size_t i = 0; i < n; i++) {
-        char param[64];
-        json_object *m = json_object_array_get_idx(msgs, i);
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!m || json_object_get_type(m) != json_type_object) { bad(e, param, "'%s' must be an object%s", ""); goto done; }
-        if (json_check_fields(m, BODY_MESSAGE, param, e)) goto done;
-        json_object *role = field(m, "role");
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!role || json_object_get_type(role) != json_type_string) { bad(e, param, "'%s' must be a string%s", ""); goto done; }
-        if (parse_role(json_object_get_string(role), &out->msgs[i].role)) {
-            bad(e, param, "'%s' must be one of system, user, assistant%s", "");
-            goto done;
-        }
-        snprintf(param, sizeof param, "messages[%zu].content", i);
-        if (parse_content(field(m, "content"), param, &out->msgs[i], e)) goto done;
         out->n_msgs = (int)i + 1;
+        if (parse_message(json_object_array_get_idx(msgs, i), i, &out->msgs[i], e)) goto done;
     }
+    if (parse_tools(root, &out->tools, e) || parse_thinking(root, &out->thinking, e)) goto done;
     if (parse_gen(root, &out->gen, 1, e)) goto done;
+    if (out->gen.constrained && (out->tools.choice == TOOL_CHOICE_REQUIRED || out->tools.choice == TOOL_CHOICE_NAMED)) {
+        bad(e, "tool_choice", "'%s' cannot force a tool call together with 'response_format'%s", "");
+        goto done;
+    }
     rc = 0;
 done:
     json_object_put(root);
@@ -408,9 +625,12 @@ done:
 
 void api_chat_request_free(api_chat_request *r)
 {
-    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].content);
+    for (int i = 0; i < r->n_msgs; i++) message_free(&r->msgs[i]);
     free(r->msgs);
     free(r->model);
+    json_object_put(r->tools.list);
+    free(r->tools.json);
+    free(r->tools.name);
     gen_free(&r->gen);
     memset(r, 0, sizeof *r);
 }

@@ -12,13 +12,34 @@
 #define API_MAX_STOP 4
 #define API_MAX_BIAS 300  /* OpenAI's limit on logit_bias entries */
 
-enum api_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
+enum api_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
+
+struct json_object;
 
 typedef struct api_message {
     enum api_role role;
-    char *content;        /* owned, NUL-terminated, no interior NUL */
+    char *content;        /* owned, NUL-terminated, no interior NUL; NULL: none (an assistant turn of
+                             tool calls only) */
     size_t len;
+    struct json_object *tool_calls; /* assistant: [{id, type, function: {name, arguments}}] with the
+                                       arguments parsed into an object (the template prints them), owned */
+    char *tool_call_id;   /* tool: the call this answers (owned) */
+    char *name;           /* tool: the function's name, when given (owned) */
+    char *reasoning;      /* assistant: reasoning_content (owned; the templates drop past thoughts) */
 } api_message;
+
+
+/* tool_choice */
+enum api_tool_choice { TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TOOL_CHOICE_NAMED };
+
+typedef struct api_tools {
+    struct json_object *list; /* the validated tools array (owned), NULL: none */
+    char *json;               /* the same as compact JSON text (owned) */
+    size_t json_len;
+    enum api_tool_choice choice;
+    char *name;               /* TOOL_CHOICE_NAMED: the function (owned) */
+    int parallel;             /* parallel_tool_calls (default true) */
+} api_tools;
 
 /* Generation settings shared by chat and completions. */
 typedef struct api_gen {
@@ -41,12 +62,19 @@ typedef struct api_gen {
     int n_bias;
     int32_t bias_tok[API_MAX_BIAS];
     float bias_val[API_MAX_BIAS];
+    /* chat replies: set by api_chat from the model and the request (not parsed), zero for completions */
+    int reply_syntax;     /* reply_syntax of chat_reply.h: how the output is read */
+    int parse_tools;      /* tool calls in the output become tool_calls */
+    int32_t think_open, think_close; /* the tokens around the thought channel (reasoning_tokens), or -1 */
+    const api_tools *force_tools;    /* tool_choice required / named: the output is constrained to calls */
 } api_gen;
 
 typedef struct api_chat_request {
     char *model;          /* owned */
     api_message *msgs;    /* owned array */
     int n_msgs;
+    api_tools tools;
+    int thinking;         /* reasoning_effort / chat_template_kwargs.enable_thinking: 1 on, 0 off, -1 not given */
     api_gen gen;
 } api_chat_request;
 

@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 
 #include "chat.h"
+#include "chat_reply.h"
 #include "choice.h"
 #include "clock.h"
 #include "gguf.h"
@@ -368,6 +369,11 @@ int engine_chat_encode(const engine *e, struct json_object *messages, struct jso
 }
 
 const char *engine_chat_template(const engine *e) { return chat_kind_name(e->chat); }
+
+int engine_chat_reply_syntax(const engine *e)
+{
+    return e->tok && chat_kind_family(e->chat) == CHAT_GEMMA4 ? REPLY_GEMMA4 : REPLY_PLAIN;
+}
 
 int engine_chat_prompt(const engine *e, const chat_msg *msgs, int n, int add_generation_prompt, char *out, size_t cap)
 {

@@ -87,6 +87,9 @@ int engine_chat_encode(const engine *e, struct json_object *messages, struct jso
                        const engine_chat_opts *o, int32_t **ids, char *err, size_t errlen);
 /* the template in use: "gemma4", "gemma4-interleaved", "gemma4-31b", "gemma3" */
 const char *engine_chat_template(const engine *e);
+/* how the model's chat replies are written (a reply_syntax of chat_reply.h): REPLY_GEMMA4 for Gemma 4's
+ * templates (thought channel, tool calls, tools declared to the model), REPLY_PLAIN otherwise */
+int engine_chat_reply_syntax(const engine *e);
 /* The same rendering as text, without BOS and thinking off, for plain role/content messages: writes a
  * NUL-terminated prompt; returns bytes needed (excluding NUL), -1 when refused or out of memory. */
 typedef struct chat_msg { const char *role; const char *content; } chat_msg;

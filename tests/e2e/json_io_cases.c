@@ -114,7 +114,7 @@ static void test_field_errors_name_the_field(void)
     expect_chat_400("{" M ",\"messages\":[\"hi\"]}", "messages[0]");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0].role");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"x\"}]}",
-                    "messages[1].role");
+                    "messages[1].tool_call_id");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\"}]}", "messages[0].content");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":7}]}", "messages[0].content");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
@@ -208,11 +208,12 @@ static void test_unknown_and_unsupported_fields_are_named(void)
     expect_chat_400("{" M "," USER ",\"logit_bias\":{\"x\":1}}", "logit_bias");
     expect_chat_400("{" M "," USER ",\"logit_bias\":{\"5\":101}}", "logit_bias");
     expect_chat_400("{" M "," USER ",\"logit_bias\":[1]}", "logit_bias");
-    expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}", "tools");
+    expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"x\":1}}]}",
+                    "tools[0].function.x");
     expect_chat_400("{" M "," USER ",\"logprobs\":1}", "logprobs");
     expect_chat_400("{" M "," USER ",\"top_logprobs\":3}", "top_logprobs");
     expect_chat_400("{" M "," USER ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs");
-    expect_chat_400("{" M "," USER ",\"reasoning_effort\":\"low\"}", "reasoning_effort");
+    expect_chat_400("{" M "," USER ",\"reasoning_effort\":\"lots\"}", "reasoning_effort");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"bob\"}]}",
                     "messages[0].name");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"colour\":1}]}",
@@ -230,6 +231,58 @@ static void test_unknown_and_unsupported_fields_are_named(void)
     cb = "{" M ",\"prompt\":\"x\",\"best_of\":1,\"suffix\":null}";
     CHECK(json_parse_completion(cb, strlen(cb), &c, &e) == 0, "best_of 1: %s", e.message);
     api_completion_request_free(&c);
+}
+
+/* tools, tool_choice, the tool turns and thinking as the chat template gets them */
+static void test_tools_and_tool_turns(void)
+{
+    const char *b = "{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},"
+                    "{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"hm\",\"tool_calls\":[{\"id\":\"c1\","
+                    "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": [1, \\\"x\\\"]}\"}}]},"
+                    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"name\":\"f\",\"content\":\"ok\"}],"
+                    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\",\"parameters\":"
+                    "{\"type\":\"object\"},\"strict\":true}},{\"type\":\"function\",\"function\":{\"name\":\"g-2\"}}],"
+                    "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g-2\"}},\"parallel_tool_calls\":false,"
+                    "\"reasoning_effort\":\"high\",\"chat_template_kwargs\":{\"enable_thinking\":false}}";
+    api_chat_request r;
+    api_error e;
+    int rc = chat(b, &r, &e);
+    CHECK(rc == 0, "rejected: %s (%s)", e.message, e.param);
+    if (rc) return;
+    CHECK(r.n_msgs == 3 && r.msgs[1].role == ROLE_ASSISTANT && !r.msgs[1].content, "assistant turn of calls");
+    CHECK(r.msgs[1].reasoning && !strcmp(r.msgs[1].reasoning, "hm"), "reasoning_content");
+    json_object *args = json_object_object_get(json_object_object_get(json_object_array_get_idx(r.msgs[1].tool_calls, 0),
+                                                                      "function"), "arguments");
+    CHECK(json_object_is_type(args, json_type_object) && json_object_array_length(json_object_object_get(args, "a")) == 2,
+          "arguments parsed into an object");
+    CHECK(r.msgs[2].role == ROLE_TOOL && !strcmp(r.msgs[2].tool_call_id, "c1") && !strcmp(r.msgs[2].name, "f"), "tool turn");
+    CHECK(r.tools.list && json_object_array_length(r.tools.list) == 2 && r.tools.json && strstr(r.tools.json, "\"g-2\""),
+          "tools kept");
+    CHECK(r.tools.choice == TOOL_CHOICE_NAMED && !strcmp(r.tools.name, "g-2") && !r.tools.parallel, "tool_choice");
+    CHECK(r.thinking == 0, "chat_template_kwargs wins over reasoning_effort: %d", r.thinking);
+    api_chat_request_free(&r);
+    rc = chat("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+              "\"reasoning_effort\":\"low\"}", &r, &e);
+    CHECK(rc == 0 && r.tools.choice == TOOL_CHOICE_AUTO && r.tools.parallel && r.thinking == 1, "defaults: %s", e.message);
+    if (rc == 0) api_chat_request_free(&r);
+    expect_chat_400("{" M "," USER ",\"tool_choice\":\"auto\"}", "tool_choice");
+    expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                    "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}}", "tool_choice.function.name");
+    expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                    "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\",\"z\":1}}}", "tool_choice.function.z");
+    expect_chat_400("{" M "," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]}",
+                    "tools[0].function.parameters");
+    expect_chat_400("{" M "," USER ",\"tools\":{}}", "tools");
+    expect_chat_400("{" M "," USER ",\"parallel_tool_calls\":1}", "parallel_tool_calls");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"assistant\",\"content\":null}]}", "messages[0].content");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+                    "\"function\":{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]}", "messages[0].tool_calls[0].function.arguments");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\","
+                    "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}", "messages[0].tool_calls[0].id");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}",
+                    "messages[0].tool_calls");
+    expect_chat_400("{" M "," USER ",\"chat_template_kwargs\":{\"enable_thinking\":\"yes\"}}",
+                    "chat_template_kwargs.enable_thinking");
 }
 
 static void test_response_format_and_logit_bias(void)
@@ -262,6 +315,7 @@ static void test_response_format_and_logit_bias(void)
 int main(void)
 {
     RUN_TEST(test_response_format_and_logit_bias);
+    RUN_TEST(test_tools_and_tool_turns);
     RUN_TEST(test_unknown_and_unsupported_fields_are_named);
     RUN_TEST(test_full_chat_request);
     RUN_TEST(test_defaults_follow_openai);

@@ -169,5 +169,23 @@ def completion_logprobs_arrays():
     assert all(x <= 0 for x in lp["token_logprobs"]), lp
 
 
+@test
+def gemma3_template_refuses_tools_and_thinking_by_name():
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    turns = [{"role": "user", "content": "w"},
+             {"role": "assistant", "content": None,
+              "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "c", "content": "ok"}]
+    with http() as h:
+        for extra, param in (({"tools": [tool]}, "tools"), ({"tools": [tool], "tool_choice": "required"}, "tools"),
+                             ({"reasoning_effort": "high"}, "reasoning_effort"), ({"messages": turns}, "messages")):
+            err = error_of(h.post("/v1/chat/completions", headers=auth(), json=chat_body("hi", **extra)), 400)
+            assert err["param"] == param and "gemma3" in err["message"], (extra, err)
+        for extra in ({"tools": [tool], "tool_choice": "none"}, {"reasoning_effort": "none"}):
+            r = h.post("/v1/chat/completions", headers=auth(), json=chat_body("hi", max_tokens=2, **extra))
+            assert r.status_code == 200, r.text[:300]
+            assert "completion_tokens_details" not in r.json()["usage"]
+
+
 if __name__ == "__main__":
     raise SystemExit(run_all())

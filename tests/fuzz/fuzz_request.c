@@ -48,8 +48,10 @@ static void fuzz_parse(int chat, const char *d, size_t n)
         if (json_parse_chat(d, n, &r, &e) == 0) {
             ASSERT(r.model && r.n_msgs >= 1 && r.msgs);
             for (int i = 0; i < r.n_msgs; i++) {
-                ASSERT(r.msgs[i].role <= ROLE_ASSISTANT);
-                ASSERT(r.msgs[i].content && strlen(r.msgs[i].content) == r.msgs[i].len);
+                ASSERT(r.msgs[i].role <= ROLE_TOOL);
+                ASSERT(r.msgs[i].content ? strlen(r.msgs[i].content) == r.msgs[i].len
+                                         : r.msgs[i].role == ROLE_ASSISTANT && r.msgs[i].tool_calls);
+                ASSERT(!r.msgs[i].tool_call_id == (r.msgs[i].role != ROLE_TOOL));
             }
             check_gen(&r.gen);
             api_chat_request_free(&r);

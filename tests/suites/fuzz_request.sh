@@ -37,6 +37,7 @@ seed() { i=$((i + 1)); printf "$1" > "$corpus/seed-$i"; }
 seed '\000{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":42,"stop":["\\n\\n","END"],"stream":true,"stream_options":{"include_usage":true},"n":1,"frequency_penalty":0.5,"presence_penalty":-0.5,"repetition_penalty":1.1,"user":"u"}'
 seed '\000{"model":"m","messages":[{"role":"user","content":"a\\u00e9\\ud83d\\ude00"},{"role":"assistant","content":"b"}],"max_completion_tokens":3,"stop":"x"}'
 seed '\000{"model":"m","messages":[],"n":2}'
+seed '\000{"model":"m","messages":[{"role":"user","content":"w"},{"role":"assistant","content":null,"reasoning_content":"r","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\\"a\\":[1,{}]}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"a":{"type":"array"}}},"strict":true}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":true}}'
 seed '\001{"model":"m","prompt":["once upon"],"max_tokens":16,"echo":false,"seed":-1}'
 seed '\001{"model":"m","prompt":"x","stop":null,"temperature":null}'
 seed '\002ab\001b\002xxa\001bb\001ab'
