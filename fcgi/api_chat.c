@@ -77,6 +77,7 @@ static void reply_rules(const engine *e, api_chat_request *req)
     g->think_open = tokenizer_find(tok, "<|channel>");
     g->think_close = tokenizer_find(tok, "<channel|>");
     g->parse_tools = req->tools.choice != TOOL_CHOICE_NONE;
+    g->thinking = req->thinking == 1;
     if (req->tools.choice == TOOL_CHOICE_REQUIRED || req->tools.choice == TOOL_CHOICE_NAMED) g->force_tools = &req->tools;
     int32_t call = tokenizer_find(tok, "<|tool_call>");
     if (!g->parse_tools && call >= 0 && g->n_bias < API_MAX_BIAS) { /* tool_choice none: no call can start */

@@ -67,6 +67,7 @@ int gen_start(gen_run *g, const api_ctx *c, const int32_t *prompt, int n_prompt,
         if (constraint_create_json(&spec.con, v, p->schema, p->schema_len, why, sizeof why))
             return api_fail(e, 400, "invalid_request_error", "unsupported_schema", "response_format", "%s", why);
     }
+    if (spec.con && p->thinking) constraint_allow_thought(spec.con, p->think_open, p->think_close);
     if (stop_filter_init(&g->sf, (const char *const *)p->stop, p->stop_len, p->n_stop)) {
         constraint_destroy(spec.con);
         return api_fail(e, 500, "server_error", NULL, "stop", "bad stop strings");

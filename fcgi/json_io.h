@@ -66,6 +66,7 @@ typedef struct api_gen {
     int reply_syntax;     /* reply_syntax of chat_reply.h: how the output is read */
     int parse_tools;      /* tool calls in the output become tool_calls */
     int32_t think_open, think_close; /* the tokens around the thought channel (reasoning_tokens), or -1 */
+    int thinking;         /* thinking on: a constrained reply may follow one thought */
     const api_tools *force_tools;    /* tool_choice required / named: the output is constrained to calls */
 } api_gen;
 

@@ -17,15 +17,39 @@ struct constraint {
     g_state cur;
     g_state *walk;   /* max_len + 1 states: one per trie depth */
     int ended;       /* an end-of-generation token was accepted */
+    int32_t think_open, think_close; /* constraint_allow_thought's tokens, -1: none */
+    int phase;       /* PH_FIRST: a thought may open; PH_THOUGHT: inside it; PH_GRAMMAR */
 };
+
+enum { PH_FIRST, PH_THOUGHT, PH_GRAMMAR };
 
 /* c's grammar compiled: the rest of it */
 static int start(constraint **out, constraint *c, char *err, size_t errlen) {
     c->walk = malloc(((size_t)c->v->max_len + 2) * sizeof *c->walk); /* one per trie depth, two at least */
     if (!c->walk) { constraint_destroy(c); return errf(err, errlen, "out of memory"); }
     g_state_init(&c->cur, &c->g);
+    c->think_open = c->think_close = -1;
+    c->phase = PH_GRAMMAR;
     *out = c;
     return 0;
+}
+
+void constraint_allow_thought(constraint *c, int32_t open, int32_t close) {
+    uint32_t n = c->v->n_vocab;
+    if (open < 0 || close < 0 || (uint32_t)open >= n || (uint32_t)close >= n) return;
+    c->think_open = open;
+    c->think_close = close;
+    c->phase = PH_FIRST;
+}
+
+static int is_eog(const constraint_vocab *v, int32_t token);
+
+/* inside a thought: every token but the end of generation (the constrained part must still come) */
+static int thought_mask(const constraint_vocab *v, uint32_t *bits) {
+    memset(bits, 0xff, v->words * sizeof *bits);
+    if (v->n_vocab % 32) bits[v->words - 1] = (1u << (v->n_vocab % 32)) - 1;
+    for (uint32_t i = 0; i < v->n_eog; i++) bits[v->eog[i] / 32] &= ~(1u << (v->eog[i] % 32));
+    return (int)(v->n_vocab - v->n_eog);
 }
 
 int constraint_create_json(constraint **out, const constraint_vocab *v, const char *schema_json, size_t len,
@@ -89,6 +113,7 @@ static void drop_prefixed(const constraint_vocab *v, const char *s, uint32_t n, 
 
 int constraint_mask(constraint *c, uint32_t *bits) {
     const constraint_vocab *v = c->v;
+    if (c->phase == PH_THOUGHT) return thought_mask(v, bits);
     memset(bits, 0, v->words * sizeof *bits);
     if (!c->ended) {
         uint32_t room, quoted;
@@ -109,6 +134,7 @@ int constraint_mask(constraint *c, uint32_t *bits) {
         if (g_complete(&c->g, &c->cur))
             for (uint32_t i = 0; i < v->n_eog; i++) bits[v->eog[i] / 32] |= 1u << (v->eog[i] % 32);
     }
+    if (c->phase == PH_FIRST) bits[c->think_open / 32] |= 1u << (c->think_open % 32);
     int n = 0;
     for (uint32_t w = 0; w < v->words; w++) n += __builtin_popcount(bits[w]);
     return n ? n : -1;
@@ -142,6 +168,8 @@ static int is_eog(const constraint_vocab *v, int32_t token) {
 int constraint_allows(constraint *c, int32_t token) {
     const constraint_vocab *v = c->v;
     if (c->ended || token < 0 || (uint32_t)token >= v->n_vocab) return 0;
+    if (c->phase == PH_THOUGHT) return !is_eog(v, token);
+    if (c->phase == PH_FIRST && token == c->think_open) return 1;
     if (is_eog(v, token)) return g_complete(&c->g, &c->cur);
     return v->len[token] && advance(c, v->bytes + v->off[token], v->len[token]) != NULL;
 }
@@ -149,6 +177,13 @@ int constraint_allows(constraint *c, int32_t token) {
 int constraint_accept(constraint *c, int32_t token) {
     const constraint_vocab *v = c->v;
     if (c->ended || token < 0 || (uint32_t)token >= v->n_vocab) return -1;
+    if (c->phase == PH_THOUGHT) {
+        if (is_eog(v, token)) return -1;
+        if (token == c->think_close) c->phase = PH_GRAMMAR;
+        return 0;
+    }
+    if (c->phase == PH_FIRST && token == c->think_open) { c->phase = PH_THOUGHT; return 0; }
+    c->phase = PH_GRAMMAR;
     if (is_eog(v, token)) {
         if (!g_complete(&c->g, &c->cur)) return -1;
         c->ended = 1;
@@ -158,4 +193,6 @@ int constraint_accept(constraint *c, int32_t token) {
     return constraint_accept_bytes(c, v->bytes + v->off[token], v->len[token]);
 }
 
-int constraint_complete(const constraint *c) { return c->ended || g_complete(&c->g, &c->cur); }
+int constraint_complete(const constraint *c) {
+    return c->ended || (c->phase != PH_THOUGHT && g_complete(&c->g, &c->cur));
+}

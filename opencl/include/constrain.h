@@ -60,6 +60,11 @@ int  constraint_accept(constraint *c, int32_t token);
 int  constraint_allows(constraint *c, int32_t token);
 /* advance by raw bytes (tests, forced prefixes); -1 if they are not a prefix of a valid value */
 int  constraint_accept_bytes(constraint *c, const char *bytes, size_t n);
+/* Reasoning models: the constrained output may follow one thought, from token open to token close
+ * (Gemma 4's <|channel> ... <channel|>): the first token may be open as well as what the grammar allows;
+ * after open every token but end of generation may come until close, then the grammar starts. Without
+ * open first, the grammar starts at once. */
+void constraint_allow_thought(constraint *c, int32_t open, int32_t close);
 /* the output so far is one whole valid value (or whole tool calls) */
 int  constraint_complete(const constraint *c);
 

@@ -235,5 +235,22 @@ def thought_channel_is_reasoning_not_content():
             assert usage["completion_tokens_details"]["reasoning_tokens"] == usage["completion_tokens"] == 6, usage
 
 
+@test
+def forced_calls_may_follow_a_thought():
+    # thinking on: the constraint lets "<|channel>" open the reply (here forced by logit_bias, so the thought never
+    # closes and the reply is all reasoning); unforced, the calls come as before
+    think = {"chat_template_kwargs": {"enable_thinking": True}}
+    r = ask(tools=TOOLS, tool_choice="required", max_tokens=6, logit_bias={"100": 100}, **think)
+    assert r.status_code == 200, r.text[:300]
+    ch = r.json()["choices"][0]
+    assert ch["finish_reason"] == "length" and not ch["message"].get("tool_calls"), ch
+    assert r.json()["usage"]["completion_tokens_details"]["reasoning_tokens"] == 6, r.json()["usage"]
+    for seed in range(2):
+        r = ask(tools=TOOLS, tool_choice="required", temperature=1.0, seed=seed, **think)
+        ch = r.json()["choices"][0]
+        assert ch["finish_reason"] == "tool_calls", ch
+        check_calls(ch["message"]["tool_calls"], {"get_weather", "search"})
+
+
 if __name__ == "__main__":
     raise SystemExit(run_all())

@@ -243,6 +243,34 @@ static void test_constrain_mask_after_end(void) {
     constraint_destroy(c);
 }
 
+/* a thought before the constrained value: open allowed first (beside the grammar's first tokens), then any
+ * token but EOG until close, then the grammar; without open first the grammar starts at once */
+static void test_constrain_thought_first(void) {
+    int32_t open = tokenizer_find(tok4, "<|channel>"), close = tokenizer_find(tok4, "<channel|>");
+    int32_t brace = tokenizer_find(tok4, "{"), word = tokenizer_find(tok4, "the"), eos = tokenizer_eos(tok4);
+    CHECK(open >= 0 && close >= 0 && brace >= 0 && word >= 0, "tokens %d %d %d %d", open, close, brace, word);
+    uint32_t n = tokenizer_n_vocab(tok4), *bits = malloc((n + 31) / 32 * 4);
+    constraint *c;
+    CHECK(!constraint_create_json(&c, voc4, NULL, 0, err, sizeof err), "%s", err);
+    constraint_allow_thought(c, open, close);
+    int first = constraint_mask(c, bits);
+    CHECK(bits[open / 32] >> (open % 32) & 1 && bits[brace / 32] >> (brace % 32) & 1, "open and { first");
+    CHECK(!(bits[word / 32] >> (word % 32) & 1) && constraint_allows(c, open) && !constraint_allows(c, word), "no text first");
+    CHECK(constraint_accept(c, open) == 0, "open accepted");
+    int inside = constraint_mask(c, bits);
+    CHECK(inside > first && bits[word / 32] >> (word % 32) & 1 && !(bits[eos / 32] >> (eos % 32) & 1), "free thought, no EOG");
+    CHECK(constraint_accept(c, word) == 0 && constraint_accept(c, eos) == -1 && !constraint_complete(c), "in the thought");
+    CHECK(constraint_accept(c, close) == 0, "close accepted");
+    CHECK(constraint_accept(c, word) == -1 && constraint_accept(c, brace) == 0, "the grammar after the thought");
+    CHECK(constraint_accept(c, open) == -1, "one thought only");
+    constraint_destroy(c);
+    CHECK(!constraint_create_json(&c, voc4, NULL, 0, err, sizeof err), "%s", err);
+    constraint_allow_thought(c, open, close);
+    CHECK(constraint_accept(c, brace) == 0 && constraint_accept(c, open) == -1, "no thought after the value began");
+    free(bits);
+    constraint_destroy(c);
+}
+
 int main(void) {
     if (tokenizer_load(&tok3, G3, err, sizeof err) || constraint_vocab_create(&voc3, tok3, err, sizeof err) ||
         tokenizer_load(&tok4, G4, err, sizeof err) || constraint_vocab_create(&voc4, tok4, err, sizeof err)) {
@@ -260,6 +288,7 @@ int main(void) {
     RUN_TEST(test_constrain_mask_json_object);
     RUN_TEST(test_constrain_mask_tool_calls);
     RUN_TEST(test_constrain_mask_after_end);
+    RUN_TEST(test_constrain_thought_first);
     constraint_vocab_destroy(voc3); constraint_vocab_destroy(voc4);
     tokenizer_destroy(tok3); tokenizer_destroy(tok4);
     CHECK_EXIT();
