@@ -5,10 +5,10 @@
   bench_constrained.py URL [runs]
 
 For B = 1 and 16 concurrent chat requests of 128 tokens each (end-of-generation banned with logit_bias so
-every request runs its full length; sampled at temperature 0.8 with fixed seeds), three modes: plain text,
-response_format json_schema (an array of 64 short strings: the constraint stays active for all 128 tokens)
-and a forced tool call is left out (Gemma 3 has none). Prints one JSON line per (mode, B): the median over
-runs of completion tokens per second of wall time (all requests together), and the ratio to plain."""
+every request runs its full length), greedy and sampled at temperature 0.8 with fixed seeds, two modes:
+plain text and response_format json_schema (an array of 64 short strings: the constraint stays active for
+all 128 tokens). Prints one JSON line per (temperature, B, mode): the median over runs of completion
+tokens per second of wall time (all requests together), and the ratio to plain."""
 import http.client
 import json
 import statistics
@@ -33,8 +33,8 @@ MODES = {
 EOG = {"1": -100, "106": -100}  # <eos>, <end_of_turn> of Gemma 3
 
 
-def one(extra, seed, out, i):
-    body = {"model": MODEL, "max_tokens": 128, "temperature": 0.8, "seed": seed, "logit_bias": EOG,
+def one(extra, seed, out, i, temp=0.8):
+    body = {"model": MODEL, "max_tokens": 128, "temperature": temp, "seed": seed, "logit_bias": EOG,
             "messages": [{"role": "user", "content": f"List things, number {seed}."}], **extra}
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -44,9 +44,9 @@ def one(extra, seed, out, i):
     out[i] = data["usage"]["completion_tokens"]
 
 
-def batch(extra, b, run):
+def batch(extra, b, run, temp):
     out = [0] * b
-    ts = [threading.Thread(target=one, args=(extra, 1000 * run + i, out, i)) for i in range(b)]
+    ts = [threading.Thread(target=one, args=(extra, 1000 * run + i, out, i, temp)) for i in range(b)]
     t0 = time.monotonic()
     for t in ts:
         t.start()
@@ -57,11 +57,12 @@ def batch(extra, b, run):
 
 one({}, 0, [0], 0)  # warm-up: kernels built, vocabulary trie made
 base = {}
-for b in (1, 16):
-    for mode, extra in MODES.items():
-        rates = [batch(extra, b, r) for r in range(RUNS)]
-        med = statistics.median(rates)
-        if mode == "plain":
-            base[b] = med
-        print(json.dumps({"mode": mode, "B": b, "tok_s": round(med, 1), "runs": [round(x, 1) for x in rates],
-                          "vs_plain": round(med / base[b], 3)}), flush=True)
+for temp in (0.0, 0.8):
+    for b in (1, 16):
+        for mode, extra in MODES.items():
+            rates = [batch(extra, b, r, temp) for r in range(RUNS)]
+            med = statistics.median(rates)
+            if mode == "plain":
+                base[b] = med
+            print(json.dumps({"mode": mode, "temperature": temp, "B": b, "tok_s": round(med, 1),
+                              "runs": [round(x, 1) for x in rates], "vs_plain": round(med / base[b], 3)}), flush=True)

@@ -68,4 +68,12 @@ void constraint_allow_thought(constraint *c, int32_t open, int32_t close);
 /* the output so far is one whole valid value (or whole tool calls) */
 int  constraint_complete(const constraint *c);
 
+/* A step's masks on several threads: `threads` helpers beside the caller (0: the caller alone).
+ * constraint_pool_masks computes counts[i] = constraint_mask(c[i], bits[i]) for i < n, the c[i]
+ * distinct; one batch at a time (the engine thread's). */
+typedef struct constraint_pool constraint_pool;
+int  constraint_pool_create(constraint_pool **out, int threads, char *err, size_t errlen);
+void constraint_pool_destroy(constraint_pool *p);
+void constraint_pool_masks(constraint_pool *p, constraint *const *c, uint32_t *const *bits, int *counts, int n);
+
 #endif

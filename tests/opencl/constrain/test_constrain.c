@@ -271,6 +271,38 @@ static void test_constrain_thought_first(void) {
     constraint_destroy(c);
 }
 
+/* the pool gives each constraint the mask it gives alone, over many batches (different states each time) */
+static void test_constrain_pool_masks(void) {
+    enum { N = 6, STEPS = 40 };
+    constraint_pool *p;
+    CHECK(!constraint_pool_create(&p, 3, err, sizeof err), "%s", err);
+    uint32_t n = tokenizer_n_vocab(tok4), words = (n + 31) / 32;
+    constraint *c[N], *twin[N];
+    uint32_t *bits[N], *want = malloc(words * 4);
+    int counts[N];
+    for (int i = 0; i < N; i++) {
+        CHECK(!constraint_create_json(&c[i], voc4, NULL, 0, err, sizeof err), "%s", err);
+        CHECK(!constraint_create_json(&twin[i], voc4, NULL, 0, err, sizeof err), "%s", err);
+        bits[i] = malloc(words * 4);
+    }
+    int bad = 0;
+    for (int step = 0; step < STEPS && !bad; step++) {
+        constraint_pool_masks(p, c, bits, counts, N - step % 3); /* batches of 6, 5, 4 */
+        for (int i = 0; i < N - step % 3; i++) {
+            int k = constraint_mask(twin[i], want);
+            if (k != counts[i] || memcmp(want, bits[i], words * 4)) { bad = 1; CHECK(0, "step %d seq %d differs", step, i); break; }
+            /* advance both by the (step+i)-th allowed token */
+            int32_t t = -1;
+            for (uint32_t w = 0, seen = 0; w < n && t < 0; w++)
+                if (want[w / 32] >> (w % 32) & 1 && !tokenizer_is_eog(tok4, (int32_t)w) && seen++ == (uint32_t)(step + i) % 7) t = (int32_t)w;
+            if (t >= 0) { CHECK(!constraint_accept(c[i], t) && !constraint_accept(twin[i], t), "accept"); }
+        }
+    }
+    for (int i = 0; i < N; i++) { constraint_destroy(c[i]); constraint_destroy(twin[i]); free(bits[i]); }
+    free(want);
+    constraint_pool_destroy(p);
+}
+
 int main(void) {
     if (tokenizer_load(&tok3, G3, err, sizeof err) || constraint_vocab_create(&voc3, tok3, err, sizeof err) ||
         tokenizer_load(&tok4, G4, err, sizeof err) || constraint_vocab_create(&voc4, tok4, err, sizeof err)) {
@@ -289,6 +321,7 @@ int main(void) {
     RUN_TEST(test_constrain_mask_tool_calls);
     RUN_TEST(test_constrain_mask_after_end);
     RUN_TEST(test_constrain_thought_first);
+    RUN_TEST(test_constrain_pool_masks);
     constraint_vocab_destroy(voc3); constraint_vocab_destroy(voc4);
     tokenizer_destroy(tok3); tokenizer_destroy(tok4);
     CHECK_EXIT();
