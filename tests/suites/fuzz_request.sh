@@ -37,8 +37,11 @@ seed() { i=$((i + 1)); printf "$1" > "$corpus/seed-$i"; }
 seed '\000{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":42,"stop":["\\n\\n","END"],"stream":true,"stream_options":{"include_usage":true},"n":1,"frequency_penalty":0.5,"presence_penalty":-0.5,"repetition_penalty":1.1,"user":"u"}'
 seed '\000{"model":"m","messages":[{"role":"user","content":"a\\u00e9\\ud83d\\ude00"},{"role":"assistant","content":"b"}],"max_completion_tokens":3,"stop":"x"}'
 seed '\000{"model":"m","messages":[],"n":2}'
+seed '\000{"model":"m","messages":[{"role":"user","content":"x"}],"n":4}'
 seed '\001{"model":"m","prompt":["once upon"],"max_tokens":16,"echo":false,"seed":-1}'
 seed '\001{"model":"m","prompt":"x","stop":null,"temperature":null}'
+seed '\001{"model":"m","prompt":[[2,9259],[2,17,3]],"n":3,"echo":true,"logprobs":2,"suffix":""}'
+seed '\001{"model":"m","prompt":[2,9259,1902],"n":16}'
 seed '\002ab\001b\002xxa\001bb\001ab'
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 "$out/fuzz_request" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=64 -max_len=4096 \
