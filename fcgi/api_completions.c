@@ -1,12 +1,43 @@
-/* api_completions.c — POST /v1/completions: a raw prompt, no chat template. The prompt is the
+/* api_completions.c — POST /v1/completions: raw prompts, no chat template. A text prompt is the
  * caller's own text end to end, so special-token text in it (e.g. a hand-written Gemma turn) is
- * recognised, as in llama-server and vLLM; BOS is added. */
+ * recognised, as in llama-server and vLLM; BOS is added. Token-id prompts go to the model as they
+ * are, each id checked against the vocabulary. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "api_respond.h"
 #include "json_io.h"
+
+/* prompt i as tokens into *out (text: tokenized; ids: checked); 0, or -1 with e */
+static int prompt_tokens(const api_ctx *c, const api_completion_request *req, int i, gen_prompt *out, api_error *e)
+{
+    const tokenizer *t = engine_tokenizer(c->eng);
+    const api_prompt *p = &req->prompts[i];
+    char where[48];
+    if (!p->text) {
+        uint32_t n_vocab = tokenizer_n_vocab(t);
+        for (int k = 0; k < p->n_ids; k++) {
+            if ((uint32_t)p->ids[k] < n_vocab) continue;
+            if (req->n_prompts > 1) snprintf(where, sizeof where, "prompt[%d][%d]", i, k);
+            else snprintf(where, sizeof where, "prompt[%d]", k);
+            return api_fail(e, 400, "invalid_request_error", NULL, where,
+                            "'%s' is token %d; this model's vocabulary has %u tokens", where, p->ids[k], n_vocab);
+        }
+        *out = (gen_prompt){ p->ids, p->n_ids, NULL, 0 };
+        return 0;
+    }
+    int n = tokenizer_encode(t, p->text, p->len, 1, 1, NULL, 0);
+    int32_t *ids = n > 0 ? malloc((size_t)n * sizeof *ids) : NULL;
+    if (!ids || tokenizer_encode(t, p->text, p->len, 1, 1, ids, n) != n) {
+        free(ids);
+        if (n == 0) return api_fail(e, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+        return api_fail(e, 500, "server_error", NULL, NULL, "tokenization failed");
+    }
+    *out = (gen_prompt){ ids, n, p->text, p->len };
+    return 0;
+}
 
 int api_completions(const api_ctx *c, http_req *r)
 {
@@ -23,17 +54,14 @@ int api_completions(const api_ctx *c, http_req *r)
         return api_reply_error(r, &e);
     }
     free(body);
-    const tokenizer *t = engine_tokenizer(c->eng);
-    int n = tokenizer_encode(t, req.prompt, req.prompt_len, 1, 1, NULL, 0);
-    int32_t *ids = n > 0 ? malloc((size_t)n * sizeof *ids) : NULL;
-    int rc;
-    if (!ids || tokenizer_encode(t, req.prompt, req.prompt_len, 1, 1, ids, n) != n)
-        rc = api_reply_error(r, (api_fail(&e, n == 0 ? 400 : 500, n == 0 ? "invalid_request_error" : "server_error",
-                                          NULL, n == 0 ? "prompt" : NULL,
-                                          n == 0 ? "the prompt is empty" : "tokenization failed"), &e));
-    else
-        rc = api_generate(c, r, &shape, &req.gen, ids, n);
-    free(ids);
+    gen_prompt *prompts = calloc((size_t)req.n_prompts, sizeof *prompts);
+    int rc = prompts ? 0 : api_fail(&e, 500, "server_error", NULL, NULL, "out of memory"), made = 0;
+    for (; !rc && made < req.n_prompts; made++) rc = prompt_tokens(c, &req, made, &prompts[made], &e);
+    if (rc) rc = api_reply_error(r, &e);
+    else rc = api_generate_prompts(c, r, &shape, &req.gen, prompts, req.n_prompts, "prompt");
+    for (int i = 0; i < made; i++)
+        if (prompts[i].text) free((void *)prompts[i].ids); /* tokenized here; id prompts are the request's */
+    free(prompts);
     api_completion_request_free(&req);
     return rc;
 }

@@ -69,14 +69,14 @@ static json_object *envelope(const api_shape *s, const char *id, long created, c
     return o;
 }
 
-/* one choice: chat -> {index, delta|message, logprobs, finish_reason}; completions -> {index, text,
- * logprobs, finish_reason}; body (owned): a chat choice's delta or message, else made of role and text;
- * lp (owned) is the choice's logprobs object or NULL */
-static json_object *choice(const api_shape *s, int chunk, json_object *body, const char *role, const char *text,
-                           size_t len, const char *finish, json_object *lp)
+/* choice `index`: chat -> {index, delta|message, logprobs, finish_reason}; completions -> {index,
+ * text, logprobs, finish_reason}; body (owned): a chat choice's delta or message, else made of role and
+ * text; lp (owned) is the choice's logprobs object or NULL */
+static json_object *choice(const api_shape *s, int chunk, int index, json_object *body, const char *role,
+                           const char *text, size_t len, const char *finish, json_object *lp)
 {
     json_object *c = json_object_new_object();
-    json_object_object_add(c, "index", json_object_new_int(0));
+    json_object_object_add(c, "index", json_object_new_int(index));
     if (s->chat) {
         json_object *m = body ? body : json_object_new_object();
         if (!body && role) json_object_object_add(m, "role", json_object_new_string(role));
@@ -88,6 +88,28 @@ static json_object *choice(const api_shape *s, int chunk, json_object *body, con
     json_object_object_add(c, "logprobs", lp);
     json_object_object_add(c, "finish_reason", finish ? json_object_new_string(finish) : NULL);
     return c;
+}
+
+/* each chat choice's reply splitter (content, reasoning, tool calls); NULL for completions */
+static api_reply **make_replies(const api_shape *s, const api_gen *p, const gen_run *g, const char *request_id)
+{
+    api_reply **r = calloc((size_t)g->n_choices, sizeof *r);
+    for (int i = 0; r && s->chat && i < g->n_choices; i++) {
+        char ids[96];
+        snprintf(ids, sizeof ids, "call_%.60s_%d_", request_id, i);
+        if (api_reply_create(&r[i], p, ids)) {
+            while (i-- > 0) api_reply_destroy(r[i]);
+            free(r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+static void free_replies(api_reply **r, int n)
+{
+    for (int i = 0; r && i < n; i++) api_reply_destroy(r[i]);
+    free(r);
 }
 
 /* sends one chunk whose only choice is ch (NULL: choices [] and usage) */
@@ -105,7 +127,7 @@ static int send_chunk(sse_writer *w, const api_shape *s, const char *id, long cr
     return rc;
 }
 
-/* The head (and a chat stream's role chunk) waits for the first thing to send: until then the
+/* The head (and a chat stream's role chunks) waits for the first thing to send: until then the
  * request is idempotent, so nginx may retry it elsewhere if this worker dies, and an error is
  * still a plain HTTP error. A first token that takes longer than HEARTBEAT_S opens the stream
  * anyway, with SSE comments (": queued", ": prefill") every HEARTBEAT_S until it comes. */
@@ -119,28 +141,32 @@ typedef struct stream_out {
     int include_usage, opened;
     const tokenizer *tok;     /* for logprobs' token strings */
     int top;                  /* alternatives per token */
-    size_t text_offset;       /* completions' logprobs.text_offset */
+    size_t *text_offset;      /* per choice: completions' logprobs.text_offset */
     gen_run *g;
-    api_reply *reply;         /* chat: the reply split into content, reasoning and tool calls */
+    api_reply **reply;        /* per chat choice: its reply split into content, reasoning and tool calls */
 } stream_out;
 
-/* the logprobs of the tokens behind what is sent now (NULL: none asked for, or none new) */
-static json_object *take_lp(stream_out *o, gen_run *g)
+/* the logprobs of the tokens behind what choice i sends now (NULL: none asked for) */
+static json_object *take_lp(stream_out *o, gen_run *g, int i)
 {
     const gen_lp *e;
-    int n = gen_take_logprobs(g, &e);
+    int n = gen_take_logprobs(g, i, &e);
     if (!g->want_lp) return NULL;
-    return o->s->chat ? logprobs_chat(o->tok, e, n, o->top) : logprobs_completion(o->tok, e, n, o->top, &o->text_offset);
+    return o->s->chat ? logprobs_chat(o->tok, e, n, o->top)
+                      : logprobs_completion(o->tok, e, n, o->top, &o->text_offset[i]);
 }
 
-/* the head, and a chat stream's role chunk (OpenAI's first chunk; completions go straight to text) */
+/* the head, and a chat stream's role chunk per choice (OpenAI's first; completions go straight to text) */
 static int open_out(stream_out *o, const gen_run *g)
 {
     if (o->opened) return 0;
     o->opened = 1;
     if (http_start_stream(o->r)) return -1;
-    return o->s->chat && send_chunk(&o->w, o->s, o->id, o->created, o->model,
-                                    choice(o->s, 1, NULL, "assistant", "", 0, NULL, NULL), g, o->include_usage);
+    for (int i = 0; o->s->chat && i < g->n_choices; i++)
+        if (send_chunk(&o->w, o->s, o->id, o->created, o->model, choice(o->s, 1, i, NULL, "assistant", "", 0, NULL, NULL), g,
+                       o->include_usage))
+            return -1;
+    return 0;
 }
 
 static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
@@ -149,24 +175,30 @@ static int chunk_out(stream_out *o, json_object *ch, const gen_run *g)
     return send_chunk(&o->w, o->s, o->id, o->created, o->model, ch, g, o->include_usage);
 }
 
-/* a chat delta made by the reply: one chunk, with the logprobs of the tokens behind it so far */
+typedef struct delta_ctx { stream_out *o; int i; } delta_ctx;
+
+/* a delta of chat choice i made by its reply: one chunk, with the logprobs of the tokens behind it */
 static int delta_out(void *ctx, json_object *delta)
 {
-    stream_out *o = ctx;
-    return chunk_out(o, choice(o->s, 1, delta, NULL, NULL, 0, NULL, take_lp(o, o->g)), o->g);
+    delta_ctx *d = ctx;
+    return chunk_out(d->o, choice(d->o->s, 1, d->i, delta, NULL, NULL, 0, NULL, take_lp(d->o, d->o->g, d->i)), d->o->g);
 }
 
-/* new text: a chat reply's deltas, or a completion's text */
-static int text_out(stream_out *o, const char *text, size_t len)
+/* one chunk of choice i: a piece of its text, or (finish set) its end */
+static int stream_choice(stream_out *o, gen_run *g, int i, const char *text, size_t len, const char *finish)
 {
-    if (o->reply) return api_reply_stream(o->reply, text, len, delta_out, o);
-    return chunk_out(o, choice(o->s, 1, NULL, NULL, text, len, NULL, take_lp(o, o->g)), o->g);
+    delta_ctx d = { o, i };
+    api_reply *rp = o->reply ? o->reply[i] : NULL;
+    if (rp && !finish) return api_reply_stream(rp, text, len, delta_out, &d);
+    if (rp && api_reply_stream_end(rp, delta_out, &d)) return -1;
+    if (finish && o->s->chat) text = NULL; /* a chat's last delta is empty */
+    return chunk_out(o, choice(o->s, 1, i, NULL, NULL, text, len, api_reply_finish(rp, finish), take_lp(o, g, i)), g);
 }
 
-/* why a generation broke off (engine failure, shutdown deadline) */
-static void broke_off(const gen_run *g, api_error *e)
+/* why choice i broke off (engine failure, shutdown deadline) */
+static void broke_off(const gen_run *g, int i, api_error *e)
 {
-    if (g->finish == FINISH_ERROR) api_fail(e, 500, "server_error", NULL, NULL, "%s", g->error);
+    if (g->ch[i].finish == FINISH_ERROR) api_fail(e, 500, "server_error", NULL, NULL, "%s", g->ch[i].error);
     else api_fail(e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
 }
 
@@ -176,132 +208,155 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
     stream_out o = { .r = r, .s = s, .id = id, .model = c->cfg->model_id, .created = created,
                      .include_usage = p->include_usage, .tok = engine_tokenizer(c->eng), .top = p->top_logprobs,
                      .g = g };
-    char ids[80];
-    snprintf(ids, sizeof ids, "call_%.60s_", r->request_id);
-    if (s->chat && api_reply_create(&o.reply, p, ids)) {
-        api_error e;
+    api_error e;
+    o.text_offset = calloc((size_t)g->n_choices, sizeof *o.text_offset);
+    o.reply = make_replies(s, p, g, r->request_id);
+    if (!o.text_offset || !o.reply) {
+        free(o.text_offset);
+        free_replies(o.reply, g->n_choices);
         gen_cancel(g);
-        api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return api_reply_error(r, &e);
+        return api_reply_error(r, (api_fail(&e, 500, "server_error", NULL, NULL, "out of memory"), &e));
     }
     sse_init(&o.w, http_write, http_flush, r);
     const char *text;
     size_t len;
-    int k, rc = 0;
+    int k, i, broke = -1, rc = 0;
     g->tick_s = HEARTBEAT_S;
-    while ((k = gen_next(g, &text, &len))) {
-        if (k == 2) { /* still queued or in prefill: open the stream and say so, so nobody times out */
-            if (open_out(&o, g) || sse_comment(&o.w, job_started(g->job) ? "prefill" : "queued")) {
-                gen_cancel(g);
-                rc = -1;
-                goto out;
-            }
-            continue;
+    while (broke < 0 && (k = gen_next(g, &i, &text, &len)) != GEN_DONE) {
+        if (k == GEN_TICK) { /* still queued or in prefill: open the stream and say so, so nobody times out */
+            rc = open_out(&o, g) || sse_comment(&o.w, job_started(g->job) ? "prefill" : "queued");
+        } else if (k == GEN_TEXT) {
+            rc = stream_choice(&o, g, i, text, len, NULL);
+        } else if (gen_finish_reason(g->ch[i].finish)) {
+            rc = stream_choice(&o, g, i, s->chat ? NULL : "", 0, gen_finish_reason(g->ch[i].finish));
+        } else {
+            broke = i;
         }
-        if (text_out(&o, text, len)) {
-            gen_cancel(g); /* the client went away: stop at the next token */
-            rc = -1;
-            goto out;
+        if (rc) { /* the client went away: stop at the next token */
+            gen_cancel(g);
+            free(o.text_offset);
+            free_replies(o.reply, g->n_choices);
+            return -1;
         }
     }
-    const char *fin = gen_finish_reason(g->finish);
-    if (fin) {
-        if (o.reply && api_reply_stream_end(o.reply, delta_out, &o)) { rc = -1; goto out; }
-        fin = api_reply_finish(o.reply, fin);
-        if (chunk_out(&o, choice(s, 1, NULL, NULL, s->chat ? NULL : "", 0, fin, take_lp(&o, g)), g) ||
-            (o.include_usage && chunk_out(&o, NULL, g))) { rc = -1; goto out; }
-        rc = sse_done(&o.w);
-        goto out;
+    free(o.text_offset);
+    free_replies(o.reply, g->n_choices);
+    if (broke < 0) {
+        if (o.include_usage && chunk_out(&o, NULL, g)) return -1;
+        return sse_done(&o.w);
     }
-    api_error e;
-    broke_off(g, &e);
-    if (!o.opened) { rc = api_reply_error(r, &e); goto out; }
+    broke_off(g, broke, &e);
+    if (!o.opened) return api_reply_error(r, &e);
     /* no [DONE]: clients treat the error event as the stream's end (OpenAI's way) */
     char *b = api_error_body(&e);
-    rc = b && !sse_event(&o.w, b, strlen(b)) ? 0 : -1;
+    rc = b ? sse_event(&o.w, b, strlen(b)) : -1;
     free(b);
-out:
-    api_reply_destroy(o.reply);
-    return rc;
+    return rc ? -1 : 0;
 }
 
-/* the tokens behind the text taken since the last call, into a whole response's logprobs (lp NULL: none) */
-static void add_lp(json_object *lp, const api_shape *s, const tokenizer *tok, gen_run *g, int top, size_t *offset)
+/* one choice of a whole response as it grows: its text and logprobs */
+typedef struct whole_out {
+    char *buf;
+    size_t n, cap;
+    json_object *lp;          /* NULL: none asked for */
+    size_t offset;            /* completions' logprobs.text_offset */
+    api_reply *reply;         /* chat: the reply split into content, reasoning and tool calls */
+} whole_out;
+
+/* appends choice i's piece and the logprobs behind it; -1 out of memory */
+static int whole_add(whole_out *w, const api_shape *s, const tokenizer *tok, gen_run *g, int i, int top,
+                     const char *text, size_t len)
 {
     const gen_lp *en;
-    int k = gen_take_logprobs(g, &en);
-    if (lp && s->chat) logprobs_chat_add(lp, tok, en, k, top);
-    else if (lp) logprobs_completion_add(lp, tok, en, k, top, offset);
+    int k = gen_take_logprobs(g, i, &en);
+    if (w->lp && s->chat) logprobs_chat_add(w->lp, tok, en, k, top);
+    else if (w->lp) logprobs_completion_add(w->lp, tok, en, k, top, &w->offset);
+    if (w->reply) return api_reply_add(w->reply, text, len);
+    if (w->n + len + 1 > w->cap) {
+        size_t nc = (w->n + len + 1) * 2;
+        char *p = realloc(w->buf, nc);
+        if (!p) return -1;
+        w->buf = p;
+        w->cap = nc;
+    }
+    memcpy(w->buf + w->n, text, len);
+    w->n += len;
+    return 0;
+}
+
+/* choice i of a whole response (takes its logprobs object); NULL when out of memory */
+static json_object *whole_choice(const api_shape *s, whole_out *w, int i, const char *finish)
+{
+    json_object *msg = w->reply ? api_reply_message(w->reply) : NULL;
+    if (w->reply && !msg) return NULL;
+    json_object *lp = w->lp;
+    w->lp = NULL;
+    return choice(s, 0, i, msg, "assistant", w->buf ? w->buf : "", w->n, api_reply_finish(w->reply, finish), lp);
 }
 
 static int whole(const api_ctx *c, http_req *r, const api_shape *s, const char *id, long created,
                  const api_gen *p, gen_run *g)
 {
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
+    const tokenizer *tok = engine_tokenizer(c->eng);
+    api_error e;
+    whole_out *w = calloc((size_t)g->n_choices, sizeof *w);
+    int oom = !w, broke = -1, k, i;
+    for (int j = 0; !oom && g->want_lp && j < g->n_choices; j++)
+        w[j].lp = s->chat ? logprobs_chat(tok, NULL, 0, 0) : logprobs_completion(tok, NULL, 0, 0, &w[j].offset);
+    api_reply **replies = oom ? NULL : make_replies(s, p, g, r->request_id);
+    oom |= !replies;
+    for (int j = 0; !oom && j < g->n_choices; j++) w[j].reply = replies[j];
+    if (oom) gen_cancel(g);
     const char *text;
     size_t len;
-    int oom = 0;
-    const tokenizer *tok = engine_tokenizer(c->eng);
-    size_t offset = 0;
-    char ids[80];
-    snprintf(ids, sizeof ids, "call_%.60s_", r->request_id);
-    api_reply *reply = NULL;
-    if (s->chat && api_reply_create(&reply, p, ids)) oom = 1;
-    json_object *lp = !g->want_lp ? NULL : s->chat ? logprobs_chat(tok, NULL, 0, 0)
-                                                   : logprobs_completion(tok, NULL, 0, 0, &offset);
-    while (!oom && gen_next(g, &text, &len)) {
-        if (reply) {
-            oom = api_reply_add(reply, text, len) != 0;
-        } else if (n + len + 1 > cap) {
-            size_t nc = (n + len + 1) * 2;
-            char *q = realloc(buf, nc);
-            if (!q) oom = 1;
-            else { buf = q; cap = nc; }
-        }
-        if (oom) break;
-        if (!reply) {
-            memcpy(buf + n, text, len);
-            n += len;
-        }
-        add_lp(lp, s, tok, g, p->top_logprobs, &offset);
+    while (!oom && broke < 0 && (k = gen_next(g, &i, &text, &len)) != GEN_DONE) {
+        if (whole_add(&w[i], s, tok, g, i, p->top_logprobs, text, k == GEN_TEXT ? len : 0)) oom = 1;
+        else if (k == GEN_END && !gen_finish_reason(g->ch[i].finish)) broke = i;
     }
-    if (oom) gen_cancel(g);
-    add_lp(lp, s, tok, g, p->top_logprobs, &offset);
-    const char *fin = gen_finish_reason(g->finish);
-    json_object *msg = reply && !oom && fin ? api_reply_message(reply) : NULL;
-    if (reply && !oom && fin && !msg) oom = 1;
-    api_error e;
-    if (oom || !fin) {
-        json_object_put(lp);
+    int rc;
+    if (oom || broke >= 0) {
         if (oom) api_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        else broke_off(g, &e);
-        free(buf);
-        api_reply_destroy(reply);
-        return api_reply_error(r, &e);
+        else broke_off(g, broke, &e);
+        rc = api_reply_error(r, &e);
+    } else {
+        json_object *o = envelope(s, id, created, c->cfg->model_id, 0);
+        json_object *arr = json_object_new_array();
+        for (int j = 0; j < g->n_choices && !oom; j++) {
+            json_object *ch = whole_choice(s, &w[j], j, gen_finish_reason(g->ch[j].finish));
+            oom = !ch || json_object_array_add(arr, ch);
+        }
+        json_object_object_add(o, "choices", arr);
+        json_object_object_add(o, "usage", usage_object(g));
+        rc = oom ? api_reply_error(r, (api_fail(&e, 500, "server_error", NULL, NULL, "out of memory"), &e))
+                 : http_send_json(r, 200, to_text(o));
+        json_object_put(o);
     }
-    json_object *o = envelope(s, id, created, c->cfg->model_id, 0);
-    json_object *arr = json_object_new_array();
-    json_object_array_add(arr, choice(s, 0, msg, "assistant", buf ? buf : "", n, api_reply_finish(reply, fin), lp));
-    json_object_object_add(o, "choices", arr);
-    json_object_object_add(o, "usage", usage_object(g));
-    int rc = http_send_json(r, 200, to_text(o));
-    json_object_put(o);
-    free(buf);
-    api_reply_destroy(reply);
+    free_replies(replies, g->n_choices);
+    for (int j = 0; w && j < g->n_choices; j++) {
+        json_object_put(w[j].lp);
+        free(w[j].buf);
+    }
+    free(w);
     return rc;
 }
 
-int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
-                 const int32_t *prompt, int n_prompt)
+int api_generate_prompts(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
+                         const gen_prompt *prompts, int n_prompts, const char *prompt_param)
 {
     api_error e;
     gen_run g;
-    if (gen_start(&g, c, prompt, n_prompt, p, r->t_start, &e)) return api_reply_error(r, &e);
+    if (gen_start(&g, c, prompts, n_prompts, p, prompt_param, r->t_start, &e)) return api_reply_error(r, &e);
     char id[96];
     snprintf(id, sizeof id, "%s%s", s->id_prefix, r->request_id);
     long created = (long)time(NULL);
     int rc = p->stream ? stream(c, r, s, id, created, p, &g) : whole(c, r, s, id, created, p, &g);
     gen_end(&g);
     return rc;
+}
+
+int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
+                 const int32_t *prompt, int n_prompt)
+{
+    gen_prompt one = { prompt, n_prompt, NULL, 0 };
+    return api_generate_prompts(c, r, s, p, &one, 1, "messages");
 }

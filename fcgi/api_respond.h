@@ -3,6 +3,7 @@
 #define CLGEMMA_FCGI_API_RESPOND_H
 
 #include "api.h"
+#include "generate.h"
 #include "json_io.h"
 
 /* the response shapes of /v1/chat/completions and /v1/completions */
@@ -13,8 +14,12 @@ typedef struct api_shape {
     int chat;                 /* choices carry message/delta (1) or text (0) */
 } api_shape;
 
-/* Queues the prompt and answers the request: a JSON error (400/429/503...), a whole response,
- * or an event stream. Returns 0, or -1 when the client went away. */
+/* Queues the prompts and answers the request: a JSON error (400/429/503...), a whole response
+ * with p->n choices per prompt, or an event stream (each chunk one choice's). prompt_param names
+ * the prompt in a context-length error. Returns 0, or -1 when the client went away. */
+int api_generate_prompts(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
+                         const gen_prompt *prompts, int n_prompts, const char *prompt_param);
+/* api_generate_prompts of one prompt of tokens, a chat's */
 int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
                  const int32_t *prompt, int n_prompt);
 

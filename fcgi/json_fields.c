@@ -65,7 +65,7 @@ static const field_rule rules[] = {
     { "prompt", B_COMPL, USE_PARSED, NULL },
     { "echo", B_COMPL, USE_PARSED, NULL },
     { "best_of", B_COMPL, USE_UNSUPPORTED, "1" },
-    { "suffix", B_COMPL, USE_UNSUPPORTED, "\"\"" },
+    { "suffix", B_COMPL, USE_PARSED, NULL },
     /* one chat message */
     { "role", B_MSG, USE_PARSED, NULL },
     { "content", B_MSG, USE_PARSED, NULL },

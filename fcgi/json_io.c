@@ -272,8 +272,9 @@ static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
     if (r) g->sampling.repetition_penalty = (float)d;
     if ((r = get_int(root, "seed", INT64_MIN, INT64_MAX, &i64, e)) < 0) return -1;
     if (r) { g->sampling.seed = (uint64_t)i64; g->seed_given = 1; }
-    if ((r = get_int(root, "n", 1, 1 << 20, &i64, e)) < 0) return -1;
-    if (r && i64 != 1) return api_fail(e, 400, "invalid_request_error", "unsupported_value", "n", "'n' must be 1: one choice per request is supported");
+    g->n = 1;
+    if ((r = get_int(root, "n", 1, API_MAX_N, &i64, e)) < 0) return -1;
+    if (r) g->n = (int)i64;
     if (parse_stop(root, g, e)) return -1;
     if (get_bool(root, "stream", &g->stream, e) < 0) return -1;
     json_object *so = field(root, "stream_options");
@@ -637,29 +638,74 @@ void api_chat_request_free(api_chat_request *r)
 
 /* ---- completions ---- */
 
+/* token ids: a non-empty array of integers in [0, INT32_MAX] (param names it: "prompt" or "prompt[i]") */
+static int parse_ids(json_object *a, const char *param, api_prompt *out, api_error *e)
+{
+    size_t n = json_object_array_length(a);
+    if (n == 0) return bad(e, param, "'%s' must not be empty%s", "");
+    if (n > 0x7fffffff) return bad(e, param, "'%s' holds too many tokens%s", "");
+    if (!(out->ids = malloc(n * sizeof *out->ids))) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    out->n_ids = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(a, i);
+        int64_t x = v && json_object_get_type(v) == json_type_int ? json_object_get_int64(v) : -1;
+        if (x < 0 || x > INT32_MAX) {
+            char where[64];
+            snprintf(where, sizeof where, "%s[%zu]", param, i);
+            return bad(e, where, "'%s' must be a token id (a non-negative integer)%s", "");
+        }
+        out->ids[i] = (int32_t)x;
+    }
+    return 0;
+}
+
+/* prompt: a string, an array of strings, an array of token ids, or an array of arrays of them */
+static int parse_prompts(json_object *p, api_completion_request *out, api_error *e)
+{
+    if (!p) return api_fail(e, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required");
+    const char *shape = "'%s' must be a string, an array of strings, an array of token ids or an array of arrays of "
+                        "token ids%s";
+    enum json_type t = json_object_get_type(p);
+    if (t != json_type_string && t != json_type_array) return bad(e, "prompt", shape, "");
+    size_t n = t == json_type_string ? 1 : json_object_array_length(p);
+    if (n == 0) return bad(e, "prompt", "'%s' must not be empty%s", "");
+    json_object *first = t == json_type_string ? p : json_object_array_get_idx(p, 0);
+    enum json_type ft = first ? json_object_get_type(first) : json_type_null;
+    if (ft == json_type_int) n = 1; /* one prompt of ids */
+    if (n > API_MAX_PROMPTS) return bad(e, "prompt", "'%s' may hold at most 2048 prompts%s", "");
+    if (!(out->prompts = calloc(n, sizeof *out->prompts)))
+        return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    out->n_prompts = (int)n;
+    if (ft == json_type_int) return parse_ids(p, "prompt", &out->prompts[0], e);
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = t == json_type_string ? p : json_object_array_get_idx(p, i);
+        enum json_type vt = v ? json_object_get_type(v) : json_type_null;
+        char where[32];
+        snprintf(where, sizeof where, t == json_type_string ? "prompt" : "prompt[%zu]", i);
+        if (vt != ft || (vt != json_type_string && vt != json_type_array)) return bad(e, "prompt", shape, "");
+        int rc = vt == json_type_string ? dup_string(v, where, &out->prompts[i].text, &out->prompts[i].len, e)
+                                        : parse_ids(v, where, &out->prompts[i], e);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
 int json_parse_completion(const char *body, size_t len, api_completion_request *out, api_error *e)
 {
     memset(out, 0, sizeof *out);
     json_object *root = parse_object(body, len, e);
     if (!root) return -1;
-    int rc = -1, echo = 0;
+    int rc = -1;
     if (json_check_fields(root, BODY_COMPLETION, NULL, e) || parse_model(root, &out->model, e)) goto done;
-    json_object *p = field(root, "prompt");
-    if (!p) { api_fail(e, 400, "invalid_request_error", NULL, "prompt", "'prompt' is required"); goto done; }
-    if (json_object_get_type(p) == json_type_array) {
-        if (json_object_array_length(p) != 1) {
-            bad(e, "prompt", "'%s' must be a string or an array of exactly one string (one choice per request)%s", "");
-            goto done;
-        }
-        p = json_object_array_get_idx(p, 0);
-    }
-    if (!p || json_object_get_type(p) != json_type_string) {
-        bad(e, "prompt", "'%s' must be a string or an array of one string%s", "");
+    if (parse_prompts(field(root, "prompt"), out, e)) goto done;
+    if (get_bool(root, "echo", &out->gen.echo, e) < 0) goto done;
+    json_object *sfx = field(root, "suffix");
+    if (sfx && json_object_get_type(sfx) != json_type_string) { bad(e, "suffix", "'%s' must be a string%s", ""); goto done; }
+    if (sfx && json_object_get_string_len(sfx) > 0) { /* Gemma has no FIM tokens */
+        api_fail(e, 400, "invalid_request_error", "unsupported_value", "suffix",
+                 "this model has no fill-in-the-middle support: 'suffix' must be empty");
         goto done;
     }
-    if (dup_string(p, "prompt", &out->prompt, &out->prompt_len, e) < 0) goto done;
-    if (get_bool(root, "echo", &echo, e) < 0) goto done;
-    if (echo) { api_fail(e, 400, "invalid_request_error", "unsupported_value", "echo", "'echo' must be false"); goto done; }
     if (parse_gen(root, &out->gen, 0, e)) goto done;
     rc = 0;
 done:
@@ -670,7 +716,11 @@ done:
 
 void api_completion_request_free(api_completion_request *r)
 {
-    free(r->prompt);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
     free(r->model);
     gen_free(&r->gen);
     memset(r, 0, sizeof *r);

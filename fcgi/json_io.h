@@ -11,6 +11,8 @@
 
 #define API_MAX_STOP 4
 #define API_MAX_BIAS 300  /* OpenAI's limit on logit_bias entries */
+#define API_MAX_N 16      /* choices per prompt */
+#define API_MAX_PROMPTS 2048 /* prompts of one /v1/completions request (OpenAI's limit) */
 
 enum api_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 
@@ -43,6 +45,8 @@ typedef struct api_tools {
 
 /* Generation settings shared by chat and completions. */
 typedef struct api_gen {
+    int n;                /* choices per prompt, 1..API_MAX_N */
+    int echo;             /* completions: each choice's text starts with its prompt */
     int max_tokens;       /* -1: not given (up to the context) */
     sampler_params sampling;
     int seed_given;
@@ -79,10 +83,18 @@ typedef struct api_chat_request {
     api_gen gen;
 } api_chat_request;
 
+/* one prompt of /v1/completions: text, or token ids as given */
+typedef struct api_prompt {
+    char *text;           /* owned, NUL-terminated; NULL for ids */
+    size_t len;
+    int32_t *ids;         /* owned, each >= 0 (checked against the vocabulary later); NULL for text */
+    int n_ids;            /* >= 1 */
+} api_prompt;
+
 typedef struct api_completion_request {
     char *model;
-    char *prompt;         /* owned, NUL-terminated */
-    size_t prompt_len;
+    api_prompt *prompts;  /* owned: a string, an array of strings, of ids, or of arrays of ids */
+    int n_prompts;        /* 1..API_MAX_PROMPTS */
     api_gen gen;
 } api_completion_request;
 

@@ -82,9 +82,13 @@ void logprobs_completion_add(json_object *o, const tokenizer *t, const gen_lp *e
         char b[256];
         int k = piece(t, e[i].tok, b, sizeof b);
         json_object_array_add(tokens, token_string(b, k));
-        json_object_array_add(lps, lp_number(e[i].lp.chosen));
+        json_object_array_add(lps, e[i].none ? NULL : lp_number(e[i].lp.chosen));
         json_object_array_add(offs, json_object_new_int64((int64_t)*offset));
         *offset += (size_t)k;
+        if (e[i].none) { /* a prompt's first token: nothing before it to score it by */
+            json_object_array_add(tops, NULL);
+            continue;
+        }
         json_object *alts = json_object_new_object();
         for (int a = 0; a < top && a < e[i].lp.n_top; a++) {
             char ab[256];

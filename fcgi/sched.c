@@ -14,66 +14,109 @@
 
 enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
 
-struct gen_job {
-    /* fixed at submit */
-    int32_t *prompt;
-    int n_prompt, max_tokens;
-    double t_arrival, t_submit;
+/* where a choice is: its prompt not started; the prompt going into a group's first choice (the
+ * other n - 1 slots kept for its forks); generating; ended */
+enum { PH_WAIT, PH_PROMPT, PH_DECODE, PH_ENDED };
+
+#define PLP_PIECE 16 /* prompt tokens per step while their logprobs are scored (rows of logits each) */
+
+/* one choice: a sequence of the engine's (engine thread) and the channel of its tokens (under mu) */
+typedef struct job_choice {
+    int seq, phase, fed, n_gen; /* fed: prompt tokens in its KV (PH_PROMPT) */
+    int32_t last;
     sampler *smp;
     constraint *con;          /* structured output, or NULL */
     uint32_t *allow;          /* its mask, n_vocab bits, remade before each step */
-    engine_bias *bias;
-    int n_bias, n_logprobs;
-    engine_logprobs lp_now;   /* the step's logprobs of this job's token */
-    /* engine thread only */
-    int seq, prefilled, n_gen;
-    int32_t last;
+    engine_logprobs lp_now;   /* the step's logprobs of its token */
     double t_last, t_first_out, t_last_out; /* any token chosen; first and last token handed out */
-    gen_job *next;            /* queue link (under sched.mu) */
-    /* shared */
-    atomic_int cancel;
-    atomic_int started;       /* the engine took it from the queue */
-    atomic_int refs;
-    pthread_mutex_t mu;       /* guards the channel below */
-    pthread_cond_t cv;
-    int32_t *toks;            /* generated tokens, capacity max_tokens */
+    atomic_int stop;          /* the reader has what it wanted from it */
+    int32_t *toks;            /* generated tokens, capacity the group's max_tokens */
     engine_logprobs *lps;     /* theirs, when n_logprobs > 0 */
     int n_toks, n_read;
     enum job_end end;
+} job_choice;
+
+/* one prompt and its n choices */
+typedef struct job_group {
+    int32_t *prompt;
+    int n_prompt, max_tokens;
+    float *rows;              /* PH_PROMPT with prompt logprobs (PLP_PIECE rows of logits) or forks to
+                               * come (the last prompt token's row, which they choose from) */
+    engine_logprobs *plp;     /* prompt logprobs, token i + 1's at i */
+    int plp_ready;            /* under mu */
+} job_group;
+
+struct gen_job {
+    /* fixed at submit */
+    int n_groups, n, n_choices;
+    job_group *g;
+    job_choice *ch;
+    double t_arrival, t_submit;
+    engine_bias *bias;
+    int n_bias, n_logprobs, prompt_lp;
+    /* engine thread only */
+    int next_group;           /* groups started */
+    int live;                 /* choices not ended, + 1 while queued: the scheduler's reference lasts as long */
+    int ttft_done, cancel_counted;
+    gen_job *next;            /* queue link (under sched.mu) */
+    /* shared */
+    atomic_int cancel;
+    atomic_int started;       /* the engine took its first prompt from the queue */
+    atomic_int refs;
+    pthread_mutex_t mu;       /* guards the channels, plp_ready and below */
+    pthread_cond_t cv;
+    unsigned events;          /* tokens pushed and choices ended so far */
     char error[256];
 };
+
+/* a running sequence: choice c of job j */
+typedef struct run { gen_job *j; int c; } run;
 
 struct sched {
     engine *eng;
     metrics *m;
     constraint_vocab *vocab;
     int max_seqs, max_queue;
+    uint32_t n_vocab;
     pthread_t thread;
     pthread_mutex_t mu;       /* guards everything below */
     pthread_cond_t cv;
     gen_job *head, *tail;
-    int n_queued, n_active;
+    int n_queued, n_active;   /* jobs waiting for a prompt to start; jobs with a running sequence */
+    int queued_seqs;          /* choices of prompts not started */
+    atomic_int used;          /* slots of running sequences and of forks to come (the engine thread's) */
     int stopping, closed;
     atomic_int cancel_all;    /* the drain deadline passed: end every job */
     /* engine thread only */
-    gen_job **active;
+    run *active;
+    int n_runs;
     engine_item *items;
     int *failed;
+    float *row;               /* a fork's copy of the row it chooses its first token from */
 };
 
 /* ---- jobs ---- */
 
 static void job_free(gen_job *j)
 {
-    sampler_destroy(j->smp);
-    constraint_destroy(j->con);
-    free(j->allow);
+    for (int c = 0; j->ch && c < j->n_choices; c++) {
+        job_choice *ch = &j->ch[c];
+        sampler_destroy(ch->smp);
+        constraint_destroy(ch->con);
+        free(ch->allow);
+        free(ch->toks);
+        free(ch->lps);
+    }
+    for (int g = 0; j->g && g < j->n_groups; g++) {
+        free(j->g[g].prompt);
+        free(j->g[g].rows);
+        free(j->g[g].plp);
+    }
+    free(j->ch);
+    free(j->g);
     free(j->bias);
-    free(j->lps);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
-    free(j->toks);
-    free(j->prompt);
     free(j);
 }
 
@@ -98,65 +141,103 @@ void job_cancel(gen_job *j, int client_gone)
     atomic_compare_exchange_strong(&j->cancel, &none, client_gone ? CANCEL_CLIENT : CANCEL_STOP);
 }
 
-int job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st, double timeout_s)
+void job_stop_choice(gen_job *j, int c)
+{
+    if (c >= 0 && c < j->n_choices) atomic_store(&j->ch[c].stop, 1);
+}
+
+static void deadline(struct timespec *until, double timeout_s)
+{
+    clock_gettime(CLOCK_REALTIME, until);
+    double t = (double)until->tv_nsec / 1e9 + timeout_s;
+    until->tv_sec += (time_t)t;
+    until->tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+}
+
+int job_wait(gen_job *j, unsigned *seen, double timeout_s)
 {
     struct timespec until;
-    if (timeout_s > 0) {
-        clock_gettime(CLOCK_REALTIME, &until);
-        double t = (double)until.tv_nsec / 1e9 + timeout_s;
-        until.tv_sec += (time_t)t;
-        until.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
-    }
+    if (timeout_s > 0) deadline(&until, timeout_s);
+    int rc = 0;
     pthread_mutex_lock(&j->mu);
-    while (j->n_read == j->n_toks && j->end == JOB_RUNNING) {
+    while (j->events == *seen && rc == 0) {
         if (timeout_s <= 0) pthread_cond_wait(&j->cv, &j->mu);
-        else if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) {
-            pthread_mutex_unlock(&j->mu);
-            st->end = JOB_RUNNING;
-            st->error[0] = 0;
-            return -1;
-        }
+        else if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) rc = -1;
     }
-    int k = j->n_toks - j->n_read;
+    *seen = j->events;
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int job_take(gen_job *j, int c, int32_t *toks, engine_logprobs *lps, int cap, job_status *st)
+{
+    job_choice *ch = &j->ch[c];
+    pthread_mutex_lock(&j->mu);
+    int k = ch->n_toks - ch->n_read;
     if (k > cap) k = cap;
-    memcpy(toks, j->toks + j->n_read, (size_t)k * sizeof *toks);
-    if (lps && j->lps) memcpy(lps, j->lps + j->n_read, (size_t)k * sizeof *lps);
-    j->n_read += k;
-    st->end = j->n_read == j->n_toks ? j->end : JOB_RUNNING;
-    snprintf(st->error, sizeof st->error, "%s", j->error);
+    memcpy(toks, ch->toks + ch->n_read, (size_t)k * sizeof *toks);
+    if (lps && ch->lps) memcpy(lps, ch->lps + ch->n_read, (size_t)k * sizeof *lps);
+    ch->n_read += k;
+    st->end = ch->n_read == ch->n_toks ? ch->end : JOB_RUNNING;
+    snprintf(st->error, sizeof st->error, "%s", st->end == JOB_ERROR ? j->error : "");
     pthread_mutex_unlock(&j->mu);
     return k;
 }
 
-/* engine thread: hand a token to the reader */
-static void job_push(gen_job *j, int32_t tok)
+const engine_logprobs *job_prompt_logprobs(gen_job *j, int p)
 {
+    if (p < 0 || p >= j->n_groups) return NULL;
     pthread_mutex_lock(&j->mu);
-    if (j->n_toks < j->max_tokens) {
-        if (j->lps) j->lps[j->n_toks] = j->lp_now;
-        j->toks[j->n_toks++] = tok;
+    const engine_logprobs *r = j->g[p].plp_ready ? j->g[p].plp : NULL;
+    pthread_mutex_unlock(&j->mu);
+    return r;
+}
+
+/* engine thread: hand choice c's token to the reader */
+static void job_push(gen_job *j, int c, int32_t tok)
+{
+    job_choice *ch = &j->ch[c];
+    pthread_mutex_lock(&j->mu);
+    if (ch->n_toks < j->g[c / j->n].max_tokens) {
+        if (ch->lps) ch->lps[ch->n_toks] = ch->lp_now;
+        ch->toks[ch->n_toks++] = tok;
     }
+    j->events++;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 }
 
-/* engine thread: the job is over; frees its sequence and drops the scheduler's reference */
-static void job_finish(sched *s, gen_job *j, enum job_end end, const char *error)
+/* engine thread: a choice ended, or the job left the queue */
+static void job_live_drop(gen_job *j)
 {
-    if (j->n_gen >= 2) metrics_tpot(s->m, (j->t_last_out - j->t_first_out) / (j->n_gen - 1));
-    if (j->seq >= 0) engine_seq_free(s->eng, j->seq);
-    j->seq = -1;
+    if (--j->live == 0) job_unref(j);
+}
+
+/* engine thread: choice c is over; frees its sequence, and drops the scheduler's reference with the
+ * last choice */
+static void choice_finish(sched *s, gen_job *j, int c, enum job_end end, const char *error)
+{
+    job_choice *ch = &j->ch[c];
+    if (ch->phase == PH_ENDED) return;
+    ch->phase = PH_ENDED;
+    if (ch->n_gen >= 2) metrics_tpot(s->m, (ch->t_last_out - ch->t_first_out) / (ch->n_gen - 1));
+    if (ch->seq >= 0) engine_seq_free(s->eng, ch->seq);
+    ch->seq = -1;
     if (end == JOB_CANCELLED) {
         int why = atomic_load(&j->cancel);
-        if (why == CANCEL_STOP) end = JOB_STOP; /* the reader had what it wanted */
-        else metrics_cancel(s->m, why == CANCEL_ALL ? CANCEL_DRAIN : CANCEL_CLIENT_GONE);
+        if (why == CANCEL_NONE || why == CANCEL_STOP) end = JOB_STOP; /* the reader had what it wanted */
+        else if (!j->cancel_counted) {
+            metrics_cancel(s->m, why == CANCEL_ALL ? CANCEL_DRAIN : CANCEL_CLIENT_GONE);
+            j->cancel_counted = 1;
+        }
     }
     pthread_mutex_lock(&j->mu);
-    j->end = end;
-    if (error) snprintf(j->error, sizeof j->error, "%s", error);
+    ch->end = end;
+    if (error && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", error);
+    j->events++;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
-    job_unref(j);
+    job_live_drop(j);
 }
 
 /* under s->mu: the gauges the pool sees */
@@ -165,50 +246,83 @@ static void publish_counts(sched *s)
     metrics_load(s->m, s->n_active, s->n_queued);
 }
 
-int sched_submit(sched *s, const job_spec *spec, gen_job **out)
+/* the job's groups and choices for spec; 0, or -1 out of memory (job_free undoes it) */
+static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab)
 {
-    *out = NULL;
-    if (spec->n_prompt < 1 || spec->max_tokens < 1) { constraint_destroy(spec->con); return SCHED_ENOMEM; }
-    gen_job *j = calloc(1, sizeof *j);
-    if (!j || pthread_mutex_init(&j->mu, NULL)) { free(j); constraint_destroy(spec->con); return SCHED_ENOMEM; }
-    pthread_cond_init(&j->cv, NULL); /* from here job_free undoes everything */
-    uint32_t n_vocab = tokenizer_n_vocab(engine_tokenizer(s->eng));
-    j->con = spec->con;
-    j->prompt = malloc((size_t)spec->n_prompt * sizeof *j->prompt);
-    j->toks = malloc((size_t)spec->max_tokens * sizeof *j->toks);
-    int oom = !j->prompt || !j->toks;
-    if (j->con && !(j->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *j->allow))) oom = 1;
-    if (spec->n_bias > 0 && !(j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) oom = 1;
-    if (j->bias) {
+    j->n_groups = spec->n_prompts;
+    j->n = spec->n;
+    j->n_choices = spec->n_prompts * spec->n;
+    j->ch = calloc((size_t)j->n_choices, sizeof *j->ch);
+    if (!j->ch) return -1;
+    for (int c = 0; c < j->n_choices; c++) { /* from here job_free finds everything it must free */
+        j->ch[c].con = spec->con ? spec->con[c] : NULL;
+        j->ch[c].seq = -1;
+        atomic_init(&j->ch[c].stop, 0);
+    }
+    if (!(j->g = calloc((size_t)j->n_groups, sizeof *j->g))) return -1;
+    for (int p = 0; p < j->n_groups; p++) {
+        job_group *g = &j->g[p];
+        const job_prompt *jp = &spec->prompts[p];
+        g->prompt = malloc((size_t)jp->n * sizeof *g->prompt);
+        if (!g->prompt) return -1;
+        memcpy(g->prompt, jp->ids, (size_t)jp->n * sizeof *g->prompt);
+        g->n_prompt = jp->n;
+        g->max_tokens = jp->max_tokens;
+        if (spec->prompt_logprobs && jp->n > 1 && !(g->plp = calloc((size_t)jp->n - 1, sizeof *g->plp))) return -1;
+    }
+    for (int c = 0; c < j->n_choices; c++) {
+        job_choice *ch = &j->ch[c];
+        size_t max = (size_t)j->g[c / j->n].max_tokens;
+        sampler_params sp = spec->sampling;
+        sp.seed += (uint64_t)c; /* the choices differ, each reproducible */
+        if (!(ch->toks = malloc(max * sizeof *ch->toks)) || sampler_create(&ch->smp, &sp, n_vocab)) return -1;
+        if (ch->con && !(ch->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *ch->allow))) return -1;
+        if (spec->n_logprobs > 0 && !(ch->lps = malloc(max * sizeof *ch->lps))) return -1;
+    }
+    if (spec->n_bias > 0) {
+        if (!(j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) return -1;
         memcpy(j->bias, spec->bias, (size_t)spec->n_bias * sizeof *j->bias);
         j->n_bias = spec->n_bias;
     }
-    if (spec->n_logprobs > 0 && !(j->lps = malloc((size_t)spec->max_tokens * sizeof *j->lps))) oom = 1;
     j->n_logprobs = spec->n_logprobs;
-    if (oom) { job_free(j); return SCHED_ENOMEM; }
-    memcpy(j->prompt, spec->prompt, (size_t)spec->n_prompt * sizeof *j->prompt);
-    j->n_prompt = spec->n_prompt;
-    j->max_tokens = spec->max_tokens;
-    j->t_arrival = spec->t_arrival;
-    j->t_submit = monotonic_seconds();
-    j->seq = -1;
-    atomic_init(&j->cancel, CANCEL_NONE);
-    atomic_init(&j->started, 0);
-    atomic_init(&j->refs, 2); /* the reader and the scheduler */
-    if (sampler_create(&j->smp, &spec->sampling, n_vocab)) {
-        j->smp = NULL;
+    j->prompt_lp = spec->prompt_logprobs && spec->n_logprobs > 0;
+    return 0;
+}
+
+int sched_submit(sched *s, const job_spec *spec, gen_job **out)
+{
+    *out = NULL;
+    int bad = spec->n_prompts < 1 || spec->n < 1 || spec->n > s->max_seqs || spec->n > SCHED_MAX_N;
+    for (int p = 0; !bad && p < spec->n_prompts; p++) bad = spec->prompts[p].n < 1 || spec->prompts[p].max_tokens < 1;
+    gen_job *j = bad ? NULL : calloc(1, sizeof *j);
+    if (!j || pthread_mutex_init(&j->mu, NULL)) {
+        for (int c = 0; spec->con && c < spec->n_prompts * spec->n; c++) constraint_destroy(spec->con[c]);
+        free(j);
+        return SCHED_ENOMEM;
+    }
+    pthread_cond_init(&j->cv, NULL); /* from here job_free undoes everything */
+    if (job_fill(j, spec, s->n_vocab)) {
+        if (!j->ch)
+            for (int c = 0; spec->con && c < j->n_choices; c++) constraint_destroy(spec->con[c]);
         job_free(j);
         return SCHED_ENOMEM;
     }
+    j->t_arrival = spec->t_arrival;
+    j->t_submit = monotonic_seconds();
+    j->live = j->n_choices + 1;
+    atomic_init(&j->cancel, CANCEL_NONE);
+    atomic_init(&j->started, 0);
+    atomic_init(&j->refs, 2); /* the reader and the scheduler */
 
     pthread_mutex_lock(&s->mu);
     int rc = SCHED_OK;
     if (s->closed || s->stopping) rc = SCHED_CLOSED;
-    else if (s->n_active + s->n_queued >= s->max_seqs + s->max_queue) rc = SCHED_FULL;
+    else if (atomic_load(&s->used) + s->queued_seqs + j->n_choices > s->max_seqs + s->max_queue) rc = SCHED_FULL;
     else {
         if (s->tail) s->tail->next = j; else s->head = j;
         s->tail = j;
         s->n_queued++;
+        s->queued_seqs += j->n_choices;
         publish_counts(s);
         pthread_cond_signal(&s->cv);
     }
@@ -220,98 +334,250 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
 
 /* ---- the engine thread ---- */
 
-/* After a step: deliver item i's token, end the job when it is done. Returns 1 if it ended. */
-static int after_step(sched *s, gen_job *j, int32_t tok, double t)
+static void add_run(sched *s, gen_job *j, int c) { s->active[s->n_runs++] = (run){ j, c }; }
+
+/* Starts prompt p of j (s->used has room for its n choices): its first choice's sequence takes the
+ * prompt, the others' slots wait for forks of it. -1 when the engine has no slot. */
+static int group_start(sched *s, gen_job *j, int p)
 {
-    j->prefilled = 1;
-    if (j->n_gen == 0) metrics_ttft(s->m, t - j->t_arrival);
-    else metrics_itl(s->m, t - j->t_last);
-    j->t_last = t;
-    engine_stop v = engine_should_stop(s->eng, j->seq, tok, j->n_gen, j->max_tokens);
-    if (v == ENGINE_STOP_TOKEN) { job_finish(s, j, JOB_STOP, NULL); return 1; }
-    if (j->con && constraint_accept(j->con, tok)) {
-        job_finish(s, j, JOB_ERROR, "structured output: the engine chose a token outside the mask");
-        return 1;
+    job_group *g = &j->g[p];
+    int c0 = p * j->n;
+    size_t rows = j->prompt_lp ? PLP_PIECE : j->n > 1 ? 1 : 0;
+    if ((j->ch[c0].seq = engine_seq_new(s->eng)) < 0) return -1;
+    if (rows && !(g->rows = malloc(rows * s->n_vocab * sizeof *g->rows))) {
+        for (int c = c0; c < c0 + j->n; c++) choice_finish(s, j, c, JOB_ERROR, "out of memory");
+        return 0;
     }
-    if (j->n_gen == 0) j->t_first_out = t;
-    j->t_last_out = t;
-    j->n_gen++;
-    j->last = tok; /* fed back next step; the engine shows it to the sampler then */
-    job_push(j, tok);
-    if (v == ENGINE_STOP_LENGTH) { job_finish(s, j, JOB_LENGTH, NULL); return 1; }
+    j->ch[c0].phase = PH_PROMPT;
+    add_run(s, j, c0);
+    atomic_fetch_add(&s->used, j->n);
     return 0;
 }
 
-static void fill_item(engine_item *it, gen_job *j)
+/* under s->mu: the queue's head starts its prompts while slots are free; cancelled jobs leave */
+static void start_queued(sched *s)
 {
+    while (s->head) {
+        gen_job *j = s->head;
+        if (atomic_load(&s->cancel_all)) {
+            int none = CANCEL_NONE;
+            atomic_compare_exchange_strong(&j->cancel, &none, CANCEL_ALL);
+        }
+        int cancelled = atomic_load(&j->cancel) != CANCEL_NONE;
+        if (!cancelled) {
+            if (atomic_load(&s->used) + j->n > s->max_seqs || group_start(s, j, j->next_group)) break; /* wait for slots */
+            if (j->next_group == 0) {
+                metrics_queue_wait(s->m, monotonic_seconds() - j->t_submit);
+                atomic_store(&j->started, 1);
+            }
+            s->queued_seqs -= j->n;
+            if (++j->next_group < j->n_groups) continue;
+        }
+        s->head = j->next;
+        if (!s->head) s->tail = NULL;
+        j->next = NULL;
+        s->n_queued--;
+        if (cancelled) {
+            s->queued_seqs -= (j->n_groups - j->next_group) * j->n;
+            int c0 = j->next_group * j->n;
+            j->next_group = j->n_groups;
+            for (int c = c0, n = j->n_choices; c < n; c++) choice_finish(s, j, c, JOB_CANCELLED, NULL);
+        }
+        job_live_drop(j);
+    }
+}
+
+/* run i is over: its choice, or, still in its prompt, the whole group of choices (their slots come free) */
+static void run_end(sched *s, int i, enum job_end end, const char *error)
+{
+    gen_job *j = s->active[i].j;
+    int c = s->active[i].c;
+    if (j->ch[c].phase == PH_PROMPT) {
+        atomic_fetch_sub(&s->used, j->n);
+        for (int k = c; k < c + j->n; k++) choice_finish(s, j, k, end, error);
+    } else {
+        atomic_fetch_sub(&s->used, 1);
+        choice_finish(s, j, c, end, error);
+    }
+    s->active[i].j = NULL;
+}
+
+/* After a step: deliver run i's token, end its choice when it is done. */
+static void after_step(sched *s, int i, int32_t tok, double t)
+{
+    gen_job *j = s->active[i].j;
+    int c = s->active[i].c;
+    job_choice *ch = &j->ch[c];
+    ch->phase = PH_DECODE;
+    if (!j->ttft_done) { metrics_ttft(s->m, t - j->t_arrival); j->ttft_done = 1; }
+    else if (ch->n_gen > 0) metrics_itl(s->m, t - ch->t_last);
+    ch->t_last = t;
+    engine_stop v = engine_should_stop(s->eng, ch->seq, tok, ch->n_gen, j->g[c / j->n].max_tokens);
+    if (v == ENGINE_STOP_TOKEN) { run_end(s, i, JOB_STOP, NULL); return; }
+    if (ch->con && constraint_accept(ch->con, tok)) {
+        run_end(s, i, JOB_ERROR, "structured output: the engine chose a token outside the mask");
+        return;
+    }
+    if (ch->n_gen == 0) ch->t_first_out = t;
+    ch->t_last_out = t;
+    ch->n_gen++;
+    ch->last = tok; /* fed back next step; the engine shows it to the sampler then */
+    job_push(j, c, tok);
+    if (v == ENGINE_STOP_LENGTH) run_end(s, i, JOB_LENGTH, NULL);
+}
+
+/* A step of run i's prompt went through: its tokens' logprobs scored, and when it was the prompt's
+ * last piece, forks of it for the group's other choices, each choosing its first token from the
+ * row the first one chose from (so n greedy choices are the one greedy answer) with its own sampler,
+ * then every choice's first token delivered. */
+static void prompt_done(sched *s, int i, double t)
+{
+    gen_job *j = s->active[i].j;
+    int c0 = s->active[i].c;
+    const engine_item *it = &s->items[i];
+    job_group *g = &j->g[c0 / j->n];
+    job_choice *lead = &j->ch[c0];
+    int k = it->n_tokens, last = lead->fed + k == g->n_prompt;
+    for (int r = 0; j->prompt_lp && r < k - last; r++) /* row r scores the token after it */
+        sampler_score(lead->smp, g->rows + (size_t)r * s->n_vocab, g->prompt[lead->fed + r + 1], j->n_logprobs,
+                      &g->plp[lead->fed + r]);
+    for (int r = 0; !last && r < k; r++) sampler_accept(lead->smp, g->prompt[lead->fed + r]); /* as a whole prompt's */
+    lead->fed += k;
+    if (!last) return;
+    const float *row = g->rows ? g->rows + (size_t)(j->prompt_lp ? k - 1 : 0) * s->n_vocab : NULL;
+    int forks[SCHED_MAX_N], nf = 0;
+    int32_t first[SCHED_MAX_N];
+    for (int c = c0 + 1; c < c0 + j->n; c++) {
+        job_choice *ch = &j->ch[c];
+        if ((ch->seq = engine_seq_fork(s->eng, lead->seq)) < 0) { /* its slot was kept for it */
+            atomic_fetch_sub(&s->used, 1);
+            choice_finish(s, j, c, JOB_ERROR, "internal: no sequence slot for a choice");
+            continue;
+        }
+        for (int q = 0; q < g->n_prompt; q++) sampler_accept(ch->smp, g->prompt[q]);
+        memcpy(s->row, row, s->n_vocab * sizeof *s->row);
+        first[nf] = j->n_logprobs ? sampler_sample_logprobs(ch->smp, s->row, j->n_logprobs, &ch->lp_now)
+                                  : sampler_sample(ch->smp, s->row);
+        add_run(s, j, c);
+        forks[nf++] = s->n_runs - 1;
+    }
+    free(g->rows);
+    g->rows = NULL;
+    pthread_mutex_lock(&j->mu);
+    g->plp_ready = 1; /* before any of the group's tokens */
+    pthread_mutex_unlock(&j->mu);
+    after_step(s, i, it->token_out, t);
+    for (int f = 0; f < nf; f++) after_step(s, forks[f], first[f], t);
+}
+
+static void fill_item(engine_item *it, const run *r)
+{
+    gen_job *j = r->j;
+    job_choice *ch = &j->ch[r->c];
+    job_group *g = &j->g[r->c / j->n];
     memset(it, 0, sizeof *it);
-    it->seq = j->seq;
-    it->tokens = j->prefilled ? &j->last : j->prompt;
-    it->n_tokens = j->prefilled ? 1 : j->n_prompt;
-    it->smp = j->smp;
-    it->allow = j->con ? j->allow : NULL; /* made by make_masks before the step */
+    it->seq = ch->seq;
+    if (ch->phase == PH_PROMPT) {
+        int k = g->n_prompt - ch->fed;
+        it->tokens = g->prompt + ch->fed;
+        it->n_tokens = j->prompt_lp && k > PLP_PIECE ? PLP_PIECE : k;
+        it->logits = g->rows;
+        it->logits_all = j->prompt_lp;
+        if (it->n_tokens < k) return; /* a piece of the prompt: no choice yet */
+    } else {
+        it->tokens = &ch->last;
+        it->n_tokens = 1;
+    }
+    it->smp = ch->smp;
+    it->allow = ch->con ? ch->allow : NULL; /* made by make_masks before the step */
     it->bias = j->bias;
     it->n_bias = j->n_bias;
     it->n_logprobs = j->n_logprobs;
-    it->lp = j->n_logprobs ? &j->lp_now : NULL;
+    it->lp = j->n_logprobs ? &ch->lp_now : NULL;
 }
 
-/* the structured-output masks of the step; a job whose grammar allows nothing ends (a bug) */
-static int make_masks(sched *s, int n)
+/* drops the runs that ended (their entries NULL) */
+static void compact(sched *s)
 {
     int k = 0;
-    for (int i = 0; i < n; i++) {
-        gen_job *j = s->active[i];
-        if (j->con && constraint_mask(j->con, j->allow) < 0) {
-            job_finish(s, j, JOB_ERROR, "structured output: the grammar allows no token");
-            continue;
-        }
-        s->active[k++] = j;
-    }
-    return k;
+    for (int i = 0; i < s->n_runs; i++)
+        if (s->active[i].j) s->active[k++] = s->active[i];
+    s->n_runs = k;
 }
 
-static void step_all(sched *s, int n)
+/* the structured-output masks of the step; a choice whose grammar allows nothing ends (a bug) */
+static void make_masks(sched *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        job_choice *ch = &s->active[i].j->ch[s->active[i].c];
+        if (ch->con && constraint_mask(ch->con, ch->allow) < 0)
+            run_end(s, i, JOB_ERROR, "structured output: the grammar allows no token");
+    }
+    compact(s);
+}
+
+static void step_all(sched *s)
 {
     char err[256];
     int *failed = s->failed;
-    n = make_masks(s, n);
-    if (!n) {
-        pthread_mutex_lock(&s->mu);
-        s->n_active = 0;
-        publish_counts(s);
-        pthread_mutex_unlock(&s->mu);
-        return;
-    }
-    for (int i = 0; i < n; i++) fill_item(&s->items[i], s->active[i]);
+    make_masks(s);
+    int n = s->n_runs;
+    if (!n) return;
+    for (int i = 0; i < n; i++) fill_item(&s->items[i], &s->active[i]);
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
     for (int i = 0; i < n; i++) failed[i] = rc != 0;
     if (rc && n > 1) {
         /* find the culprit: a step refused before the forward (bad item, KV cache full) changed
          * nothing, so run the sequences one at a time */
         for (int i = 0; i < n; i++) {
-            fill_item(&s->items[i], s->active[i]);
+            fill_item(&s->items[i], &s->active[i]);
             failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err) != 0;
         }
     }
     double t = monotonic_seconds();
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        gen_job *j = s->active[i];
+    for (int i = 0; i < n; i++) { /* forks join the end of the list: not this step's */
+        gen_job *j = s->active[i].j;
         if (failed[i]) {
             log_line("engine", "engine step failed: %s", err);
             metrics_engine_error(s->m);
             char msg[300];
             snprintf(msg, sizeof msg, "engine failure: %s", err);
-            job_finish(s, j, JOB_ERROR, msg);
-            continue;
+            run_end(s, i, JOB_ERROR, msg);
+        } else if (j->ch[s->active[i].c].phase == PH_PROMPT) {
+            prompt_done(s, i, t);
+        } else {
+            after_step(s, i, s->items[i].token_out, t);
         }
-        if (!after_step(s, j, s->items[i].token_out, t)) s->active[k++] = j;
     }
-    pthread_mutex_lock(&s->mu);
+    compact(s);
+}
+
+/* runs whose job was cancelled, or whose choice the reader stopped, end before the step */
+static void drop_cancelled(sched *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        gen_job *j = s->active[i].j;
+        if (atomic_load(&s->cancel_all)) {
+            int none = CANCEL_NONE;
+            atomic_compare_exchange_strong(&j->cancel, &none, CANCEL_ALL);
+        }
+        if (atomic_load(&j->cancel) != CANCEL_NONE || atomic_load(&j->ch[s->active[i].c].stop))
+            run_end(s, i, JOB_CANCELLED, NULL);
+    }
+    compact(s);
+}
+
+/* under s->mu: jobs with a running sequence (a job's runs need not be next to each other) */
+static void count_active(sched *s)
+{
+    int k = 0;
+    for (int i = 0; i < s->n_runs; i++) {
+        int seen = 0;
+        for (int m = 0; m < i && !seen; m++) seen = s->active[m].j == s->active[i].j;
+        k += !seen;
+    }
     s->n_active = k;
     publish_counts(s);
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* engine thread: the KV pools' blocks for the pool's view (the engine is ours to read here) */
@@ -326,63 +592,34 @@ static void publish_kv(sched *s)
 static void *engine_main(void *arg)
 {
     sched *s = arg;
-    int n = 0; /* running jobs in s->active[0..n) */
     publish_kv(s);
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && n == 0 && !s->head) pthread_cond_wait(&s->cv, &s->mu);
+        while (!s->stopping && s->n_runs == 0 && !s->head) pthread_cond_wait(&s->cv, &s->mu);
         if (s->stopping) { pthread_mutex_unlock(&s->mu); break; }
-        while (n < s->max_seqs && s->head) {
-            gen_job *j = s->head;
-            if (atomic_load(&j->cancel) == CANCEL_NONE && !atomic_load(&s->cancel_all)) {
-                j->seq = engine_seq_new(s->eng);
-                if (j->seq < 0) break; /* KV cache full: wait for a running job to end */
-                metrics_queue_wait(s->m, monotonic_seconds() - j->t_submit);
-                atomic_store(&j->started, 1);
-            }
-            s->head = j->next;
-            if (!s->head) s->tail = NULL;
-            j->next = NULL;
-            s->n_queued--;
-            s->active[n++] = j;
-        }
-        s->n_active = n;
-        publish_counts(s);
+        start_queued(s);
+        count_active(s);
         pthread_mutex_unlock(&s->mu);
-
-        int k = 0;
-        for (int i = 0; i < n; i++) {
-            gen_job *j = s->active[i];
-            if (atomic_load(&s->cancel_all)) {
-                int none = CANCEL_NONE;
-                atomic_compare_exchange_strong(&j->cancel, &none, CANCEL_ALL);
-            }
-            if (atomic_load(&j->cancel) != CANCEL_NONE) job_finish(s, j, JOB_CANCELLED, NULL);
-            else s->active[k++] = j;
-        }
-        n = k;
+        drop_cancelled(s);
+        if (s->n_runs) step_all(s);
         pthread_mutex_lock(&s->mu);
-        s->n_active = n;
-        publish_counts(s);
+        count_active(s);
         pthread_mutex_unlock(&s->mu);
-        if (n) {
-            step_all(s, n);
-            pthread_mutex_lock(&s->mu);
-            n = s->n_active;
-            pthread_mutex_unlock(&s->mu);
-        }
         publish_kv(s);
     }
-    for (int i = 0; i < n; i++) job_finish(s, s->active[i], JOB_ERROR, "server shutting down");
+    for (int i = 0; i < s->n_runs; i++) run_end(s, i, JOB_ERROR, "server shutting down");
+    s->n_runs = 0;
     pthread_mutex_lock(&s->mu);
     gen_job *q = s->head;
     s->head = s->tail = NULL;
-    s->n_queued = s->n_active = 0;
+    s->n_queued = s->n_active = s->queued_seqs = 0;
     publish_counts(s);
     pthread_mutex_unlock(&s->mu);
     while (q) {
         gen_job *next = q->next;
-        job_finish(s, q, JOB_ERROR, "server shutting down");
+        for (int c = q->next_group * q->n, n = q->n_choices; c < n; c++)
+            choice_finish(s, q, c, JOB_ERROR, "server shutting down");
+        job_live_drop(q);
         q = next;
     }
     return NULL;
@@ -394,6 +631,7 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
     s->eng = e;
     s->m = m;
+    s->n_vocab = engine_get_info(e)->n_vocab;
     if (engine_tokenizer(e) && constraint_vocab_create(&s->vocab, engine_tokenizer(e), err, errlen)) {
         free(s);
         return -1;
@@ -403,22 +641,24 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     s->active = calloc((size_t)s->max_seqs, sizeof *s->active);
     s->items = calloc((size_t)s->max_seqs, sizeof *s->items);
     s->failed = calloc((size_t)s->max_seqs, sizeof *s->failed);
-    if (!s->active || !s->items || !s->failed) {
+    s->row = malloc(s->n_vocab * sizeof *s->row);
+    if (!s->active || !s->items || !s->failed || !s->row) {
         constraint_vocab_destroy(s->vocab);
-        free(s->active); free(s->items); free(s->failed); free(s);
+        free(s->active); free(s->items); free(s->failed); free(s->row); free(s);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     atomic_init(&s->cancel_all, 0);
+    atomic_init(&s->used, 0);
     int rc = pthread_create(&s->thread, NULL, engine_main, s);
     if (rc) {
         snprintf(err, errlen, "cannot start the engine thread: %s", strerror(rc));
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         constraint_vocab_destroy(s->vocab);
-        free(s->active); free(s->items); free(s->failed); free(s);
+        free(s->active); free(s->items); free(s->failed); free(s->row); free(s);
         return -1;
     }
     *out = s;
@@ -439,6 +679,7 @@ void sched_destroy(sched *s)
     free(s->active);
     free(s->items);
     free(s->failed);
+    free(s->row);
     free(s);
 }
 

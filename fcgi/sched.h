@@ -16,10 +16,11 @@ typedef struct gen_job gen_job;
 
 typedef struct sched_opts {
     int max_seqs;    /* sequences stepped together */
-    int max_queue;   /* jobs waiting beyond max_seqs before submissions are refused */
+    int max_queue;   /* sequences waiting beyond max_seqs before submissions are refused (a job takes
+                      * one per choice: n_prompts * n) */
 } sched_opts;
 
-/* How a job ended. */
+/* How a choice ended. */
 enum job_end {
     JOB_RUNNING = 0,
     JOB_STOP,        /* the model produced an end-of-generation token, or the reader asked to stop */
@@ -28,17 +29,31 @@ enum job_end {
     JOB_ERROR        /* engine failure or shutdown; see the message */
 };
 
+#define SCHED_MAX_N 16 /* choices per prompt at most */
+
+/* one prompt of a job */
+typedef struct job_prompt {
+    const int32_t *ids;     /* copied */
+    int n;                  /* >= 1 */
+    int max_tokens;         /* >= 1, for each of its choices */
+} job_prompt;
+
+/* A job: n choices (continuations) of each of its prompts, choice p * n + i being prompt p's i-th.
+ * A prompt with several choices (or whose tokens' logprobs are asked for) is prefilled once but for
+ * its last token, then its sequence is forked (engine_seq_fork), and each choice steps the last
+ * token with its own sampler and goes on alone. */
 typedef struct job_spec {
-    const int32_t *prompt;  /* copied */
-    int n_prompt;           /* >= 1 */
-    int max_tokens;         /* >= 1 */
-    sampler_params sampling;
+    const job_prompt *prompts; /* copied */
+    int n_prompts;          /* >= 1 */
+    int n;                  /* choices per prompt, 1..max_seqs: a prompt starts once n slots are free */
+    sampler_params sampling;/* choice c draws with seed sampling.seed + c */
     double t_arrival;       /* monotonic seconds when the request arrived (TTFT is measured from it) */
-    constraint *con;        /* NULL, or structured output; the job owns it from sched_submit on,
-                               also when the submission is refused */
+    constraint **con;       /* NULL, or structured output: one per choice (n_prompts * n), which the job
+                               owns from sched_submit on, also when the submission is refused */
     const engine_bias *bias;/* logit_bias, copied */
     int n_bias;
     int n_logprobs;         /* 0, or 1..ENGINE_MAX_LOGPROBS: each token comes with its logprobs */
+    int prompt_logprobs;    /* with n_logprobs: each prompt token's too (job_prompt_logprobs) */
 } job_spec;
 
 enum { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2, SCHED_ENOMEM = -1 };
@@ -55,10 +70,13 @@ void sched_destroy(sched *s);
 void sched_close(sched *s);
 /* Cancel every running and queued job (the drain deadline passed). */
 void sched_cancel_all(sched *s);
+/* jobs with a running sequence; jobs with a prompt not yet started */
 void sched_counts(sched *s, int *active, int *queued);
 
-/* Queues a job. Returns SCHED_OK with *out (release it with job_release), SCHED_FULL,
- * SCHED_CLOSED, or SCHED_ENOMEM. */
+/* Queues a job. Returns SCHED_OK with *out (release it with job_release), SCHED_FULL (its
+ * sequences would take more than the free slots and queue places: running and queued sequences
+ * plus n_prompts * n over max_seqs + max_queue), SCHED_CLOSED, or SCHED_ENOMEM (also for a spec
+ * out of range). */
 int  sched_submit(sched *s, const job_spec *spec, gen_job **out);
 
 /* ---- the request thread's side of a job ---- */
@@ -68,16 +86,24 @@ typedef struct job_status {
     char error[256];        /* for JOB_ERROR */
 } job_status;
 
-/* Blocks until the job has tokens the reader has not seen, or has ended. Copies up to cap of
- * them to toks (and their logprobs to lps, when the job has them and lps is not NULL) and returns
- * their count; st->end is set once the job ended and every token was read. With timeout_s > 0,
- * returns -1 when that passed with nothing new. */
-int  job_wait(gen_job *j, int32_t *toks, engine_logprobs *lps, int cap, job_status *st, double timeout_s);
+/* Choice c's tokens the reader has not seen, without blocking: copies up to cap of them to toks
+ * (and their logprobs to lps, when the job has them and lps is not NULL) and returns their count;
+ * st->end is set once the choice ended and every token was read. */
+int  job_take(gen_job *j, int c, int32_t *toks, engine_logprobs *lps, int cap, job_status *st);
+/* Blocks until some choice got a token or ended since *seen (0 before the first call), which it
+ * then updates. With timeout_s > 0, returns -1 when that passed first, else 0. */
+int  job_wait(gen_job *j, unsigned *seen, double timeout_s);
+/* Prompt p's tokens' logprobs (the job's prompt_logprobs): n - 1 entries, entry i for token i + 1
+ * (the first token has none). NULL until one of its choices has a token or ended, and when its
+ * prefill failed. */
+const engine_logprobs *job_prompt_logprobs(gen_job *j, int p);
 /* 1 once the engine took the job from the queue (it is in prefill or decoding) */
 int  job_started(gen_job *j);
-/* Ask the engine to stop this job at its next step. client_gone: count it as a cancellation
- * (otherwise the reader just has what it wanted, e.g. a stop string matched). */
+/* Ask the engine to stop every choice of this job at its next step. client_gone: count it as a
+ * cancellation (otherwise the reader just has what it wanted). */
 void job_cancel(gen_job *j, int client_gone);
+/* The reader has what it wanted from choice c (a stop string): the engine stops it. */
+void job_stop_choice(gen_job *j, int c);
 /* Drops the reader's reference; the job is freed when the engine thread is done with it too. */
 void job_release(gen_job *j);
 

@@ -436,6 +436,11 @@ engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_ge
 }
 
 int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
+int engine_seq_fork(engine *e, int src)
+{
+    if (src < 0 || (uint32_t)src >= e->kv.n_seq || e->kv.seq_len[src] < 0) return -1;
+    return kv_seq_fork(&e->kv, src);
+}
 void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
 void engine_kv_usage(const engine *e, engine_kv_stats *out)
 {

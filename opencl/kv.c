@@ -51,7 +51,8 @@ static int pool_create(kv_pool *p, cl_runtime *rt, uint32_t n_seq, uint32_t max_
     p->table = calloc((size_t)n_seq * max_blocks, sizeof *p->table);
     p->seq_blocks = calloc(n_seq, sizeof *p->seq_blocks);
     p->free_list = malloc((n_blocks ? n_blocks : 1) * sizeof *p->free_list);
-    if (!p->table || !p->seq_blocks || !p->free_list) {
+    p->refs = calloc(n_blocks ? n_blocks : 1, sizeof *p->refs);
+    if (!p->table || !p->seq_blocks || !p->free_list || !p->refs) {
         snprintf(err, errlen, "out of host memory for the KV cache");
         return -1;
     }
@@ -64,7 +65,7 @@ static int pool_create(kv_pool *p, cl_runtime *rt, uint32_t n_seq, uint32_t max_
 static void pool_destroy(kv_pool *p)
 {
     if (p->block_table) clReleaseMemObject(p->block_table);
-    free(p->table); free(p->seq_blocks); free(p->free_list);
+    free(p->table); free(p->seq_blocks); free(p->free_list); free(p->refs);
     memset(p, 0, sizeof *p);
 }
 
@@ -79,13 +80,16 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
     kv->k = calloc(c->n_layer, sizeof *kv->k);
     kv->v = calloc(c->n_layer, sizeof *kv->v);
     kv->layer_pool = calloc(c->n_layer, 1);
+    kv->dims = malloc(c->n_layer * sizeof *kv->dims);
     kv->seq_len = malloc(c->n_seq * sizeof *kv->seq_len);
-    if (!kv->k || !kv->v || !kv->layer_pool || !kv->seq_len) {
+    kv->copies = malloc(((size_t)blocks[KV_FULL] + blocks[KV_RING] + 1) * sizeof *kv->copies);
+    if (!kv->k || !kv->v || !kv->layer_pool || !kv->dims || !kv->seq_len || !kv->copies) {
         snprintf(err, errlen, "out of host memory for the KV cache");
         kv_destroy(kv);
         return -1;
     }
     for (uint32_t s = 0; s < c->n_seq; s++) kv->seq_len[s] = -1;
+    memcpy(kv->dims, c->dims, c->n_layer * sizeof *kv->dims);
     int used[KV_POOLS] = { 0, 0 };
     for (uint32_t l = 0; l < c->n_layer; l++) {
         kv->layer_pool[l] = (uint8_t)layer_pool(c, l, kv->max_blocks);
@@ -118,7 +122,7 @@ void kv_destroy(kv_cache *kv)
         if (kv->v && kv->v[l]) clReleaseMemObject(kv->v[l]);
     }
     for (int p = 0; p < KV_POOLS; p++) pool_destroy(&kv->pool[p]);
-    free(kv->k); free(kv->v); free(kv->layer_pool); free(kv->seq_len);
+    free(kv->k); free(kv->v); free(kv->layer_pool); free(kv->dims); free(kv->seq_len); free(kv->copies);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -134,6 +138,34 @@ int kv_seq_new(kv_cache *kv)
     return -1;
 }
 
+static void mark_dirty(kv_pool *p, int seq)
+{
+    uint32_t s = (uint32_t)seq, none = p->dirty_lo >= p->dirty_hi;
+    p->dirty_lo = none || s < p->dirty_lo ? s : p->dirty_lo;
+    p->dirty_hi = none || s >= p->dirty_hi ? s + 1 : p->dirty_hi;
+}
+
+static int32_t block_take(kv_pool *p)
+{
+    int32_t b = p->free_list[--p->n_free];
+    p->refs[b] = 1;
+    return b;
+}
+
+/* one holder fewer; the last one returns the block, and a copy still pending into it is moot */
+static void block_put(kv_cache *kv, int pi, int32_t b)
+{
+    kv_pool *p = &kv->pool[pi];
+    if (--p->refs[b]) return;
+    p->free_list[p->n_free++] = b;
+    for (uint32_t i = 0; i < kv->n_copies; i++)
+        if (kv->copies[i].pool == pi && kv->copies[i].dst == b) {
+            memmove(&kv->copies[i], &kv->copies[i + 1], (kv->n_copies - i - 1) * sizeof *kv->copies);
+            kv->n_copies--;
+            break;
+        }
+}
+
 void kv_trim(kv_cache *kv, int seq, uint32_t len)
 {
     uint32_t keep = (len + KV_BLOCK - 1) / KV_BLOCK;
@@ -143,7 +175,7 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len)
         int32_t *row = p->table + (size_t)seq * kv->max_blocks;
         while (p->seq_blocks[seq] > keep) {
             uint32_t b = --p->seq_blocks[seq];
-            if (!p->ring || b < p->ring) p->free_list[p->n_free++] = row[b]; /* entries past the ring alias it */
+            if (!p->ring || b < p->ring) block_put(kv, i, row[b]); /* entries past the ring alias it */
             row[b] = 0;
         }
     }
@@ -156,9 +188,45 @@ void kv_seq_free(kv_cache *kv, int seq)
     kv->seq_len[seq] = -1;
 }
 
+int kv_seq_fork(kv_cache *kv, int src)
+{
+    int dst = kv_seq_new(kv);
+    if (dst < 0) return -1;
+    for (int i = 0; i < KV_POOLS; i++) {
+        kv_pool *p = &kv->pool[i];
+        if (!p->table) continue;
+        const int32_t *from = p->table + (size_t)src * kv->max_blocks;
+        int32_t *row = p->table + (size_t)dst * kv->max_blocks;
+        for (uint32_t b = 0; b < p->seq_blocks[src]; b++) {
+            row[b] = from[b];
+            if (!p->ring || b < p->ring) p->refs[row[b]]++;
+        }
+        p->seq_blocks[dst] = p->seq_blocks[src];
+        mark_dirty(p, dst);
+    }
+    kv->seq_len[dst] = kv->seq_len[src];
+    return dst;
+}
+
+/* table entry e of seq (a ring entry in a ring pool) becomes a block seq alone holds: a shared one is
+ * replaced by a new block, its contents copied at the next kv_sync; -1 when the pool has none free */
+static int make_own(kv_cache *kv, int pi, int seq, uint32_t e)
+{
+    kv_pool *p = &kv->pool[pi];
+    int32_t *row = p->table + (size_t)seq * kv->max_blocks, old = row[e];
+    if (p->refs[old] == 1) return 0;
+    if (p->n_free == 0) return -1;
+    int32_t nb = block_take(p);
+    p->refs[old]--;
+    kv->copies[kv->n_copies++] = (kv_copy){ pi, old, nb };
+    for (uint32_t b = e; b < p->seq_blocks[seq]; b += p->ring ? p->ring : kv->max_blocks) row[b] = nb;
+    mark_dirty(p, seq);
+    return 0;
+}
+
 int kv_reserve(kv_cache *kv, int seq, uint32_t new_len)
 {
-    uint32_t need = (new_len + KV_BLOCK - 1) / KV_BLOCK;
+    uint32_t need = (new_len + KV_BLOCK - 1) / KV_BLOCK, len = kv->seq_len[seq] > 0 ? (uint32_t)kv->seq_len[seq] : 0;
     if (need > kv->max_blocks) return -1;
     for (int i = 0; i < KV_POOLS; i++) {
         kv_pool *p = &kv->pool[i];
@@ -170,19 +238,35 @@ int kv_reserve(kv_cache *kv, int seq, uint32_t new_len)
                 row[b] = row[b % p->ring]; /* the ring block that held the keys one ring earlier */
             } else {
                 if (p->n_free == 0) return -1;
-                row[b] = p->free_list[--p->n_free];
+                row[b] = block_take(p);
             }
             p->seq_blocks[seq]++;
-            uint32_t s = (uint32_t)seq, none = p->dirty_lo >= p->dirty_hi;
-            p->dirty_lo = none || s < p->dirty_lo ? s : p->dirty_lo;
-            p->dirty_hi = none || s >= p->dirty_hi ? s + 1 : p->dirty_hi;
+            mark_dirty(p, seq);
         }
+        if (new_len <= len) continue;
+        /* the blocks positions [len, new_len) go to: each of a ring's at most once */
+        uint32_t b0 = len / KV_BLOCK, b1 = (new_len - 1) / KV_BLOCK;
+        if (p->ring && b1 - b0 >= p->ring) b0 = b1 + 1 - p->ring;
+        for (uint32_t b = b0; b <= b1; b++)
+            if (make_own(kv, i, seq, p->ring ? b % p->ring : b)) return -1;
     }
     return 0;
 }
 
 int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
 {
+    for (uint32_t c = 0; c < kv->n_copies; c++) { /* in order, before anything this step writes */
+        const kv_copy *cp = &kv->copies[c];
+        for (uint32_t l = 0; l < kv->n_layer; l++) {
+            if (!kv->k[l] || kv->layer_pool[l] != cp->pool) continue;
+            size_t bb = (size_t)KV_BLOCK * kv->dims[l] * 2;
+            cl_int e = clEnqueueCopyBuffer(rt->q, kv->k[l], kv->k[l], cp->src * bb, cp->dst * bb, bb, 0, NULL, NULL);
+            if (e == CL_SUCCESS)
+                e = clEnqueueCopyBuffer(rt->q, kv->v[l], kv->v[l], cp->src * bb, cp->dst * bb, bb, 0, NULL, NULL);
+            if (e != CL_SUCCESS) { snprintf(err, errlen, "KV block copy: %s", rt_errstr(e)); return -1; }
+        }
+    }
+    kv->n_copies = 0;
     for (int i = 0; i < KV_POOLS; i++) {
         kv_pool *p = &kv->pool[i];
         if (p->dirty_lo >= p->dirty_hi) continue;

@@ -8,7 +8,9 @@
  *     long context costs these layers a fixed amount per sequence (their own pool).
  * The ring holds the window plus one forward chunk of a sequence (a chunk writes all its keys
  * before its attention runs), rounded up to whole blocks. Layers that read another
- * layer's cache (Gemma 4 KV sharing) own none and follow their donor. */
+ * layer's cache (Gemma 4 KV sharing) own none and follow their donor.
+ * A fork shares its source's blocks (a count per block); a sequence about to write into a block
+ * it shares gets its own copy first (copy on write: kv_reserve picks the block, kv_sync copies). */
 #ifndef CLGEMMA_KV_H
 #define CLGEMMA_KV_H
 
@@ -50,14 +52,21 @@ typedef struct kv_pool {
     uint32_t *seq_blocks;     /* table entries in use per sequence */
     int32_t *free_list;
     uint32_t n_free;
+    uint32_t *refs;           /* per block: the sequences holding it (a ring's aliases count once) */
     uint32_t dirty_lo, dirty_hi; /* sequences whose rows changed since the last upload: [lo, hi) */
 } kv_pool;
+
+/* a block's contents to copy into a sequence's own new block before the next forward */
+typedef struct kv_copy { int32_t pool, src, dst; } kv_copy;
 
 typedef struct kv_cache {
     uint32_t n_layer, n_seq, max_blocks;  /* max_blocks: table entries per sequence (n_ctx / KV_BLOCK) */
     kv_pool pool[KV_POOLS];
     uint8_t *layer_pool;      /* per layer KV_FULL or KV_RING */
+    uint32_t *dims;           /* per layer n_kv * head_dim of its own cache (0: none) */
     cl_mem *k, *v;            /* per layer: [n_blocks of its pool][n_kv][KV_BLOCK][head_dim] half */
+    kv_copy *copies;          /* pending, in order (a copy's source may be an earlier one's target) */
+    uint32_t n_copies;        /* at most one per held block: each target is a distinct held block */
     int32_t *seq_len;         /* tokens per sequence; -1 = slot free */
     uint64_t bytes;           /* device memory of the blocks and tables */
     kv_sizes sizes;
@@ -73,12 +82,15 @@ int  kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t 
 void kv_destroy(kv_cache *kv);
 int  kv_seq_new(kv_cache *kv);
 void kv_seq_free(kv_cache *kv, int seq);
-/* makes room for positions [0, new_len) of seq; returns -1 when a pool is exhausted (kv_trim undoes
- * what was reserved) */
+/* a new sequence holding what src holds (its blocks shared, seq_len equal); -1 when no slot is free */
+int  kv_seq_fork(kv_cache *kv, int src);
+/* makes room for positions [0, new_len) of seq and makes the blocks that positions [seq_len, new_len)
+ * are written to its own (copies of shared ones, made at the next kv_sync); returns -1 when a pool
+ * is exhausted (kv_trim undoes the growth; blocks already made its own stay so) */
 int  kv_reserve(kv_cache *kv, int seq, uint32_t new_len);
 /* gives back blocks beyond len (undo of a failed reserve) */
 void kv_trim(kv_cache *kv, int seq, uint32_t len);
-/* uploads the block tables that changed */
+/* enqueues the pending block copies, then uploads the block tables that changed */
 int  kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen);
 kv_view kv_layer_k(const kv_cache *kv, uint32_t l);
 kv_view kv_layer_v(const kv_cache *kv, uint32_t l);

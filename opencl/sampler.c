@@ -199,10 +199,12 @@ int32_t sampler_sample(sampler *s, float *logits)
     return choose(s, logits);
 }
 
-int32_t sampler_sample_logprobs(sampler *s, float *logits, int n, sampler_logprobs *lp)
+/* the log-softmax of logits / t: the n best into lp (masked tokens never listed); returns the
+ * row's max and log of its sum, for the caller's chosen token */
+static void top_logprobs(sampler *s, const float *logits, double t, int n, sampler_logprobs *lp, double *m_out,
+                         double *ls_out)
 {
-    apply_penalties(s, logits);
-    double t = s->p.temperature > 0.0f ? s->p.temperature : 1.0, m = -INFINITY, sum = 0;
+    double m = -INFINITY, sum = 0;
     uint32_t nv = s->n_vocab;
     for (uint32_t i = 0; i < nv; i++)
         if (logits[i] > m) m = logits[i];
@@ -218,7 +220,23 @@ int32_t sampler_sample_logprobs(sampler *s, float *logits, int n, sampler_logpro
         lp->top_lp[i] = (float)((logits[s->cand[i]] - m) / t - ls);
         lp->n_top = i + 1;
     }
+    *m_out = m;
+    *ls_out = ls;
+}
+
+int32_t sampler_sample_logprobs(sampler *s, float *logits, int n, sampler_logprobs *lp)
+{
+    apply_penalties(s, logits);
+    double t = s->p.temperature > 0.0f ? s->p.temperature : 1.0, m, ls;
+    top_logprobs(s, logits, t, n, lp, &m, &ls);
     int32_t tok = choose(s, logits);
     lp->chosen = (float)((logits[tok] - m) / t - ls);
     return tok;
+}
+
+void sampler_score(sampler *s, const float *logits, int32_t token, int n, sampler_logprobs *lp)
+{
+    double m, ls;
+    top_logprobs(s, logits, 1.0, n, lp, &m, &ls);
+    lp->chosen = (float)(logits[token] - m - ls);
 }

@@ -116,6 +116,13 @@ engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_ge
 /* Sequences: a slot in the paged KV cache. -1 when all max_seqs slots are in use. */
 int  engine_seq_new(engine *e);
 void engine_seq_free(engine *e, int seq);      /* releases its KV blocks */
+/* A new sequence whose KV cache holds what src's does (engine_seq_len equal), for several
+ * continuations of one prompt prefilled once. The two share src's blocks; a step that writes into
+ * a shared block first gives its sequence a copy of it (the device copies it before the forward),
+ * so a fork costs no device work and no memory until the sequences diverge. Which sampler sees
+ * which tokens is the caller's: a fork's sampler has seen nothing. -1 when all max_seqs slots are
+ * in use or src is not a live sequence. */
+int  engine_seq_fork(engine *e, int src);
 int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
 
 /* The paged KV cache's blocks now, per pool: the full-attention layers' blocks (shared by all

@@ -46,5 +46,9 @@ typedef struct sampler_logprobs {
 /* sampler_sample, and the chosen token's log-probability and the n (1..SAMPLER_MAX_LOGPROBS) best
  * into lp, from the same processed row */
 int32_t sampler_sample_logprobs(sampler *s, float *logits, int n, sampler_logprobs *lp);
+/* How the model scores a given token (a prompt's, for echo): the log-softmax of the raw row (no
+ * penalties, temperature 1) at token into lp->chosen, and the n best; the row and the sampler's
+ * state are left as they are (only its scratch is used). */
+void sampler_score(sampler *s, const float *logits, int32_t token, int n, sampler_logprobs *lp);
 
 #endif

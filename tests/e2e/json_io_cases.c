@@ -132,7 +132,8 @@ static void test_field_errors_name_the_field(void)
     expect_chat_400("{" M "," USER ",\"presence_penalty\":-2.5}", "presence_penalty");
     expect_chat_400("{" M "," USER ",\"repetition_penalty\":0}", "repetition_penalty");
     expect_chat_400("{" M "," USER ",\"seed\":1.5}", "seed");
-    expect_chat_400("{" M "," USER ",\"n\":2}", "n");
+    expect_chat_400("{" M "," USER ",\"n\":17}", "n");
+    expect_chat_400("{" M "," USER ",\"n\":0}", "n");
     expect_chat_400("{" M "," USER ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop");
     expect_chat_400("{" M "," USER ",\"stop\":\"\"}", "stop");
     expect_chat_400("{" M "," USER ",\"stop\":[1]}", "stop");
@@ -159,15 +160,42 @@ static void test_completions(void)
     api_error e;
     const char *ok = "{" M ",\"prompt\":[\"once upon\"],\"max_tokens\":4,\"echo\":false,\"stop\":\"\\n\"}";
     CHECK(json_parse_completion(ok, strlen(ok), &r, &e) == 0, "rejected: %s", e.message);
-    CHECK(!strcmp(r.prompt, "once upon") && r.prompt_len == 9, "prompt '%s'", r.prompt);
-    CHECK(r.gen.max_tokens == 4 && r.gen.n_stop == 1 && !strcmp(r.gen.stop[0], "\n"), "fields");
+    CHECK(r.n_prompts == 1 && !strcmp(r.prompts[0].text, "once upon") && r.prompts[0].len == 9 && !r.prompts[0].ids,
+          "prompt '%s'", r.n_prompts ? r.prompts[0].text : "");
+    CHECK(r.gen.max_tokens == 4 && r.gen.n_stop == 1 && !strcmp(r.gen.stop[0], "\n") && r.gen.n == 1 && !r.gen.echo,
+          "fields");
+    api_completion_request_free(&r);
+    /* every prompt form, n, echo, an empty suffix */
+    const char *forms = "{" M ",\"prompt\":[\"a\",\"bc\"],\"n\":3,\"echo\":true,\"suffix\":\"\"}";
+    CHECK(json_parse_completion(forms, strlen(forms), &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(r.n_prompts == 2 && !strcmp(r.prompts[1].text, "bc") && r.gen.n == 3 && r.gen.echo, "strings, n, echo");
+    api_completion_request_free(&r);
+    const char *ids = "{" M ",\"prompt\":[2,9259,1902]}";
+    CHECK(json_parse_completion(ids, strlen(ids), &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(r.n_prompts == 1 && !r.prompts[0].text && r.prompts[0].n_ids == 3 && r.prompts[0].ids[2] == 1902, "ids");
+    api_completion_request_free(&r);
+    const char *arrs = "{" M ",\"prompt\":[[2,5],[7]]}";
+    CHECK(json_parse_completion(arrs, strlen(arrs), &r, &e) == 0, "rejected: %s", e.message);
+    CHECK(r.n_prompts == 2 && r.prompts[0].n_ids == 2 && r.prompts[1].n_ids == 1 && r.prompts[1].ids[0] == 7,
+          "arrays of ids");
     api_completion_request_free(&r);
     const char *bad[][2] = {
         { "{" M "}", "prompt" },
-        { "{" M ",\"prompt\":[\"a\",\"b\"]}", "prompt" },
-        { "{" M ",\"prompt\":[1,2,3]}", "prompt" },
+        { "{" M ",\"prompt\":[]}", "prompt" },
+        { "{" M ",\"prompt\":[[]]}", "prompt[0]" },
+        { "{" M ",\"prompt\":[1,-2,3]}", "prompt[1]" },
+        { "{" M ",\"prompt\":[1,2.5]}", "prompt[1]" },
+        { "{" M ",\"prompt\":[1,4294967296]}", "prompt[1]" },
+        { "{" M ",\"prompt\":[[1],[2,\"x\"]]}", "prompt[1][1]" },
+        { "{" M ",\"prompt\":[\"a\",1]}", "prompt" },
+        { "{" M ",\"prompt\":[[1],\"a\"]}", "prompt" },
+        { "{" M ",\"prompt\":[\"a\\u0000\"]}", "prompt[0]" },
         { "{" M ",\"prompt\":5}", "prompt" },
-        { "{" M ",\"prompt\":\"a\",\"echo\":true}", "echo" },
+        { "{" M ",\"prompt\":\"a\",\"echo\":1}", "echo" },
+        { "{" M ",\"prompt\":\"a\",\"n\":17}", "n" },
+        { "{" M ",\"prompt\":\"a\",\"suffix\":\"b\"}", "suffix" },
+        { "{" M ",\"prompt\":\"a\",\"suffix\":5}", "suffix" },
+        { "{" M ",\"prompt\":\"a\",\"best_of\":2}", "best_of" },
         { "{" M ",\"prompt\":\"a\",\"max_completion_tokens\":0,\"max_tokens\":0}", "max_completion_tokens" },  /* a chat-only name: unknown here */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -176,6 +204,9 @@ static void test_completions(void)
               e.param, e.message);
         if (rc == 0) api_completion_request_free(&r);
     }
+    const char *fim = "{" M ",\"prompt\":\"a\",\"suffix\":\"b\"}";
+    CHECK(json_parse_completion(fim, strlen(fim), &r, &e) == -1 && strstr(e.message, "fill-in-the-middle"), "%s",
+          e.message);
 }
 
 static void test_error_body_shape(void)

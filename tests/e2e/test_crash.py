@@ -4,7 +4,8 @@ is visibly cut: no final chunk); a request whose worker dies before its first by
 the other worker and completes; a
 request sent right after kill -9 of a busy worker is served by the other worker (the time until
 the restarted one serves is printed); a request without max_tokens stops at --default-max-tokens;
-in the deadline phase, generations end at --request-timeout as finish_reason "length"; in the
+in the deadline phase, generations (and each of a request's choices) end at --request-timeout as
+finish_reason "length"; in the
 rerun phase, a request that outlives nginx's read timeout runs on one worker only."""
 import json
 import os
@@ -74,6 +75,24 @@ if PHASE == "deadline":
         assert r.status_code == 200, r.text[:200]
         j = r.json()
         assert j["choices"][0]["finish_reason"] == "length" and j["usage"]["completion_tokens"] < 900, j["usage"]
+        assert took < TIMEOUT + 10, f"took {took:.1f}s with --request-timeout {TIMEOUT}"
+
+
+    @test
+    def every_choice_ends_at_the_deadline_as_length():
+        t0 = time.monotonic()
+        with http() as h, h.stream("POST", "/v1/chat/completions", headers=auth(),
+                                   json=chat_body("Write a long story about rivers.", max_tokens=900, stream=True, n=2,
+                                                  temperature=1.0, seed=1, stream_options={"include_usage": True})) as r:
+            assert r.status_code == 200, r.status_code
+            ev = sse_events(r)
+        took = time.monotonic() - t0
+        assert ev[-1] == "[DONE]", ev[-3:]
+        chunks = [json.loads(e) for e in ev[:-1]]
+        fins = sorted((c["choices"][0]["index"], c["choices"][0]["finish_reason"]) for c in chunks
+                      if c["choices"] and c["choices"][0]["finish_reason"])
+        assert fins == [(0, "length"), (1, "length")], fins
+        assert chunks[-1]["usage"]["completion_tokens"] < 1800, chunks[-1]["usage"]
         assert took < TIMEOUT + 10, f"took {took:.1f}s with --request-timeout {TIMEOUT}"
 
 

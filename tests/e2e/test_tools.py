@@ -121,6 +121,35 @@ def sdk_assembles_streamed_tool_calls():
 
 
 @test
+def n_choices_each_make_their_own_calls():
+    for stream in (False, True):
+        body = chat_body("Weather?", max_tokens=120, tools=TOOLS, tool_choice="required", temperature=1.0, seed=7, n=3,
+                         stream=stream)
+        with http() as h:
+            r = h.post("/v1/chat/completions", headers=auth(), json=body)
+            assert r.status_code == 200, r.text[:300]
+            if stream:
+                calls, finish = {}, {}
+                for e in sse_events(r):
+                    if e == "[DONE]":
+                        continue
+                    for ch in json.loads(e)["choices"]:
+                        for tc in ch["delta"].get("tool_calls") or []:
+                            calls.setdefault(ch["index"], []).append(tc)
+                        finish[ch["index"]] = ch["finish_reason"] or finish.get(ch["index"])
+                got = [calls[i] for i in range(3)]
+                assert all(finish[i] == "tool_calls" for i in range(3)), finish
+            else:
+                chs = sorted(r.json()["choices"], key=lambda c: c["index"])
+                assert [c["finish_reason"] for c in chs] == ["tool_calls"] * 3, chs
+                got = [c["message"]["tool_calls"] for c in chs]
+        for calls in got:
+            check_calls(calls, {"get_weather", "search"})
+        ids = [c["id"] for calls in got for c in calls]
+        assert len(set(ids)) == len(ids), ids
+
+
+@test
 def tool_choice_none_never_calls():
     for seed in range(3):
         r = ask(tools=TOOLS, tool_choice="none", temperature=1.0, seed=seed, max_tokens=40)

@@ -16,6 +16,7 @@
 static void check_gen(const api_gen *g)
 {
     ASSERT(g->max_tokens == -1 || g->max_tokens >= 1);
+    ASSERT(g->n >= 1 && g->n <= API_MAX_N);
     ASSERT(g->sampling.temperature >= 0 && g->sampling.temperature <= 2);
     ASSERT(g->sampling.top_p >= 0 && g->sampling.top_p <= 1);
     ASSERT(g->sampling.top_k >= 0);
@@ -61,7 +62,12 @@ static void fuzz_parse(int chat, const char *d, size_t n)
     } else {
         api_completion_request r;
         if (json_parse_completion(d, n, &r, &e) == 0) {
-            ASSERT(r.model && r.prompt && strlen(r.prompt) == r.prompt_len);
+            ASSERT(r.model && r.prompts && r.n_prompts >= 1 && r.n_prompts <= API_MAX_PROMPTS);
+            for (int i = 0; i < r.n_prompts; i++) {
+                const api_prompt *p = &r.prompts[i];
+                ASSERT(p->text ? strlen(p->text) == p->len && !p->ids : p->ids && p->n_ids >= 1);
+                for (int k = 0; !p->text && k < p->n_ids; k++) ASSERT(p->ids[k] >= 0);
+            }
             check_gen(&r.gen);
             api_completion_request_free(&r);
         } else {

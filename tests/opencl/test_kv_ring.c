@@ -7,6 +7,11 @@
  * test_tables: kv_reserve / kv_trim / kv_seq_free on several sequences: ring entry b is ring entry
  *   b % ring, no physical block is held twice, blocks come back on trim and free, a full pool fails
  *   and undoes cleanly.
+ * test_fork_tables: kv_seq_fork and copy on write over random new / fork / grow / free operations
+ *   on four slots: every block's count equals the table entries holding it (a ring's own entries),
+ *   the blocks counted zero are exactly the free ones, the blocks a reserve writes into are its
+ *   sequence's alone, each pending copy goes from a block to a new one of the same pool, a copy
+ *   into a freed block is dropped, kv_sync empties the list, and everything is free at the end.
  * test_ring_attention: sequences several times the window long, prefilled in chunks of up to the
  *   ring's chunk size and then decoded 1-4 tokens per step, several at once in one batch (as
  *   engine_step builds it), a sequence freed and its slot reused mid-way. Each step reserves through
@@ -155,6 +160,97 @@ static void test_tables(void)
     kv_sizes s2z = kv_plan(&c2);
     CHECK(s2z.ring_blocks == 0 && s2z.ring_per_seq == 0 && s2z.full_per_token == 2 * 2 * (128 + 64 + 64),
           "window covering the context: ring %u blocks", s2z.ring_blocks);
+}
+
+/* ------------------------------------------------------------------ forks */
+
+/* counts against the tables, the free list against the zero counts; returns the blocks held */
+static uint32_t check_refs(const kv_cache *kv, int pi, const char *what)
+{
+    const kv_pool *p = &kv->pool[pi];
+    uint32_t *cnt = calloc(p->n_blocks, sizeof *cnt), bad = 0, held = 0, freed = 0;
+    for (uint32_t s = 0; s < kv->n_seq; s++) {
+        if (kv->seq_len[s] < 0) continue;
+        const int32_t *row = p->table + (size_t)s * kv->max_blocks;
+        for (uint32_t b = 0; b < p->seq_blocks[s]; b++) {
+            if (p->ring && b >= p->ring) { bad += row[b] != row[b % p->ring]; continue; }
+            cnt[row[b]]++;
+        }
+    }
+    for (uint32_t b = 0; b < p->n_blocks; b++) { bad += cnt[b] != p->refs[b]; held += cnt[b] > 0; }
+    for (uint32_t i = 0; i < p->n_free; i++) freed += cnt[p->free_list[i]] == 0;
+    CHECK(bad == 0 && freed == p->n_free && held + p->n_free == p->n_blocks, "%s: pool %d: %u counts or aliases wrong, "
+          "%u of %u free blocks unheld, %u held", what, pi, bad, freed, p->n_free, held);
+    free(cnt);
+    return held;
+}
+
+static void test_fork_tables(void)
+{
+    reseed(__func__);
+    const uint32_t dims[3] = { 64, 128, 64 }, win[3] = { 40, 0, 40 };
+    kv_config c = { 3, dims, win, 4, 640, 24 };
+    uint32_t ring = kv_ring_blocks(40, 24, 20), blocks[KV_POOLS] = { 50, 4 * ring };
+    kv_cache kv;
+    if (kv_create(&kv, &RT, &c, blocks, err, sizeof err)) die("kv_create");
+    uint32_t forks = 0, grows = 0, copies = 0, dropped = 0;
+    for (int op = 0; op < 600 && !check_failures_here; op++) {
+        int s = (int)irand(4), live = kv.seq_len[s] >= 0;
+        uint32_t r = irand(10);
+        char what[64];
+        snprintf(what, sizeof what, "op %d", op);
+        if (!live) {
+            int src = (int)irand(4);
+            int got = r < 6 && kv.seq_len[src] >= 0 ? kv_seq_fork(&kv, src) : kv_seq_new(&kv);
+            CHECK(got >= 0, "%s: no slot", what);
+            if (got >= 0 && r < 6 && kv.seq_len[src] >= 0) {
+                CHECK(kv.seq_len[got] == kv.seq_len[src], "%s: fork length %d of %d", what, kv.seq_len[got],
+                      kv.seq_len[src]);
+                forks++;
+            }
+        } else if (r == 0) {
+            uint32_t before = kv.n_copies;
+            kv_seq_free(&kv, s);
+            dropped += before - kv.n_copies;
+        } else if (r == 1) {
+            CHECK(kv_sync(&kv, &RT, err, sizeof err) == 0 && kv.n_copies == 0, "%s: kv_sync: %s", what, err);
+        } else {
+            uint32_t len = (uint32_t)kv.seq_len[s], want = len + 1 + irand(r < 5 ? 40 : 3);
+            if (want > 640) { kv_seq_free(&kv, s); continue; }
+            uint32_t before = kv.n_copies;
+            if (kv_reserve(&kv, s, want)) {
+                kv_trim(&kv, s, len);
+                kv_seq_free(&kv, s); /* as the scheduler does with a step that found the cache full */
+            } else {
+                kv.seq_len[s] = (int32_t)want;
+                grows++;
+                for (int pi = 0; pi < KV_POOLS; pi++) { /* what the step writes is s's alone */
+                    const kv_pool *p = &kv.pool[pi];
+                    for (uint32_t b = len / KV_BLOCK; b <= (want - 1) / KV_BLOCK; b++) {
+                        int32_t blk = p->table[(size_t)s * kv.max_blocks + b];
+                        CHECK(p->refs[blk] == 1, "%s: sequence %d writes block %d (pool %d) held %u times", what, s,
+                              blk, pi, p->refs[blk]);
+                    }
+                }
+                for (uint32_t i = before; i < kv.n_copies; i++) {
+                    const kv_copy *cp = &kv.copies[i];
+                    CHECK(cp->src != cp->dst && kv.pool[cp->pool].refs[cp->dst] == 1 && kv.pool[cp->pool].refs[cp->src] >= 1,
+                          "%s: copy %d -> %d in pool %d", what, cp->src, cp->dst, cp->pool);
+                }
+                copies += kv.n_copies - before;
+            }
+        }
+        check_refs(&kv, KV_FULL, what);
+        check_refs(&kv, KV_RING, what);
+    }
+    printf("  %u forks, %u reserves, %u copies on write, %u dropped with their block\n", forks, grows, copies, dropped);
+    CHECK(forks > 20 && copies > 20 && dropped > 0, "the walk did not cover forks (%u), copies (%u), drops (%u)", forks,
+          copies, dropped);
+    for (int s = 0; s < 4; s++) kv_seq_free(&kv, s);
+    CHECK(kv.pool[KV_FULL].n_free == 50 && kv.pool[KV_RING].n_free == 4 * ring && kv.n_copies == 0,
+          "held at the end: %u full, %u ring, %u copies", 50 - kv.pool[KV_FULL].n_free, 4 * ring - kv.pool[KV_RING].n_free,
+          kv.n_copies);
+    kv_destroy(&kv);
 }
 
 /* ------------------------------------------------------------------ attention through the ring */
@@ -365,6 +461,7 @@ int main(void)
     fflush(stdout);
     RUN_TEST(test_ring_size);
     RUN_TEST(test_tables);
+    RUN_TEST(test_fork_tables);
     RUN_TEST(test_ring_attention);
     fixture_teardown();
     CHECK_EXIT();

@@ -187,6 +187,41 @@ static void test_logprobs(void)
     sampler_destroy(t);
 }
 
+/* sampler_score: a given token's log-softmax at temperature 1 without penalties, whatever the
+ * sampler's settings and history, and the row and the draws untouched */
+static void test_score(void)
+{
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.5f;
+    p.repetition_penalty = 1.5f;
+    p.seed = 3;
+    sampler *s, *t;
+    CHECK(sampler_create(&s, &p, NV) == 0 && sampler_create(&t, &p, NV) == 0, "create");
+    for (int i = 0; i < 10; i++) { sampler_accept(s, i); sampler_accept(t, i); }
+    float l[NV], keep[NV];
+    logits_fixture(l);
+    memcpy(keep, l, sizeof l);
+    double m = -INFINITY, sum = 0;
+    for (int i = 0; i < NV; i++) m = fmax(m, l[i]);
+    for (int i = 0; i < NV; i++) sum += exp(l[i] - m);
+    int bad = 0;
+    for (int32_t tok = 0; tok < NV; tok++) {
+        sampler_logprobs lp;
+        sampler_score(s, l, tok, 3, &lp);
+        bad += fabs(lp.chosen - (l[tok] - m - log(sum))) > 1e-5 || lp.n_top != 3;
+        for (int k = 0; k < lp.n_top; k++) bad += fabs(lp.top_lp[k] - (l[lp.top_id[k]] - m - log(sum))) > 1e-5;
+    }
+    CHECK(bad == 0, "%d scores off the float64 log-softmax", bad);
+    CHECK(!memcmp(l, keep, sizeof l), "the row changed");
+    float a[NV], b[NV];
+    memcpy(a, l, sizeof l);
+    memcpy(b, l, sizeof l);
+    CHECK(sampler_sample(s, a) == sampler_sample(t, b), "scoring changed what the sampler draws");
+    sampler_destroy(s);
+    sampler_destroy(t);
+}
+
 int main(void)
 {
     RUN_TEST(test_distributions);
@@ -194,5 +229,6 @@ int main(void)
     RUN_TEST(test_penalties);
     RUN_TEST(test_greedy);
     RUN_TEST(test_logprobs);
+    RUN_TEST(test_score);
     CHECK_EXIT();
 }

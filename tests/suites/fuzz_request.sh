@@ -38,8 +38,11 @@ seed '\000{"model":"m","messages":[{"role":"system","content":"be brief"},{"role
 seed '\000{"model":"m","messages":[{"role":"user","content":"a\\u00e9\\ud83d\\ude00"},{"role":"assistant","content":"b"}],"max_completion_tokens":3,"stop":"x"}'
 seed '\000{"model":"m","messages":[],"n":2}'
 seed '\000{"model":"m","messages":[{"role":"user","content":"w"},{"role":"assistant","content":null,"reasoning_content":"r","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\\"a\\":[1,{}]}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"a":{"type":"array"}}},"strict":true}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":true}}'
+seed '\000{"model":"m","messages":[{"role":"user","content":"x"}],"n":4}'
 seed '\001{"model":"m","prompt":["once upon"],"max_tokens":16,"echo":false,"seed":-1}'
 seed '\001{"model":"m","prompt":"x","stop":null,"temperature":null}'
+seed '\001{"model":"m","prompt":[[2,9259],[2,17,3]],"n":3,"echo":true,"logprobs":2,"suffix":""}'
+seed '\001{"model":"m","prompt":[2,9259,1902],"n":16}'
 seed '\002ab\001b\002xxa\001bb\001ab'
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 "$out/fuzz_request" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=64 -max_len=4096 \
