@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "clock.h"
@@ -93,6 +94,10 @@ struct sched {
     engine_item *items;
     int *failed;
     float *row;               /* a fork's copy of the row it chooses its first token from */
+    constraint_pool *pool;    /* a step's structured-output masks on several threads */
+    constraint **mcon;        /* the step's constrained runs: their constraints, masks, counts, run index */
+    uint32_t **mbits;
+    int *mcount, *mrun;
 };
 
 /* ---- jobs ---- */
@@ -508,12 +513,25 @@ static void compact(sched *s)
 /* the structured-output masks of the step; a choice whose grammar allows nothing ends (a bug) */
 static void make_masks(sched *s)
 {
+    int n = 0;
     for (int i = 0; i < s->n_runs; i++) {
         job_choice *ch = &s->active[i].j->ch[s->active[i].c];
-        if (ch->con && constraint_mask(ch->con, ch->allow) < 0)
-            run_end(s, i, JOB_ERROR, "structured output: the grammar allows no token");
+        if (!ch->con) continue;
+        s->mcon[n] = ch->con;
+        s->mbits[n] = ch->allow;
+        s->mrun[n++] = i;
     }
+    constraint_pool_masks(s->pool, s->mcon, s->mbits, s->mcount, n);
+    for (int k = 0; k < n; k++)
+        if (s->mcount[k] < 0) run_end(s, s->mrun[k], JOB_ERROR, "structured output: the grammar allows no token");
     compact(s);
+}
+
+/* helper threads for the masks: half the processors, the engine thread being one */
+static int mask_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN) / 2 - 1;
+    return n < 0 ? 0 : n > 7 ? 7 : (int)n;
 }
 
 static void step_all(sched *s)
@@ -625,6 +643,16 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
+/* what sched_create allocates, freed (also when it failed half-way) */
+static void free_parts(sched *s)
+{
+    constraint_pool_destroy(s->pool);
+    constraint_vocab_destroy(s->vocab);
+    free(s->active); free(s->items); free(s->failed); free(s->row);
+    free(s->mcon); free(s->mbits); free(s->mcount); free(s->mrun);
+    free(s);
+}
+
 int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *err, size_t errlen)
 {
     sched *s = calloc(1, sizeof *s);
@@ -642,9 +670,13 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     s->items = calloc((size_t)s->max_seqs, sizeof *s->items);
     s->failed = calloc((size_t)s->max_seqs, sizeof *s->failed);
     s->row = malloc(s->n_vocab * sizeof *s->row);
-    if (!s->active || !s->items || !s->failed || !s->row) {
-        constraint_vocab_destroy(s->vocab);
-        free(s->active); free(s->items); free(s->failed); free(s->row); free(s);
+    s->mcon = calloc((size_t)s->max_seqs, sizeof *s->mcon);
+    s->mbits = calloc((size_t)s->max_seqs, sizeof *s->mbits);
+    s->mcount = calloc((size_t)s->max_seqs, sizeof *s->mcount);
+    s->mrun = calloc((size_t)s->max_seqs, sizeof *s->mrun);
+    if (!s->active || !s->items || !s->failed || !s->row || !s->mcon || !s->mbits || !s->mcount || !s->mrun ||
+        (s->vocab && constraint_pool_create(&s->pool, mask_threads(), err, errlen))) {
+        free_parts(s);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -657,8 +689,7 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
         snprintf(err, errlen, "cannot start the engine thread: %s", strerror(rc));
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
-        constraint_vocab_destroy(s->vocab);
-        free(s->active); free(s->items); free(s->failed); free(s->row); free(s);
+        free_parts(s);
         return -1;
     }
     *out = s;
@@ -675,12 +706,7 @@ void sched_destroy(sched *s)
     pthread_join(s->thread, NULL);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
-    constraint_vocab_destroy(s->vocab);
-    free(s->active);
-    free(s->items);
-    free(s->failed);
-    free(s->row);
-    free(s);
+    free_parts(s);
 }
 
 const constraint_vocab *sched_vocab(const sched *s)
