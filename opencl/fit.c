@@ -121,9 +121,7 @@ void fit_report(engine_fit *f, const kv_fit_in *in, const kv_fit_plan *p, const 
     f->full_layers = s.full_layers;
     f->sliding_layers = s.ring_layers;
     f->shared_layers = c->n_layer - s.full_layers - s.ring_layers;
-    f->window = 0;
-    for (uint32_t l = 0; c->window && l < c->n_layer; l++)
-        if (c->window[l] > f->window) f->window = c->window[l];
+    f->window = s.ring_window;
     f->full_token_bytes = s.full_per_token;
     f->ring_tokens = s.ring_blocks * KV_BLOCK;
     f->ring_seq_bytes = s.ring_per_seq;

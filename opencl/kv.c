@@ -40,6 +40,7 @@ kv_sizes kv_plan(const kv_config *c)
             if (c->dims[l] > s.ring_dim_max) s.ring_dim_max = c->dims[l];
             ring_per_tok += b;
             s.ring_layers++;
+            if (c->window[l] > s.ring_window) s.ring_window = c->window[l];
         }
     }
     s.ring_per_seq = ring_per_tok * s.ring_blocks * KV_BLOCK;

@@ -41,6 +41,7 @@ typedef struct kv_sizes {
     uint32_t ring_blocks;     /* 0: no sliding layer keeps a ring */
     uint32_t full_dim_max, ring_dim_max; /* the widest layer of each pool (its buffers are the largest) */
     uint32_t full_layers, ring_layers;   /* layers with a cache of their own in each pool */
+    uint32_t ring_window;     /* the widest window of the ring layers */
 } kv_sizes;
 
 enum { KV_FULL, KV_RING, KV_POOLS };

@@ -57,7 +57,7 @@ typedef struct engine_fit {
     uint32_t full_layers;        /* full attention (and sliding ones whose ring would span the context) */
     uint32_t sliding_layers;     /* sliding window: a ring of ring_tokens per sequence at most */
     uint32_t shared_layers;      /* reading an earlier layer's cache: none of their own */
-    uint32_t window;             /* the sliding window in keys (the largest); 0: none */
+    uint32_t window;             /* the sliding layers' window in keys (the largest); 0: none */
     uint64_t full_token_bytes;   /* one token in all full layers: every position of every sequence */
     uint64_t sliding_token_bytes;/* one token in all sliding layers' rings */
     uint32_t ring_tokens;        /* a ring holds the window and one forward chunk, in whole blocks; 0: none */
