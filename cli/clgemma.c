@@ -12,18 +12,26 @@
 #include "options.h"
 #include "synth_gguf.h"
 
+/* the options that size the engine: device, context, chunk, sequences, cache */
+static engine_opts sizing(const cli_args *a, int max_seqs)
+{
+    engine_opts o = { 0 };
+    o.device = a->device;
+    o.n_ctx = a->ctx;
+    o.max_batch_tokens = a->max_batch;
+    o.max_seqs = max_seqs;
+    o.kv_tokens = a->kv_tokens;
+    return o;
+}
+
 static engine *load(const cli_args *a, int max_seqs)
 {
     if (!a->synthetic && (a->synth_type || a->synth_layers)) cli_die("%s", "--type and --layers need --synthetic");
     if (a->synthetic && a->model) cli_die("%s", "bench: give -m FILE or --synthetic, not both");
     if (!a->model && !a->synthetic) cli_die("%s: -m FILE is required", a->cmd);
-    engine_opts o = { 0 };
+    engine_opts o = sizing(a, max_seqs);
     o.settings = a->settings;
     o.n_settings = a->n_settings;
-    o.device = a->device;
-    o.n_ctx = a->ctx;
-    o.max_batch_tokens = a->max_batch;
-    o.max_seqs = max_seqs;
     o.profile = a->profile;
     o.verbose = getenv("CLGEMMA_VERBOSE") != NULL;
     engine *e;
@@ -396,6 +404,56 @@ static int cmd_synth(const cli_args *a)
     return 0;
 }
 
+/* "235.2 MiB" beside exact byte counts */
+static const char *mib(uint64_t n, char *buf, size_t cap)
+{
+    if (n >= (1ull << 30)) snprintf(buf, cap, "%.2f GiB", n / 1073741824.0);
+    else snprintf(buf, cap, "%.1f MiB", n / 1048576.0);
+    return buf;
+}
+
+/* the fit report: one fact a line, exact integers first, so scripts and tests can read it */
+static int cmd_info(const cli_args *a)
+{
+    if (!a->model) cli_die("%s", "info: -m FILE is required");
+    engine_opts o = sizing(a, a->seqs);
+    engine_fit f;
+    char err[512], b[3][24];
+    if (engine_fit_file(a->model, &o, &f, err, sizeof err)) cli_die("%s", err);
+    printf("model        %s: %u layers, trained context %u\n", a->model, f.n_layer, f.n_ctx_train);
+    printf("device       %s: %s, %llu bytes (%s)\n", f.device, f.is_gpu ? "GPU" : "not a GPU",
+           (unsigned long long)f.device_bytes, mib(f.device_bytes, b[0], sizeof b[0]));
+    printf("weights      %llu bytes on the device (%s), %llu in host memory\n", (unsigned long long)f.weight_bytes,
+           mib(f.weight_bytes, b[0], sizeof b[0]), (unsigned long long)f.host_weight_bytes);
+    printf("context      %u tokens per sequence, forward chunks of %u\n", f.n_ctx, f.max_batch);
+    printf("kv full      %u layers: %llu bytes per token of every sequence\n", f.full_layers,
+           (unsigned long long)f.full_token_bytes);
+    printf("kv sliding   %u layers, window %u: %llu bytes per token of a ring of %u tokens, %llu bytes per sequence\n",
+           f.sliding_layers, f.window, (unsigned long long)f.sliding_token_bytes, f.ring_tokens,
+           (unsigned long long)f.ring_seq_bytes);
+    printf("kv shared    %u layers: read an earlier layer's cache, none of their own\n", f.shared_layers);
+    printf("kv room      %llu bytes (%s): a third of what the weights leave\n", (unsigned long long)f.kv_room,
+           mib(f.kv_room, b[0], sizeof b[0]));
+    printf("room holds   %llu tokens of one sequence, %u sequences of the whole context, %u of %u tokens\n",
+           (unsigned long long)f.room_tokens, f.seqs_at_ctx, f.seqs_typical,
+           f.n_ctx < ENGINE_FIT_TYPICAL ? f.n_ctx : ENGINE_FIT_TYPICAL);
+    if (f.fits)
+        printf("plan         %u sequences sharing %llu tokens: %u full-attention and %u ring blocks of %u tokens, "
+               "%llu bytes (%s)\n", f.n_seq, (unsigned long long)f.kv_tokens, f.full_blocks, f.ring_blocks,
+               f.block_tokens, (unsigned long long)f.kv_bytes, mib(f.kv_bytes, b[0], sizeof b[0]));
+    else
+        printf("plan         does not fit: %s\n", f.why);
+    if (f.rec_ctx) printf("recommended  --ctx %u --max-seqs %u\n", f.rec_ctx, f.rec_seqs);
+    else printf("recommended  none: no context fits this device\n");
+    if (!f.fits) {
+        fflush(stdout);
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s does not fit %s: %s", a->model, f.device, f.why);
+        cli_die("%s", msg);
+    }
+    return 0;
+}
+
 static int cmd_devices(const cli_args *a)
 {
     (void)a;
@@ -407,6 +465,7 @@ int main(int argc, char **argv)
     static int (*const run[CMD_COUNT])(const cli_args *) = {
         [CMD_DEVICES] = cmd_devices, [CMD_GENERATE] = cmd_generate, [CMD_BATCH] = cmd_batch,
         [CMD_TOKENIZE] = cmd_tokenize, [CMD_LOGITS] = cmd_logits, [CMD_BENCH] = cmd_bench, [CMD_SYNTH] = cmd_synth,
+        [CMD_INFO] = cmd_info,
     };
     cli_args a;
     cli_parse(&a, argc, argv);

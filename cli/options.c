@@ -22,6 +22,10 @@ static const struct { const char *name, *synopsis, *help; } COMMANDS[CMD_COUNT] 
                     "a Gemma 4 GGUF with random weights, laid out as llama.cpp's converter and llama-quantize "
                     "lay it out (names, keys, type mix, the real vocabulary); MODEL: gemma4-e2b, gemma4-e4b, "
                     "gemma4-26b-a4b, gemma4-31b (real shapes), gemma4-tiny, gemma4-tiny-moe, gemma4-tiny-e (tests)" },
+    [CMD_INFO] = { "info", "-m FILE [--ctx N] [--seqs N]",
+                   "how the model fits the device: weights, KV bytes per token by kind of layer, the tokens and "
+                   "sequences the memory left holds, recommended --ctx and --max-seqs (the file's metadata only: "
+                   "it answers where the model does not fit, exit status 1 then)" },
 };
 
 enum kind { K_FLAG, K_STR, K_INT, K_SEED, K_FLOAT, K_PROMPT, K_SET, K_HELP };
@@ -39,11 +43,12 @@ typedef struct cli_option {
 #define B(c) (1u << CMD_##c)
 #define SAMPLING (B(GENERATE) | B(BATCH))
 #define LOADING (SAMPLING | B(LOGITS) | B(BENCH)) /* load a model (tokenize does with --chat) */
+#define SIZING (LOADING | B(INFO))                  /* options that size the engine */
 #define F(field) offsetof(cli_args, field)
 
 /* a flag listed twice is read by the first row that takes the command */
 static const cli_option OPTIONS[] = {
-    { "-m", "--model", "FILE", LOADING | B(TOKENIZE), K_STR, F(model), 0, 0, "GGUF model file" },
+    { "-m", "--model", "FILE", SIZING | B(TOKENIZE), K_STR, F(model), 0, 0, "GGUF model file" },
     { "-p", "--prompt", "TEXT", SAMPLING | B(TOKENIZE) | B(LOGITS), K_PROMPT, F(prompts), 0, 0,
       "the prompt (batch: once per sequence)" },
     { "-p", "--prompt", "N", B(BENCH), K_INT, F(n_prompt_bench), 1, 1 << 20, "prompt tokens (default 512)" },
@@ -64,12 +69,16 @@ static const cli_option OPTIONS[] = {
     { "--presence-penalty", NULL, "P", SAMPLING, K_FLOAT, F(sp.presence_penalty), -2, 2,
       "OpenAI's presence penalty (default 0)" },
     { "--seed", NULL, "S", SAMPLING | B(SYNTH), K_SEED, F(sp.seed), 0, 0, "random seed (default 0)" },
-    { "--ctx", NULL, "N", LOADING, K_INT, F(ctx), 16, 1 << 20,
+    { "--ctx", NULL, "N", SIZING, K_INT, F(ctx), 16, 1 << 20,
       "context tokens per sequence (default: the model's, at most 8192; bench: what the run needs)" },
-    { "--max-batch", NULL, "N", LOADING, K_INT, F(max_batch), 1, 65536,
+    { "--max-batch", NULL, "N", SIZING, K_INT, F(max_batch), 1, 65536,
       "tokens per forward chunk (default 2048 on a GPU with 16 GiB to spare after the weights, else 512)" },
-    { "--device", NULL, "P:D", LOADING | B(TOKENIZE), K_STR, F(device), 0, 0,
+    { "--device", NULL, "P:D", SIZING | B(TOKENIZE), K_STR, F(device), 0, 0,
       "OpenCL platform:device (default: env CLGEMMA_DEVICE, else the first GPU, else the first device)" },
+    { "--seqs", NULL, "N", B(INFO), K_INT, F(seqs), 1, 256,
+      "sequences at once (default: as the server sizes them, from the memory left)" },
+    { "--kv-tokens", NULL, "N", B(INFO), K_INT, F(kv_tokens), 16, 1 << 30,
+      "tokens of the KV cache's full-attention layers, all sequences together (default: from the memory left)" },
     { "-r", NULL, "N", B(BENCH), K_INT, F(reps), 1, 1000, "repetitions; medians are reported (default 3)" },
     { "-b", NULL, "N", B(BENCH), K_INT, F(batch), 1, 256, "sequences decoded together (default 1)" },
     { "--profile", NULL, NULL, B(BENCH), K_FLAG, F(profile), 0, 0, "per-kernel times of the last repetition" },

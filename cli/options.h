@@ -12,7 +12,7 @@
 #define MAX_PROMPTS 64
 
 typedef enum cli_cmd {
-    CMD_DEVICES, CMD_GENERATE, CMD_BATCH, CMD_TOKENIZE, CMD_LOGITS, CMD_BENCH, CMD_SYNTH, CMD_COUNT
+    CMD_DEVICES, CMD_GENERATE, CMD_BATCH, CMD_TOKENIZE, CMD_LOGITS, CMD_BENCH, CMD_SYNTH, CMD_INFO, CMD_COUNT
 } cli_cmd;
 
 typedef struct cli_args {
@@ -27,6 +27,7 @@ typedef struct cli_args {
     int n_prompts;
     int n_predict;        /* -n; -1: the command's default */
     int n_prompt_bench, reps, batch, ctx, max_batch;
+    int seqs, kv_tokens;  /* info --seqs, --kv-tokens: 0 = sized as the server sizes them */
     int chat, ids, profile;
     const char *settings[ENGINE_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
     int n_settings;

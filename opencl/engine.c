@@ -21,6 +21,7 @@
 #include "tokenizer_gguf.h"
 
 #include "errf.h"
+#include "fit.h"
 
 struct engine {
     engine_info info;
@@ -150,12 +151,10 @@ fail:
     return -1;
 }
 
-/* The KV cache within a third of what the weights leave free. Rings first: each sequence's is what
- * lets it run at all (every sequence gets one where that leaves room for one whole context in the
- * full-attention layers, else as many as do); then the full-attention blocks, for every sequence to
- * reach n_ctx where they fit, one sequence's whole context at least. Sequences take blocks of both
- * pools as they grow. A layer's K (or V) is one buffer: at most the device's max allocation. */
-static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char *err, size_t errlen)
+/* The KV cache as fit.c sizes it (kv_fit: rings first, then the full-attention blocks; the sequences
+ * when not given), and the fit report of what was allocated. */
+static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint32_t n_ctx, uint64_t wbytes, char *err,
+                   size_t errlen)
 {
     const model_hparams *hp = &e->m.hp;
     uint32_t NL = hp->n_layer, *dims = calloc(NL, sizeof *dims), *win = calloc(NL, sizeof *win);
@@ -164,42 +163,30 @@ static int kv_init(engine *e, uint32_t n_ctx, uint32_t n_seq, int verbose, char 
         dims[l] = e->m.kv_dims ? e->m.kv_dims[l] : hp->n_kv * hp->head_dim;
         win[l] = model_layer_window(&e->m, l);
     }
-    kv_config c = { NL, dims, win, n_seq, n_ctx, e->max_batch };
-    kv_sizes s = kv_plan(&c);
-    uint64_t room = e->rt.global_mem > e->m.weight_bytes ? (e->rt.global_mem - e->m.weight_bytes) / 3 : 0;
-    uint64_t ctx_blocks = (n_ctx + KV_BLOCK - 1) / KV_BLOCK;
-    /* bytes of one block over all the pool's layers; blocks one buffer may hold */
-    uint64_t fb = s.full_per_token * KV_BLOCK, rb = s.ring_blocks ? s.ring_per_seq / s.ring_blocks : 0;
-    uint64_t fcap = s.full_dim_max ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * s.full_dim_max) : 0;
-    uint64_t rcap = s.ring_dim_max ? e->rt.max_alloc / ((uint64_t)KV_BLOCK * 2 * s.ring_dim_max) : 0;
-    uint64_t one_full = fb ? ctx_blocks * fb : 0, nr = 0, nf = 0;
-    if (rb) {
-        nr = (uint64_t)n_seq * s.ring_blocks;
-        if (nr * rb + one_full > room) nr = room > one_full ? (room - one_full) / rb : 0;
-        if (nr > rcap) nr = rcap;
+    kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->max_batch },
+                     fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
+                     e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER };
+    kv_fit_plan p;
+    int rc = kv_fit(&in, &p, err, errlen);
+    if (!rc) {
+        in.c.n_seq = p.n_seq;
+        rc = kv_create(&e->kv, &e->rt, &in.c, p.blocks, err, errlen);
     }
-    if (fb) {
-        nf = (uint64_t)n_seq * ctx_blocks;
-        uint64_t left = room - nr * rb; /* nr * rb <= room */
-        if (nf * fb > left) nf = left / fb;
-        if (nf > fcap) nf = fcap;
+    if (!rc) {
+        engine_fit *f = &e->info.fit;
+        snprintf(f->device, sizeof f->device, "%s", e->rt.device_name);
+        f->is_gpu = e->rt.is_gpu;
+        f->device_bytes = e->rt.global_mem;
+        f->weight_bytes = wbytes;
+        f->host_weight_bytes = e->m.host_bytes;
+        f->n_ctx_train = hp->n_ctx_train;
+        fit_report(f, &in, &p, NULL, 1);
     }
-    int rc = 0;
-    if ((rb && nr < s.ring_blocks) || (fb && nf < ctx_blocks)) {
-        rc = ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB for one sequence: %.1f KiB per token "
-                 "in the full-attention layers, %.1f MiB of sliding-window ring; %.1f MiB free after weights, a third "
-                 "of it for the cache; one layer's K or V at most %.1f MiB, the device's max allocation)",
-                 n_ctx, (one_full + s.ring_per_seq) / 1048576.0, s.full_per_token / 1024.0, s.ring_per_seq / 1048576.0,
-                 room * 3 / 1048576.0, e->rt.max_alloc / 1048576.0);
-    } else {
-        uint32_t blocks[KV_POOLS] = { (uint32_t)nf, (uint32_t)nr };
-        rc = kv_create(&e->kv, &e->rt, &c, blocks, err, errlen);
-    }
-    if (!rc && verbose)
+    if (!rc && opts->verbose)
         fprintf(stderr, "clgemma: KV cache %.1f MiB: %.1f KiB per token (full-attention layers, %u blocks of %d) + "
                         "%.2f MiB per sequence (sliding-window rings of %u tokens, %u blocks); %u sequences\n",
-                e->kv.bytes / 1048576.0, s.full_per_token / 1024.0, (uint32_t)nf, KV_BLOCK,
-                s.ring_per_seq / 1048576.0, s.ring_blocks * KV_BLOCK, (uint32_t)nr, n_seq);
+                e->kv.bytes / 1048576.0, p.s.full_per_token / 1024.0, p.blocks[KV_FULL], KV_BLOCK,
+                p.s.ring_per_seq / 1048576.0, p.s.ring_blocks * KV_BLOCK, p.blocks[KV_RING], p.n_seq);
     free(dims);
     free(win);
     return rc;
@@ -221,20 +208,10 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     ops_policy pol;
     ops_policy_defaults(&pol, &e->rt);
     if (ops_policy_apply(&pol, &e->rt, why, sizeof why)) { ERR("%s", why); goto fail; }
-    /* refuse early, with numbers, rather than failing half-way through the upload */
     const gguf_tensor *big;
     uint64_t wbytes = model_device_bytes(e->gguf, &big);
-    if (wbytes > e->rt.global_mem) {
-        ERR("model needs %.2f GiB of weights but device '%s' has %.2f GiB", wbytes / 1073741824.0, e->rt.device_name,
-            e->rt.global_mem / 1073741824.0);
-        goto fail;
-    }
-    if (big && big->nbytes > e->rt.max_alloc) { /* every weight lives in one buffer */
-        ERR("tensor '%.*s' (%.1f MiB) is larger than one buffer may be on device '%s' (max allocation %.1f MiB)",
-            (int)big->name.len, big->name.ptr, big->nbytes / 1048576.0, e->rt.device_name,
-            e->rt.max_alloc / 1048576.0);
-        goto fail;
-    }
+    fit_device dev = { e->rt.is_gpu, e->rt.global_mem, e->rt.max_alloc };
+    if (fit_weights(e->rt.device_name, &dev, wbytes, big, err, errlen)) goto fail;
     if (rt_build(&e->rt, NULL, opts->cache_dir, why, sizeof why)) { ERR("%s", why); goto fail; }
     if (opts->verbose)
         fprintf(stderr, "clgemma: kernels %s in %.2f s on %s\n", e->rt.cache_hit ? "loaded from cache" : "compiled",
@@ -246,22 +223,15 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         if (ce) { ERR("%s: filling the weights failed: %s", path, rt_errstr(ce)); goto fail; }
     }
     const model_hparams *hp = &e->m.hp;
-    uint32_t n_ctx = opts->n_ctx > 0 ? (uint32_t)opts->n_ctx : (hp->n_ctx_train < 8192 ? hp->n_ctx_train : 8192);
-    if (n_ctx > hp->n_ctx_train) n_ctx = hp->n_ctx_train;
-    uint32_t n_seq = opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 8;
-    /* tokens per forward chunk: 2048 on a GPU with 16 GiB to spare after the weights (prefill
-     * products fill the GPU with 128 x 128 tiles, MoE experts see whole tiles of tokens; docs/PERF.md,
-     * "Defaults and their measurements"), else 512 */
-    uint64_t spare = e->rt.global_mem > e->m.weight_bytes ? e->rt.global_mem - e->m.weight_bytes : 0;
-    e->max_batch = opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens
-                   : e->rt.is_gpu && spare >= (16ull << 30) ? 2048 : 512;
-    uint32_t max_out = n_seq > 16 ? n_seq : 16;
+    uint32_t n_ctx = fit_ctx(opts, hp->n_ctx_train);
+    e->max_batch = fit_max_batch(opts, &dev, wbytes);
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
     if (scratch < out_tile) scratch = out_tile;
     if (ops_init(&e->o, &e->rt, scratch, why, sizeof why)) { ERR("%s", why); goto fail; }
     e->o.pol = pol;
-    if (kv_init(e, n_ctx, n_seq, opts->verbose, err, errlen)) goto fail;
+    if (kv_init(e, opts, &dev, n_ctx, wbytes, err, errlen)) goto fail;
+    uint32_t n_seq = e->kv.n_seq, max_out = n_seq > 16 ? n_seq : 16;
     if (fwd_bufs_create(&e->b, &e->m, &e->rt, e->max_batch, max_out, n_ctx, why, sizeof why)) {
         ERR("%s", why);
         goto fail;
@@ -442,6 +412,16 @@ int engine_seq_fork(engine *e, int src)
     return kv_seq_fork(&e->kv, src);
 }
 void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
+void engine_kv_need(const engine *e, int n_prompt, int max_tokens, int n, engine_kv_blocks *out)
+{
+    uint32_t b[KV_POOLS];
+    uint64_t total = (uint64_t)(n_prompt > 0 ? n_prompt : 0) + (uint64_t)(max_tokens > 0 ? max_tokens : 0);
+    kv_need(&e->kv.sizes, n_prompt > 0 ? (uint32_t)n_prompt : 0, total > UINT32_MAX ? UINT32_MAX : (uint32_t)total,
+            n > 0 ? (uint32_t)n : 1, b);
+    out->full = e->kv.pool[KV_FULL].table ? b[KV_FULL] : 0;
+    out->ring = e->kv.pool[KV_RING].table ? b[KV_RING] : 0;
+}
+
 void engine_kv_usage(const engine *e, engine_kv_stats *out)
 {
     out->full_blocks = e->kv.pool[KV_FULL].n_blocks;
@@ -560,9 +540,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         if (kv_reserve(&e->kv, items[i].seq, (uint32_t)(e->kv.seq_len[items[i].seq] + items[i].n_tokens))) {
             for (int j = 0; j <= i; j++) kv_trim(&e->kv, items[j].seq, (uint32_t)e->kv.seq_len[items[j].seq]);
             free(refs);
-            return ERR("KV cache full: no free blocks for sequence %d (pools of %u full-attention and %u "
-                       "sliding-window blocks of %d tokens)", items[i].seq, e->kv.pool[KV_FULL].n_blocks,
-                       e->kv.pool[KV_RING].n_blocks, KV_BLOCK);
+            ERR("KV cache full: no free blocks for sequence %d (pools of %u full-attention and %u "
+                "sliding-window blocks of %d tokens)", items[i].seq, e->kv.pool[KV_FULL].n_blocks,
+                e->kv.pool[KV_RING].n_blocks, KV_BLOCK);
+            return ENGINE_KV_FULL;
         }
     }
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);

@@ -24,23 +24,38 @@ static int layer_pool(const kv_config *c, uint32_t l, uint32_t max_blocks)
 
 kv_sizes kv_plan(const kv_config *c)
 {
-    kv_sizes s = { 0, 0, 0, 0, 0 };
+    kv_sizes s = { 0 };
     uint32_t max_blocks = (c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
     uint64_t ring_per_tok = 0;
     for (uint32_t l = 0; l < c->n_layer; l++) {
-        uint64_t b = 2ull * 2 * c->dims[l]; /* K and V, half */
+        uint64_t b = 2ull * KV_ELEM_BYTES * c->dims[l]; /* K and V */
+        if (!c->dims[l]) continue; /* reads another layer's cache */
         if (layer_pool(c, l, max_blocks) == KV_FULL) {
             s.full_per_token += b;
+            s.full_layers++;
             if (c->dims[l] > s.full_dim_max) s.full_dim_max = c->dims[l];
         } else {
             uint32_t r = kv_ring_blocks(c->window[l], c->max_chunk, max_blocks);
             if (r > s.ring_blocks) s.ring_blocks = r; /* one ring for every window: the largest */
             if (c->dims[l] > s.ring_dim_max) s.ring_dim_max = c->dims[l];
             ring_per_tok += b;
+            s.ring_layers++;
+            if (c->window[l] > s.ring_window) s.ring_window = c->window[l];
         }
     }
     s.ring_per_seq = ring_per_tok * s.ring_blocks * KV_BLOCK;
     return s;
+}
+
+void kv_need(const kv_sizes *s, uint32_t n_prompt, uint32_t n_total, uint32_t n, uint32_t out[KV_POOLS])
+{
+    uint64_t shared = n_prompt / KV_BLOCK, all = ((uint64_t)n_total + KV_BLOCK - 1) / KV_BLOCK;
+    uint64_t own = all > shared ? all - shared : 0, r = s->ring_blocks, full = shared + n * own;
+    /* a ring: the prompt's whole blocks it still holds, plus each sequence's copies of the slots it writes */
+    uint64_t ring = n <= 1 ? (all < r ? all : r) : (shared < r ? shared : r) + n * (own < r ? own : r);
+    if (ring > (uint64_t)n * r) ring = (uint64_t)n * r; /* no sequence holds more than its ring */
+    out[KV_FULL] = !s->full_layers ? 0 : full > UINT32_MAX ? UINT32_MAX : (uint32_t)full;
+    out[KV_RING] = ring > UINT32_MAX ? UINT32_MAX : (uint32_t)ring;
 }
 
 static int pool_create(kv_pool *p, cl_runtime *rt, uint32_t n_seq, uint32_t max_blocks, uint32_t n_blocks,
@@ -106,7 +121,7 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
     }
     for (uint32_t l = 0; l < c->n_layer; l++) {
         if (c->dims[l] == 0) continue; /* layers that reuse another layer's KV own none */
-        size_t bytes = (size_t)kv->pool[kv->layer_pool[l]].n_blocks * KV_BLOCK * c->dims[l] * 2;
+        size_t bytes = (size_t)kv->pool[kv->layer_pool[l]].n_blocks * KV_BLOCK * c->dims[l] * KV_ELEM_BYTES;
         kv->k[l] = rt_alloc(rt, bytes, NULL, err, errlen);
         kv->v[l] = kv->k[l] ? rt_alloc(rt, bytes, NULL, err, errlen) : NULL;
         if (!kv->v[l]) { kv_destroy(kv); return -1; }
@@ -259,7 +274,7 @@ int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
         const kv_copy *cp = &kv->copies[c];
         for (uint32_t l = 0; l < kv->n_layer; l++) {
             if (!kv->k[l] || kv->layer_pool[l] != cp->pool) continue;
-            size_t bb = (size_t)KV_BLOCK * kv->dims[l] * 2;
+            size_t bb = (size_t)KV_BLOCK * kv->dims[l] * KV_ELEM_BYTES;
             cl_int e = clEnqueueCopyBuffer(rt->q, kv->k[l], kv->k[l], cp->src * bb, cp->dst * bb, bb, 0, NULL, NULL);
             if (e == CL_SUCCESS)
                 e = clEnqueueCopyBuffer(rt->q, kv->v[l], kv->v[l], cp->src * bb, cp->dst * bb, bb, 0, NULL, NULL);

@@ -17,6 +17,7 @@
 #include "runtime.h"
 
 #define KV_BLOCK 32
+#define KV_ELEM_BYTES 2 /* one K or V element: half precision (the one place the cache's type is sized) */
 
 typedef struct kv_view {       /* where one layer's K or V cache lives and how it is paged */
     cl_mem cache;
@@ -39,6 +40,8 @@ typedef struct kv_sizes {
     uint64_t ring_per_seq;
     uint32_t ring_blocks;     /* 0: no sliding layer keeps a ring */
     uint32_t full_dim_max, ring_dim_max; /* the widest layer of each pool (its buffers are the largest) */
+    uint32_t full_layers, ring_layers;   /* layers with a cache of their own in each pool */
+    uint32_t ring_window;     /* the widest window of the ring layers */
 } kv_sizes;
 
 enum { KV_FULL, KV_RING, KV_POOLS };
@@ -75,6 +78,11 @@ typedef struct kv_cache {
 /* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
 uint32_t kv_ring_blocks(uint32_t window, uint32_t max_chunk, uint32_t max_blocks);
 kv_sizes kv_plan(const kv_config *c);
+/* The blocks of each pool that n sequences take at most when they share a prompt of n_prompt
+ * tokens (one prefilled it, the others are forks of it) and each grows to n_total tokens: the
+ * prompt's whole blocks once, every block from the one holding its end on once per sequence (copy
+ * on write), and of a ring never more than its size per sequence. What admission reserves. */
+void kv_need(const kv_sizes *s, uint32_t n_prompt, uint32_t n_total, uint32_t n, uint32_t out[KV_POOLS]);
 /* blocks[KV_FULL], blocks[KV_RING]: the pools' sizes, shared by all sequences, which take blocks as
  * they grow (a ring's at most sizes.ring_blocks) */
 int  kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t blocks[KV_POOLS], char *err,

@@ -88,7 +88,7 @@ int rt_list_devices(void)
     return total;
 }
 
-int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t errlen)
+int rt_pick(cl_runtime *rt, const char *spec, char *err, size_t errlen)
 {
     memset(rt, 0, sizeof *rt);
     if (!spec || !*spec) spec = getenv("CLGEMMA_DEVICE");
@@ -149,6 +149,14 @@ int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t
     clGetDeviceInfo(pick, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof v, &v, NULL);
     rt->max_alloc = v;
     clGetDeviceInfo(pick, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof rt->max_wg, &rt->max_wg, NULL);
+    return 0;
+}
+
+int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t errlen)
+{
+    if (rt_pick(rt, spec, err, errlen)) return -1;
+    cl_device_id pick = rt->device;
+    cl_int e;
     rt->ctx = clCreateContext(NULL, 1, &pick, NULL, NULL, &e);
     if (!rt->ctx) {
         snprintf(err, errlen, "clCreateContext on %s failed: %s", rt->device_name, rt_errstr(e));

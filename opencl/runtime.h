@@ -49,7 +49,10 @@ typedef struct cl_runtime {
 
 /* Lists platforms and devices on stdout (clgemma devices). Returns the number of devices. */
 int  rt_list_devices(void);
-/* spec: "P:D", or NULL (env CLGEMMA_DEVICE, else first GPU, else first device) */
+/* The device spec names and its facts (name, type, memory), without a context: what a fit report
+ * needs. spec: "P:D", or NULL (env CLGEMMA_DEVICE, else first GPU, else first device) */
+int  rt_pick(cl_runtime *rt, const char *spec, char *err, size_t errlen);
+/* rt_pick, then the context and queue */
 int  rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t errlen);
 /* Builds the embedded kernel sources of the main program (and on NVIDIA the capped one) with
  * options (plus device-derived -D flags), using the program-binary cache in cache_dir (NULL: the

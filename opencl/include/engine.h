@@ -23,7 +23,10 @@ int engine_list_devices(void);
 typedef struct engine_opts {
     const char *device;   /* "P:D" or NULL: env CLGEMMA_DEVICE, else first GPU, else first device */
     int n_ctx;            /* max tokens per sequence; 0 = min(model's, 8192) */
-    int max_seqs;         /* sequences that may be live at once; 0 = 8 */
+    int max_seqs;         /* sequences that may be live at once; 0 = as many as the KV cache holds of
+                           * ENGINE_FIT_TYPICAL tokens each, at most 256 on a GPU and 4 elsewhere */
+    int kv_tokens;        /* tokens the full-attention layers' cache holds, all sequences together (at
+                           * least n_ctx); 0 = every sequence's whole context where the memory allows */
     int max_batch_tokens; /* tokens per forward chunk (longer steps are chunked); 0 = 2048 on a GPU with
                            * 16 GiB to spare after the weights, else 512 */
     const char *cache_dir;/* program-binary cache; NULL = $XDG_CACHE_HOME/clgemma or ~/.cache/clgemma */
@@ -35,6 +38,51 @@ typedef struct engine_opts {
     const char *const *settings;
     int n_settings;
 } engine_opts;
+
+#define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
+
+/* How a model fits a device: what the file needs (from its metadata alone) and what the engine
+ * makes of the device's memory. engine_fit_file computes it before anything is loaded or allocated,
+ * so it answers for a model too big for the device too; a loaded engine's engine_info.fit is the
+ * one it allocated by the same rule. KV bytes are of the cache's element type (f16). */
+typedef struct engine_fit {
+    char device[256];
+    int is_gpu;
+    uint64_t device_bytes;       /* the device's memory */
+    uint64_t weight_bytes;       /* weights on the device */
+    uint64_t host_weight_bytes;  /* weights kept in host memory (Gemma 4 per-layer token embeddings) */
+    uint64_t kv_room;            /* what the KV cache may take: a third of the memory the weights leave */
+    uint32_t n_layer, n_ctx, n_ctx_train, max_batch; /* n_ctx: the context per sequence asked for, or the default */
+    /* K and V bytes per token by kind of layer, at this context */
+    uint32_t full_layers;        /* full attention (and sliding ones whose ring would span the context) */
+    uint32_t sliding_layers;     /* sliding window: a ring of ring_tokens per sequence at most */
+    uint32_t shared_layers;      /* reading an earlier layer's cache: none of their own */
+    uint32_t window;             /* the sliding layers' window in keys (the largest); 0: none */
+    uint64_t full_token_bytes;   /* one token in all full layers: every position of every sequence */
+    uint64_t sliding_token_bytes;/* one token in all sliding layers' rings */
+    uint32_t ring_tokens;        /* a ring holds the window and one forward chunk, in whole blocks; 0: none */
+    uint64_t ring_seq_bytes;     /* the rings of one sequence */
+    /* what kv_room holds */
+    uint64_t room_tokens;        /* full-layer tokens beside one sequence's rings: one sequence's most */
+    uint32_t seqs_at_ctx;        /* sequences that may each reach the whole context */
+    uint32_t seqs_typical;       /* sequences of ENGINE_FIT_TYPICAL tokens (or the context) each */
+    /* the plan: what engine_load allocates */
+    int fits;                    /* 0: why says what does not fit */
+    char why[320];
+    uint32_t n_seq;              /* sequences: max_seqs, else seqs_typical at most 256 (GPU) or 4 */
+    uint32_t block_tokens;       /* tokens per KV block */
+    uint32_t full_blocks, ring_blocks; /* the pools: what admission shares out */
+    uint64_t kv_tokens;          /* full_blocks x block_tokens */
+    uint64_t kv_bytes;           /* the pools' K and V */
+    uint32_t rec_ctx, rec_seqs;  /* recommended --ctx and --max-seqs (0: nothing fits) */
+} engine_fit;
+
+/* The fit of a file on a device for opts (device, n_ctx, max_seqs, max_batch_tokens, kv_tokens),
+ * from metadata and device facts only. Returns 0 (out->fits says whether it fits, out->why why not),
+ * or -1 with err when the file cannot be read or there is no such device. */
+int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, char *err, size_t errlen);
+/* The fit in one paragraph of words (the worker's start line); returns its length as snprintf does. */
+int engine_fit_summary(const engine_fit *f, char *out, size_t cap);
 
 typedef struct engine_info {
     char arch[32];        /* "gemma3", "gemma4" */
@@ -59,6 +107,7 @@ typedef struct engine_info {
     int tensor_cores;        /* batches above 4 tokens run on f16-input tensor-core kernels */
     int int8_decode;         /* decode steps (one token per sequence) of q4_k / q8_0 / q5_0 weights round X
                               * to int8 (mvq_T up to 4 sequences, mmq8_T up to 16); prompts never do */
+    engine_fit fit;          /* how it fits the device: fit.n_seq sequences, the KV pools' blocks */
 } engine_info;
 
 /* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */
@@ -112,6 +161,13 @@ int engine_budget(const engine *e, int n_prompt, int max_tokens, char *err, size
  * feed it back: "length"); ENGINE_GO, output it and feed it back in the next step. */
 typedef enum engine_stop { ENGINE_GO = 0, ENGINE_STOP_TOKEN, ENGINE_STOP_LENGTH } engine_stop;
 engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_generated, int max_tokens);
+
+/* The KV blocks a prompt of n_prompt tokens and its n choices of up to max_tokens tokens each take
+ * at most, per pool (forks share the prompt's whole blocks; a sliding-window ring is at most its size
+ * per sequence). A scheduler that starts a prompt only when this fits the blocks of info.fit not yet
+ * promised to running ones never finds the cache full. Any thread: it reads nothing that changes. */
+typedef struct engine_kv_blocks { uint32_t full, ring; } engine_kv_blocks;
+void engine_kv_need(const engine *e, int n_prompt, int max_tokens, int n, engine_kv_blocks *out);
 
 /* Sequences: a slot in the paged KV cache. -1 when all max_seqs slots are in use. */
 int  engine_seq_new(engine *e);
@@ -173,9 +229,11 @@ typedef struct engine_item {
  * (sampler_accept) just before it chooses, so a sequence that always steps with the same sampler has
  * had its whole prompt and every token fed back counted once, the chosen token when it is fed back.
  * Items without allow, bias or logprobs cost no extra launch or transfer.
- * Returns 0, or -1 with one line in err. Fails when a sequence would exceed n_ctx; then, as on any
- * error found before the forward (bad item, KV cache full), nothing changes. A device error later
- * changes no sequence's KV state, but samplers that already chose have seen their tokens. */
+ * Returns 0, ENGINE_KV_FULL when the KV cache has no free block for an item, or -1; either failure
+ * with one line in err. Fails when a sequence would exceed n_ctx; then, as on any error found before
+ * the forward (bad item, KV cache full), nothing changes. A device error later changes no sequence's
+ * KV state, but samplers that already chose have seen their tokens. */
+#define ENGINE_KV_FULL (-2)
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen);
 
 /* Per-kernel profile (bench --profile): needs an engine loaded with opts.profile.

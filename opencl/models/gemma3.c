@@ -20,11 +20,11 @@ model_load_fn gemma3_load;
 model_unload_fn gemma3_unload;
 model_layer_window_fn gemma3_layer_window;
 model_forward_fn gemma3_forward;
+model_kv_layout_fn gemma3_kv_layout;
 
-int gemma3_load(model *m, const model_src *src, char *err, size_t errlen)
+/* the hyperparameters (the file's keys only) and the sliding-window pattern: every pattern-th layer is global */
+static int read_hparams(const gguf_file *f, model_hparams *hp, uint32_t *pattern, char *err, size_t errlen)
 {
-    const gguf_file *f = src->f;
-    model_hparams *hp = &m->hp;
     const char *A = hp->arch;
     if (key_u32(f, A, "block_count", &hp->n_layer, 1, err, errlen) ||
         key_u32(f, A, "embedding_length", &hp->n_embd, 1, err, errlen) ||
@@ -64,10 +64,36 @@ int gemma3_load(model *m, const model_src *src, char *err, size_t errlen)
         hp->rope_scale_global = 1.0f / factor;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = sqrtf((float)hp->n_embd);
-    uint32_t pattern = 6; /* every 6th layer is global */
-    if (key_u32(f, A, "attention.sliding_window_pattern", &pattern, 0, err, errlen)) return -1;
-    if (pattern == 0) pattern = 1;
+    *pattern = 6;
+    if (key_u32(f, A, "attention.sliding_window_pattern", pattern, 0, err, errlen)) return -1;
+    if (*pattern == 0) *pattern = 1;
+    return 0;
+}
 
+static int is_sliding(const model_hparams *hp, uint32_t pattern, uint32_t l)
+{
+    return hp->window > 0 && (l % pattern) < pattern - 1;
+}
+
+int gemma3_kv_layout(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen)
+{
+    model_hparams hp = { .arch = "gemma3" };
+    uint32_t pattern;
+    if (read_hparams(f, &hp, &pattern, err, errlen) || model_kv_layout_alloc(out, hp.n_layer, err, errlen)) return -1;
+    out->n_ctx_train = hp.n_ctx_train;
+    for (uint32_t l = 0; l < hp.n_layer; l++) {
+        out->dims[l] = hp.n_kv * hp.head_dim;
+        out->window[l] = is_sliding(&hp, pattern, l) ? hp.window : 0;
+    }
+    return 0;
+}
+
+int gemma3_load(model *m, const model_src *src, char *err, size_t errlen)
+{
+    const gguf_file *f = src->f;
+    model_hparams *hp = &m->hp;
+    uint32_t pattern;
+    if (read_hparams(f, hp, &pattern, err, errlen)) return -1;
     const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
     if (!te) return ERR("model: missing tensor 'token_embd.weight'");
     hp->n_vocab = (uint32_t)te->ne[1];
@@ -85,7 +111,7 @@ int gemma3_load(model *m, const model_src *src, char *err, size_t errlen)
     uint32_t qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         layer_weights *L = &m->layers[l];
-        L->is_swa = hp->window > 0 && (l % pattern) < pattern - 1;
+        L->is_swa = is_sliding(hp, pattern, l);
         char n[96];
 #define T2(field, nm, c, r) (snprintf(n, sizeof n, "blk.%u." nm ".weight", l), \
         load_mat(src, n, c, r, 1, &L->field, B, err, errlen))

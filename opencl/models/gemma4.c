@@ -35,6 +35,7 @@ model_bufs_create_fn gemma4_bufs_create;
 model_bufs_destroy_fn gemma4_bufs_destroy;
 model_layer_window_fn gemma4_layer_window;
 model_forward_fn gemma4_forward;
+model_kv_layout_fn gemma4_kv_layout;
 
 typedef struct g4_layer {
     layer_weights w;          /* q, k, v (v.buf NULL: K = V), o, gate, up, down and the norms */
@@ -64,32 +65,32 @@ _Static_assert(X_COUNT <= sizeof ((fwd_bufs *)0)->ext / sizeof(cl_mem), "fwd_buf
 
 /* ---- load -------------------------------------------------------------------------------- */
 
-int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
+/* what read_layers reads beside the model's fields: the RoPE tables' sizes and bases */
+typedef struct g4_rope { int64_t rot_full, rot_swa; float theta_full, theta_swa; } g4_rope;
+
+/* The hyperparameters and every layer's shape, from the file's keys alone (no tensor): m->hp,
+ * m->kv_dims, g's counts and g->L's geometry (both arrays allocated here, freed by their owner). */
+static int read_layers(const gguf_file *f, model *m, gemma4_model *g, g4_rope *r, char *err, size_t errlen)
 {
-    const gguf_file *f = src->f;
-    cl_runtime *rt = src->rt;
     model_hparams *hp = &m->hp;
     const char *A = hp->arch; /* the metadata keys' prefix */
-    gemma4_model *g = calloc(1, sizeof *g);
-    if (!g) return ERR("out of memory");
-    m->priv = g;
     uint32_t *nh = NULL, *nkv = NULL, *nff = NULL, *swa = NULL;
-    float *ff = NULL;
+    int rc = -1;
     int64_t v;
-    if (key_int(f, A, "block_count", &v, 1, err, errlen)) goto fail;
+    if (key_int(f, A, "block_count", &v, 1, err, errlen)) goto done;
     hp->n_layer = (uint32_t)v;
-    if (hp->n_layer == 0 || hp->n_layer > 1024) { ERR("model: block_count %u out of range", hp->n_layer); goto fail; }
+    if (hp->n_layer == 0 || hp->n_layer > 1024) { ERR("model: block_count %u out of range", hp->n_layer); goto done; }
     uint32_t NL = hp->n_layer;
     nh = calloc(NL, 4); nkv = calloc(NL, 4); nff = calloc(NL, 4); swa = calloc(NL, 4);
     g->L = calloc(NL, sizeof *g->L);
     m->kv_dims = calloc(NL, sizeof *m->kv_dims);
-    if (!nh || !nkv || !nff || !swa || !g->L || !m->kv_dims) { ERR("out of memory"); goto fail; }
-    if (key_int(f, A, "embedding_length", &v, 1, err, errlen)) goto fail;
+    if (!nh || !nkv || !nff || !swa || !g->L || !m->kv_dims) { ERR("out of memory"); goto done; }
+    if (key_int(f, A, "embedding_length", &v, 1, err, errlen)) goto done;
     hp->n_embd = (uint32_t)v;
-    if (key_int(f, A, "context_length", &v, 1, err, errlen)) goto fail;
+    if (key_int(f, A, "context_length", &v, 1, err, errlen)) goto done;
     hp->n_ctx_train = (uint32_t)v;
-    int64_t hd_full, hd_swa, vl_full = -1, vl_swa = -1, rot_full = -1, rot_swa = -1, win = 0, shared = 0, ple = 0,
-            nexp = 0, nused = 0, ffexp = 0;
+    int64_t hd_full, hd_swa, vl_full = -1, vl_swa = -1, win = 0, shared = 0, ple = 0, nexp = 0, nused = 0, ffexp = 0;
+    r->rot_full = r->rot_swa = -1;
     if (key_per_layer(f, A, "attention.head_count", NL, nh, 1, 0, err, errlen) ||
         key_per_layer(f, A, "attention.head_count_kv", NL, nkv, 0, -1, err, errlen) ||
         key_per_layer(f, A, "feed_forward_length", NL, nff, 1, 0, err, errlen) ||
@@ -98,27 +99,29 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
         key_int(f, A, "attention.key_length_swa", &hd_swa, 1, err, errlen) ||
         key_int(f, A, "attention.value_length", &vl_full, 0, err, errlen) ||
         key_int(f, A, "attention.value_length_swa", &vl_swa, 0, err, errlen) ||
-        key_int(f, A, "rope.dimension_count", &rot_full, 0, err, errlen) ||
-        key_int(f, A, "rope.dimension_count_swa", &rot_swa, 0, err, errlen) ||
+        key_int(f, A, "rope.dimension_count", &r->rot_full, 0, err, errlen) ||
+        key_int(f, A, "rope.dimension_count_swa", &r->rot_swa, 0, err, errlen) ||
         key_int(f, A, "attention.sliding_window", &win, 1, err, errlen) ||
         key_int(f, A, "attention.shared_kv_layers", &shared, 0, err, errlen) ||
         key_int(f, A, "embedding_length_per_layer_input", &ple, 0, err, errlen) ||
         key_int(f, A, "expert_count", &nexp, 0, err, errlen) ||
         key_int(f, A, "expert_used_count", &nused, 0, err, errlen) ||
         key_int(f, A, "expert_feed_forward_length", &ffexp, 0, err, errlen))
-        goto fail;
+        goto done;
     if (vl_full < 0) vl_full = hd_full;
     if (vl_swa < 0) vl_swa = hd_swa;
-    if (rot_full < 0) rot_full = hd_full;
-    if (rot_swa < 0) rot_swa = hd_swa;
+    if (r->rot_full < 0) r->rot_full = hd_full;
+    if (r->rot_swa < 0) r->rot_swa = hd_swa;
     hp->eps = 1e-6f;
-    float theta_full = 1e6f, theta_swa = 1e4f;
+    r->theta_full = 1e6f;
+    r->theta_swa = 1e4f;
     if (key_f32(f, A, "attention.layer_norm_rms_epsilon", &hp->eps, err, errlen) ||
-        key_f32(f, A, "rope.freq_base", &theta_full, err, errlen) ||
-        key_f32(f, A, "rope.freq_base_swa", &theta_swa, err, errlen) ||
+        key_f32(f, A, "rope.freq_base", &r->theta_full, err, errlen) ||
+        key_f32(f, A, "rope.freq_base_swa", &r->theta_swa, err, errlen) ||
         key_f32(f, A, "final_logit_softcapping", &hp->final_softcap, err, errlen))
-        goto fail;
+        goto done;
     uint32_t H = hp->n_embd;
+    int64_t rot_full = r->rot_full, rot_swa = r->rot_swa;
     if (H == 0 || H % 32 || hd_full == 0 || hd_full % 32 || hd_full > 1024 || hd_swa == 0 || hd_swa % 32 ||
         hd_swa > 1024 || vl_full != hd_full || vl_swa != hd_swa || rot_full > hd_full || rot_full % 2 ||
         rot_swa > hd_swa || rot_swa % 2 || win == 0 || (uint64_t)shared >= NL || (ple && ple % 32) ||
@@ -129,7 +132,7 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
             H, (long long)hd_full, (long long)hd_swa, (long long)vl_full, (long long)vl_swa, (long long)rot_full,
             (long long)rot_swa, (long long)win, (long long)shared, (long long)ple, (long long)nused, (long long)nexp,
             (long long)ffexp);
-        goto fail;
+        goto done;
     }
     hp->window = (uint32_t)win;
     hp->attn_scale = 1.0f;
@@ -143,7 +146,7 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
     for (uint32_t l = 0; l < NL; l++) {
         g4_layer *L = &g->L[l];
         if (swa[l] > 1) { ERR("model: layer %u has unknown type %u in gemma4.attention.sliding_window_pattern "
-                              "(expected 1 sliding or 0 full)", l, swa[l]); goto fail; }
+                              "(expected 1 sliding or 0 full)", l, swa[l]); goto done; }
         L->w.is_swa = (int)swa[l];
         L->nh = nh[l];
         L->nkv = nkv[l] == (uint32_t)-1 ? nh[l] : nkv[l];
@@ -152,7 +155,7 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
         L->n_ff = nff[l];
         if (L->nh == 0 || L->nkv == 0 || L->nh % L->nkv || L->n_ff == 0) {
             ERR("model: layer %u: inconsistent heads %u / kv heads %u / ff %u", l, L->nh, L->nkv, L->n_ff);
-            goto fail;
+            goto done;
         }
         L->has_kv = l < g->first_shared;
         L->kv_src = l;
@@ -161,12 +164,12 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
             for (int j = (int)g->first_shared - 1; j >= 0 && !found; j--)
                 if (g->L[j].w.is_swa == L->w.is_swa) { L->kv_src = (uint32_t)j; found = 1; }
             if (!found) { ERR("model: KV-shared layer %u has no earlier %s layer to share with", l,
-                              L->w.is_swa ? "sliding" : "full"); goto fail; }
+                              L->w.is_swa ? "sliding" : "full"); goto done; }
             const g4_layer *S = &g->L[L->kv_src];
             if (S->nkv != L->nkv || S->hd != L->hd) {
                 ERR("model: KV-shared layer %u (%u kv heads x %u) differs from its source layer %u (%u x %u)", l,
                     L->nkv, L->hd, L->kv_src, S->nkv, S->hd);
-                goto fail;
+                goto done;
             }
         }
         m->kv_dims[l] = L->has_kv ? L->nkv * L->hd : 0;
@@ -175,6 +178,41 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
         if (L->hd > hp->head_dim) hp->head_dim = L->hd;
         if (L->n_ff > hp->n_ff) hp->n_ff = L->n_ff;
     }
+    rc = 0;
+done:
+    free(nh); free(nkv); free(nff); free(swa);
+    return rc;
+}
+
+int gemma4_kv_layout(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen)
+{
+    model m = { .hp.arch = "gemma4" };
+    gemma4_model g = { 0 };
+    g4_rope r;
+    int rc = read_layers(f, &m, &g, &r, err, errlen) || model_kv_layout_alloc(out, m.hp.n_layer, err, errlen) ? -1 : 0;
+    for (uint32_t l = 0; !rc && l < m.hp.n_layer; l++) {
+        out->dims[l] = m.kv_dims[l];
+        out->window[l] = g.L[l].w.is_swa ? m.hp.window : 0;
+    }
+    if (!rc) out->n_ctx_train = m.hp.n_ctx_train;
+    free(g.L);
+    free(m.kv_dims);
+    return rc;
+}
+
+int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
+{
+    const gguf_file *f = src->f;
+    cl_runtime *rt = src->rt;
+    model_hparams *hp = &m->hp;
+    gemma4_model *g = calloc(1, sizeof *g);
+    if (!g) return ERR("out of memory");
+    m->priv = g;
+    float *ff = NULL;
+    g4_rope rp;
+    if (read_layers(f, m, g, &rp, err, errlen)) goto fail;
+    uint32_t NL = hp->n_layer, H = hp->n_embd;
+    int64_t rot_full = rp.rot_full, rot_swa = rp.rot_swa;
 
     /* global tensors */
     const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
@@ -190,7 +228,7 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
         m->output = m->tok_embd;
     }
     int any_full = 0;
-    for (uint32_t l = 0; l < NL; l++) any_full |= !swa[l];
+    for (uint32_t l = 0; l < NL; l++) any_full |= !g->L[l].w.is_swa;
     /* full layers' proportional RoPE lives only in these divisors (llama.cpp requires them too) */
     if (any_full || gguf_find_tensor(f, "rope_freqs.weight")) {
         const gguf_tensor *t;
@@ -277,13 +315,13 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
         for (int i = 0; i < 3; i++)
             if (e[i] > m->max_weight_elems) m->max_weight_elems = e[i];
     }
-    m->freq_local = rope_freqs(rt, (uint32_t)rot_swa, theta_swa, 1.0, NULL, err, errlen);
-    m->freq_global = m->freq_local ? rope_freqs(rt, (uint32_t)rot_full, theta_full, 1.0, ff, err, errlen) : NULL;
+    m->freq_local = rope_freqs(rt, (uint32_t)rot_swa, rp.theta_swa, 1.0, NULL, err, errlen);
+    m->freq_global = m->freq_local ? rope_freqs(rt, (uint32_t)rot_full, rp.theta_full, 1.0, ff, err, errlen) : NULL;
     if (!m->freq_global) goto fail;
-    free(nh); free(nkv); free(nff); free(swa); free(ff);
+    free(ff);
     return 0;
 fail:
-    free(nh); free(nkv); free(nff); free(swa); free(ff);
+    free(ff);
     return -1;
 }
 

@@ -43,6 +43,37 @@ uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest)
     return n;
 }
 
+int model_kv_layout_alloc(model_kv_layout *out, uint32_t n_layer, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->n_layer = n_layer;
+    out->dims = calloc(n_layer ? n_layer : 1, sizeof *out->dims);
+    out->window = calloc(n_layer ? n_layer : 1, sizeof *out->window);
+    if (out->dims && out->window) return 0;
+    model_kv_layout_free(out);
+    return ERR("out of memory");
+}
+
+int model_kv_layout_read(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen)
+{
+    const model_arch *a;
+    char why[256];
+    memset(out, 0, sizeof *out);
+    if (model_arch_of(f, &a, why, sizeof why)) return ERR("model: %s", why);
+    if (a->kv_layout(f, out, err, errlen)) {
+        model_kv_layout_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void model_kv_layout_free(model_kv_layout *l)
+{
+    free(l->dims);
+    free(l->window);
+    memset(l, 0, sizeof *l);
+}
+
 uint32_t model_layer_window(const model *m, uint32_t l) { return m->arch->layer_window(m, l); }
 
 void model_free(model *m)

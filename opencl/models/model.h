@@ -81,6 +81,14 @@ typedef struct model_src {
     const tensor_maker *make;
 } model_src;
 
+/* A file's KV cache shape from its metadata alone (no weights, no device): per layer the width of
+ * its own K (and V) cache per token, n_kv x head_dim (0: it reads another layer's), and its
+ * sliding window in keys (0: full attention). What sizing and `clgemma info` start from. */
+typedef struct model_kv_layout {
+    uint32_t n_layer, n_ctx_train;
+    uint32_t *dims, *window;
+} model_kv_layout;
+
 /* ---- the architecture table (registry.c) --------------------------------------------------- */
 
 /* what each row points at; a loader fills m (m->arch and hp.arch are set, the rest zero) and on
@@ -92,6 +100,7 @@ typedef void model_bufs_destroy_fn(fwd_bufs *b);
 typedef uint32_t model_layer_window_fn(const model *m, uint32_t l);
 typedef int  model_forward_fn(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err,
                               size_t errlen);
+typedef int  model_kv_layout_fn(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen);
 
 typedef struct model_arch {
     const char *name;                     /* general.architecture */
@@ -104,6 +113,7 @@ typedef struct model_arch {
     model_bufs_destroy_fn *bufs_destroy;
     model_layer_window_fn *layer_window;  /* layer l's sliding window in keys (0: full attention) */
     model_forward_fn *forward;
+    model_kv_layout_fn *kv_layout;        /* the KV shape from the keys alone (model_kv_layout_read) */
 } model_arch;
 
 /* the row of an architecture name (len bytes, not NUL-terminated), or NULL */
@@ -121,6 +131,11 @@ int  model_load(model *m, const gguf_file *f, cl_runtime *rt, const tensor_maker
 /* device memory a file's weights need: every tensor but those the loader keeps in host memory;
  * *largest: the largest of those tensors (NULL if none) */
 uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest);
+/* out's arrays for n layers (zeroed); -1 with err out of memory */
+int  model_kv_layout_alloc(model_kv_layout *out, uint32_t n_layer, char *err, size_t errlen);
+/* the KV shape of a file through its architecture's row; free it with model_kv_layout_free */
+int  model_kv_layout_read(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen);
+void model_kv_layout_free(model_kv_layout *l);
 /* the sliding window of layer l's attention in keys (0: full attention) */
 uint32_t model_layer_window(const model *m, uint32_t l);
 void model_free(model *m);

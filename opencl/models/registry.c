@@ -11,6 +11,7 @@ model_load_fn gemma3_load;
 model_unload_fn gemma3_unload;
 model_layer_window_fn gemma3_layer_window;
 model_forward_fn gemma3_forward;
+model_kv_layout_fn gemma3_kv_layout;
 
 model_load_fn gemma4_load;
 model_unload_fn gemma4_unload;
@@ -18,6 +19,7 @@ model_bufs_create_fn gemma4_bufs_create;
 model_bufs_destroy_fn gemma4_bufs_destroy;
 model_layer_window_fn gemma4_layer_window;
 model_forward_fn gemma4_forward;
+model_kv_layout_fn gemma4_kv_layout;
 
 static const model_arch ARCHES[] = {
     {
@@ -28,6 +30,7 @@ static const model_arch ARCHES[] = {
         .unload = gemma3_unload,
         .layer_window = gemma3_layer_window,
         .forward = gemma3_forward,
+        .kv_layout = gemma3_kv_layout,
     },
     {
         .name = "gemma4",
@@ -41,6 +44,7 @@ static const model_arch ARCHES[] = {
         .bufs_destroy = gemma4_bufs_destroy,
         .layer_window = gemma4_layer_window,
         .forward = gemma4_forward,
+        .kv_layout = gemma4_kv_layout,
     },
 };
 
