@@ -171,7 +171,9 @@ int chat_reply_finish(chat_reply *r, reply_fn fn, void *ctx)
 
 static const char QUOTE[] = "<|\"|>";
 #define QLEN 5
-#define MAX_NEST 64
+/* the arguments object and its values nest at most json-c's default parse depth (32), so a client and
+ * our own request parser read back every call we return */
+#define MAX_NEST 31
 
 typedef struct cursor { const char *s, *end; int depth; } cursor;
 
