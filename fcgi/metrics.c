@@ -57,7 +57,7 @@ static const struct scalar_row {
     { "clgemma_completion_tokens_total", "counter", "Tokens generated.", offsetof(board, completion_tokens) },
     { "clgemma_engine_errors_total", "counter", "Engine steps that failed (answered with 500).", offsetof(board, engine_errors) },
     { "clgemma_prefix_cache_prompt_tokens_total", "counter",
-      "Prompt tokens of the sequences started (each prompt once), looked up in the prefix cache.",
+      "Prompt tokens of the prompts started (each once, whatever its n), the prefix cache's lookups.",
       offsetof(board, prefix_tokens) },
     { "clgemma_prefix_cache_hit_tokens_total", "counter",
       "Prompt tokens whose KV came from the prefix cache instead of being computed.",
