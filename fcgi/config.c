@@ -13,6 +13,7 @@ void config_defaults(server_config *c)
     c->n_workers = 1;
     c->max_seqs = 4;
     c->max_queue = 16;
+    c->prefix_cache = 1;
     c->threads = 0;            /* derived in config_finish */
     c->drain_timeout = 60;
     c->default_max_tokens = 1024;
@@ -37,6 +38,9 @@ void config_usage(const char *prog)
         "                          choice, prompts x n (default 16)\n"
         "      --max-batch N       tokens per forward chunk; longer prompts are split (default: engine's,\n"
         "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
+        "      --prefix-cache 0|1  1: a prompt starts on the KV blocks of the longest prefix of it an earlier\n"
+        "                          sequence computed (whole blocks; usage.prompt_tokens_details.cached_tokens);\n"
+        "                          0: every prompt is computed whole (default 1)\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -106,6 +110,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("max-seqs", max_seqs, 1, 256)
     INT_OPT("max-queue", max_queue, 0, 100000)
     INT_OPT("max-batch", max_batch, 0, 65536)
+    INT_OPT("prefix-cache", prefix_cache, 0, 1)
     INT_OPT("threads", threads, 1, 1024)
     INT_OPT("drain-timeout", drain_timeout, 0, 86400)
     INT_OPT("default-max-tokens", default_max_tokens, 0, 1 << 24)
