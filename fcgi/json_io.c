@@ -277,6 +277,7 @@ static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
     if (r) g->n = (int)i64;
     if (parse_stop(root, g, e)) return -1;
     if (get_bool(root, "stream", &g->stream, e) < 0) return -1;
+    if (get_bool(root, "ignore_eos", &g->ignore_eos, e) < 0) return -1;
     json_object *so = field(root, "stream_options");
     if (so) {
         if (json_object_get_type(so) != json_type_object) return bad(e, "stream_options", "'%s' must be an object%s", "");

@@ -54,7 +54,7 @@ struct gen_job {
     job_choice *ch;
     double t_arrival, t_submit;
     engine_bias *bias;
-    int n_bias, n_logprobs, prompt_lp;
+    int n_bias, n_logprobs, prompt_lp, ignore_eos;
     /* engine thread only */
     int next_group;           /* groups started */
     int live;                 /* choices not ended, + 1 while queued: the scheduler's reference lasts as long */
@@ -293,6 +293,7 @@ static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab)
         j->n_bias = spec->n_bias;
     }
     j->n_logprobs = spec->n_logprobs;
+    j->ignore_eos = spec->ignore_eos;
     j->prompt_lp = spec->prompt_logprobs && spec->n_logprobs > 0;
     return 0;
 }
@@ -429,7 +430,8 @@ static void after_step(sched *s, int i, int32_t tok, double t)
     if (!j->ttft_done) { metrics_ttft(s->m, t - j->t_arrival); j->ttft_done = 1; }
     else if (ch->n_gen > 0) metrics_itl(s->m, t - ch->t_last);
     ch->t_last = t;
-    engine_stop v = engine_should_stop(s->eng, ch->seq, tok, ch->n_gen, j->g[c / j->n].max_tokens);
+    /* ignore_eos asks about no token (-1), so only the length can end it */
+    engine_stop v = engine_should_stop(s->eng, ch->seq, j->ignore_eos ? -1 : tok, ch->n_gen, j->g[c / j->n].max_tokens);
     if (v == ENGINE_STOP_TOKEN) { run_end(s, i, JOB_STOP, NULL); return; }
     if (ch->con && constraint_accept(ch->con, tok)) {
         run_end(s, i, JOB_ERROR, "structured output: the engine chose a token outside the mask");

@@ -102,6 +102,22 @@ def completions_streaming_and_not():
 
 
 @test
+def ignore_eos_runs_to_max_tokens():
+    # logit_bias forces Gemma's <eos> (id 1): the answer ends at once, unless ignore_eos (vLLM's and
+    # llama-server's field) lets only max_tokens end it
+    body = {"model": MODEL, "prompt": "Why is the sky blue?", "max_tokens": 6, "temperature": 0, "logit_bias": {"1": 100}}
+    with http() as h:
+        r = h.post("/v1/completions", headers=auth(), json=body).json()
+        assert r["choices"][0]["finish_reason"] == "stop" and r["usage"]["completion_tokens"] == 0, r
+        r = h.post("/v1/completions", headers=auth(), json=dict(body, ignore_eos=True)).json()
+        assert r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 6, r
+        r = h.post("/v1/chat/completions", headers=auth(), json=chat_body(ignore_eos=True, response_format={"type": "json_object"}))
+        assert error_of(r, 400)["param"] == "ignore_eos", r.text
+        r = h.post("/v1/completions", headers=auth(), json=dict(body, ignore_eos="yes"))
+        assert error_of(r, 400)["param"] == "ignore_eos", r.text
+
+
+@test
 def usage_counts_match_the_tokenizer():
     cl = client()
     for prompt, n in HF_COMPLETION.items():
