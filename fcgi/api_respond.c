@@ -49,6 +49,9 @@ static json_object *usage_object(const gen_run *g)
     json_object_object_add(u, "prompt_tokens", json_object_new_int(g->n_prompt));
     json_object_object_add(u, "completion_tokens", json_object_new_int(g->n_completion));
     json_object_object_add(u, "total_tokens", json_object_new_int(g->n_prompt + g->n_completion));
+    json_object *pd = json_object_new_object();
+    json_object_object_add(pd, "cached_tokens", json_object_new_int(gen_cached_tokens(g)));
+    json_object_object_add(u, "prompt_tokens_details", pd);
     if (g->count_reasoning) {
         json_object *d = json_object_new_object();
         json_object_object_add(d, "reasoning_tokens", json_object_new_int(g->n_reasoning));
@@ -144,6 +147,7 @@ typedef struct stream_out {
     size_t *text_offset;      /* per choice: completions' logprobs.text_offset */
     gen_run *g;
     api_reply **reply;        /* per chat choice: its reply split into content, reasoning and tool calls */
+    int tools;                /* the reply may be tool calls: the role chunk's content is null, as OpenAI's */
 } stream_out;
 
 /* the logprobs of the tokens behind what choice i sends now (NULL: none asked for) */
@@ -162,10 +166,16 @@ static int open_out(stream_out *o, const gen_run *g)
     if (o->opened) return 0;
     o->opened = 1;
     if (http_start_stream(o->r)) return -1;
-    for (int i = 0; o->s->chat && i < g->n_choices; i++)
-        if (send_chunk(&o->w, o->s, o->id, o->created, o->model, choice(o->s, 1, i, NULL, "assistant", "", 0, NULL, NULL), g,
-                       o->include_usage))
+    for (int i = 0; o->s->chat && i < g->n_choices; i++) {
+        json_object *role = NULL;
+        if (o->tools && (role = json_object_new_object())) {
+            json_object_object_add(role, "role", json_object_new_string("assistant"));
+            json_object_object_add(role, "content", NULL);
+        }
+        if (send_chunk(&o->w, o->s, o->id, o->created, o->model, choice(o->s, 1, i, role, "assistant", "", 0, NULL, NULL),
+                       g, o->include_usage))
             return -1;
+    }
     return 0;
 }
 
@@ -210,7 +220,7 @@ static int stream(const api_ctx *c, http_req *r, const api_shape *s, const char 
 {
     stream_out o = { .r = r, .s = s, .id = id, .model = c->cfg->model_id, .created = created,
                      .include_usage = p->include_usage, .tok = engine_tokenizer(c->eng), .top = p->top_logprobs,
-                     .g = g };
+                     .g = g, .tools = p->parse_tools };
     api_error e;
     o.text_offset = calloc((size_t)g->n_choices, sizeof *o.text_offset);
     o.reply = make_replies(s, p, g, r->request_id);

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define BOARD_MAGIC 0x31616d6d65676c63ull /* "clgemma1" */
-#define BOARD_VERSION 1                   /* bump when the layout or a histogram's bounds change */
+#define BOARD_VERSION 2                   /* bump when the layout or a histogram's bounds change */
 
 enum metric_endpoint { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
 enum metric_cancel { CANCEL_CLIENT_GONE, CANCEL_DRAIN, CANCEL_REASONS };
@@ -58,8 +58,9 @@ typedef struct board {
     /* gauges */
     _Atomic uint64_t active, queued;
     _Atomic uint64_t device_bytes, device_total, n_ctx;
-    _Atomic uint64_t kv_blocks[KVP_POOLS], kv_free[KVP_POOLS];
-    /* the prefix cache's lookups and hits go here once the engine reuses prefixes */
+    _Atomic uint64_t kv_blocks[KVP_POOLS], kv_free[KVP_POOLS], kv_cached[KVP_POOLS];
+    /* the prefix cache: prompt tokens of the sequences started, and of them those not computed */
+    _Atomic uint64_t prefix_tokens, prefix_hit_tokens;
     board_histogram hist[H_COUNT];
 } board;
 

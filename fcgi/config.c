@@ -14,6 +14,7 @@ void config_defaults(server_config *c)
     c->max_seqs = 0;           /* sized from the KV cache at load */
     c->max_queue = -1;         /* derived from max_seqs */
     c->queue_timeout = 30;
+    c->prefix_cache = 1;
     c->threads = 0;            /* derived from both */
     c->drain_timeout = 60;
     c->default_max_tokens = 1024;
@@ -43,6 +44,9 @@ void config_usage(const char *prog)
         "                          together, at least --ctx (default: a third of the memory the weights leave)\n"
         "      --max-batch N       tokens per forward chunk; longer prompts are split (default: engine's,\n"
         "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
+        "      --prefix-cache 0|1  1: a prompt starts on the KV blocks of the longest prefix of it an earlier\n"
+        "                          sequence computed (whole blocks; usage.prompt_tokens_details.cached_tokens);\n"
+        "                          0: every prompt is computed whole (default 1)\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -114,6 +118,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("queue-timeout", queue_timeout, 0, 86400)
     INT_OPT("kv-tokens", kv_tokens, 0, 1 << 30)
     INT_OPT("max-batch", max_batch, 0, 65536)
+    INT_OPT("prefix-cache", prefix_cache, 0, 1)
     INT_OPT("threads", threads, 1, CFG_MAX_THREADS)
     INT_OPT("drain-timeout", drain_timeout, 0, 86400)
     INT_OPT("default-max-tokens", default_max_tokens, 0, 1 << 24)

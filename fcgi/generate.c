@@ -413,6 +413,11 @@ void gen_end(gen_run *g)
     g->echo = NULL;
 }
 
+int gen_cached_tokens(const gen_run *g)
+{
+    return g->job ? job_cached_tokens(g->job) : 0;
+}
+
 const char *gen_finish_reason(enum gen_finish f)
 {
     return f == FINISH_STOP ? "stop" : f == FINISH_LENGTH ? "length" : NULL;

@@ -88,5 +88,7 @@ void gen_cancel(gen_run *g);
 void gen_end(gen_run *g);
 
 const char *gen_finish_reason(enum gen_finish f); /* "stop" / "length" / null for the others */
+/* prompt tokens whose KV the engine's prefix cache held (usage.prompt_tokens_details.cached_tokens) */
+int gen_cached_tokens(const gen_run *g);
 
 #endif

@@ -454,9 +454,9 @@ static int parse_message(json_object *m, size_t i, api_message *out, api_error *
     if (!role || json_object_get_type(role) != json_type_string) return bad(e, param, "'%s' must be a string%s", "");
     if (parse_role(json_object_get_string(role), &out->role))
         return bad(e, param, "'%s' must be one of system, developer, user, assistant, tool%s", "");
-    const char *which[] = { "tool_calls", "reasoning_content", "tool_call_id", "name" };
-    int allowed[] = { out->role == ROLE_ASSISTANT, out->role == ROLE_ASSISTANT, out->role == ROLE_TOOL, out->role == ROLE_TOOL };
-    for (int k = 0; k < 4; k++) {
+    const char *which[] = { "tool_calls", "reasoning_content", "tool_call_id" };
+    int allowed[] = { out->role == ROLE_ASSISTANT, out->role == ROLE_ASSISTANT, out->role == ROLE_TOOL };
+    for (int k = 0; k < 3; k++) {
         snprintf(param, sizeof param, "messages[%zu].%s", i, which[k]);
         if (field(m, which[k]) && !allowed[k])
             return bad(e, param, "'%s' is only allowed in %s", k >= 2 ? "role \"tool\" messages" : "role \"assistant\" messages");
@@ -470,15 +470,22 @@ static int parse_message(json_object *m, size_t i, api_message *out, api_error *
     if (!(c == NULL && out->role == ROLE_ASSISTANT && out->tool_calls && json_object_array_length(out->tool_calls) > 0) &&
         parse_content(c, param, out, e)) return -1;
     int r;
+    char *scratch = NULL;
     snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
     json_object *v = field(m, "reasoning_content");
     if (v && json_object_get_type(v) != json_type_string) return bad(e, param, "'%s' must be a string%s", "");
     if (v && dup_string(v, param, &out->reasoning, NULL, e) < 0) return -1;
+    /* name: a tool result's function; on other roles a participant's name, which Gemma's templates have no
+     * place for (a documented no-op, as OpenAI's models may ignore it too) */
+    if (get_string(m, "name", out->role == ROLE_TOOL ? &out->name : &scratch, e) < 0) {
+        snprintf(e->param, sizeof e->param, "messages[%zu].name", i);
+        return -1;
+    }
+    free(scratch);
     if (out->role == ROLE_TOOL) {
         snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
         if ((r = get_string(m, "tool_call_id", &out->tool_call_id, e)) < 0) return -1;
         if (!r) return bad(e, param, "'%s' is required in role \"tool\" messages%s", "");
-        if (get_string(m, "name", &out->name, e) < 0) { snprintf(e->param, sizeof e->param, "messages[%zu].name", i); return -1; }
     }
     return 0;
 }

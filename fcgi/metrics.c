@@ -56,6 +56,12 @@ static const struct scalar_row {
     { "clgemma_prompt_tokens_total", "counter", "Prompt tokens of generation requests.", offsetof(board, prompt_tokens) },
     { "clgemma_completion_tokens_total", "counter", "Tokens generated.", offsetof(board, completion_tokens) },
     { "clgemma_engine_errors_total", "counter", "Engine steps that failed (answered with 500).", offsetof(board, engine_errors) },
+    { "clgemma_prefix_cache_prompt_tokens_total", "counter",
+      "Prompt tokens of the prompts started (each once, whatever its n), the prefix cache's lookups.",
+      offsetof(board, prefix_tokens) },
+    { "clgemma_prefix_cache_hit_tokens_total", "counter",
+      "Prompt tokens whose KV came from the prefix cache instead of being computed.",
+      offsetof(board, prefix_hit_tokens) },
     { "clgemma_requests_active", "gauge", "Generations running on the engine.", offsetof(board, active) },
     { "clgemma_requests_queued", "gauge", "Generations waiting for an engine slot.", offsetof(board, queued) },
     { "clgemma_device_memory_used_bytes", "gauge", "Device memory held by the engine (weights, KV cache, scratch).",
@@ -163,11 +169,18 @@ void metrics_engine(metrics *m, const char *device_name, uint64_t device_bytes, 
     SET(m->b->n_ctx, n_ctx);
 }
 
-void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks)
+void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks, uint64_t cached_blocks)
 {
     if ((unsigned)pool >= KVP_POOLS) return;
     SET(m->b->kv_blocks[pool], blocks);
     SET(m->b->kv_free[pool], free_blocks);
+    SET(m->b->kv_cached[pool], cached_blocks);
+}
+
+void metrics_prefix(metrics *m, long prompt_tokens, long cached_tokens)
+{
+    ADD(m->b->prefix_tokens, (uint64_t)(prompt_tokens > 0 ? prompt_tokens : 0));
+    ADD(m->b->prefix_hit_tokens, (uint64_t)(cached_tokens > 0 ? cached_tokens : 0));
 }
 
 /* ---- reading back ---- */
@@ -330,16 +343,29 @@ char *metrics_render(const board_view *v, int n, size_t *len)
     EACH_UP({ LBL("clgemma_draining"); put(&t, "} %d\n", GET(((board *)b)->state) == BOARD_DRAINING); })
     header(&t, "clgemma_uptime_seconds", "gauge", "Seconds since the worker started.");
     EACH_UP({ LBL("clgemma_uptime_seconds"); put(&t, "} %.3f\n", metrics_uptime(b)); })
-    for (int used = 1; used >= 0; used--) {
-        const char *name = used ? "clgemma_kv_blocks_used" : "clgemma_kv_blocks_free";
-        header(&t, name, "gauge", used ? "Paged KV cache blocks held by sequences, by pool (full attention, sliding-window rings)."
-                                       : "Paged KV cache blocks free, by pool.");
+    header(&t, "clgemma_prefix_cache_hit_ratio", "gauge",
+           "Prompt tokens taken from the prefix cache over prompt tokens looked up, since the worker started.");
+    EACH_UP({
+        uint64_t all = GET(((board *)b)->prefix_tokens), hit = GET(((board *)b)->prefix_hit_tokens);
+        LBL("clgemma_prefix_cache_hit_ratio");
+        put(&t, "} %.6f\n", all ? (double)hit / (double)all : 0.0);
+    })
+    static const char *const kv_names[3] = { "clgemma_kv_blocks_used", "clgemma_kv_blocks_free",
+                                             "clgemma_kv_blocks_cached" };
+    static const char *const kv_help[3] = {
+        "Paged KV cache blocks held by sequences, by pool (full attention, sliding-window rings).",
+        "Paged KV cache blocks a sequence may take, by pool (cached ones included).",
+        "Paged KV cache blocks held only by the prefix cache (part of the free ones: evicted when taken), by pool.",
+    };
+    for (int k = 0; k < 3; k++) {
+        header(&t, kv_names[k], "gauge", kv_help[k]);
         EACH_UP({
             for (int p = 0; p < KVP_POOLS; p++) {
                 uint64_t total = GET(((board *)b)->kv_blocks[p]), fr = GET(((board *)b)->kv_free[p]);
+                uint64_t v = k == 0 ? total - fr : k == 1 ? fr : GET(((board *)b)->kv_cached[p]);
                 if (!total) continue; /* no such pool in this model, or not loaded yet */
-                LBL(name);
-                put(&t, ",pool=\"%s\"} %llu\n", kv_pool_names[p], (unsigned long long)(used ? total - fr : fr));
+                LBL(kv_names[k]);
+                put(&t, ",pool=\"%s\"} %llu\n", kv_pool_names[p], (unsigned long long)v);
             }
         })
     }

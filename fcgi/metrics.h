@@ -27,13 +27,15 @@ void metrics_itl(metrics *m, double seconds);           /* between two tokens of
 void metrics_queue_wait(metrics *m, double seconds);    /* submitted to first scheduled */
 void metrics_tpot(metrics *m, double seconds);          /* time per output token of a finished generation */
 void metrics_cancel(metrics *m, enum metric_cancel why);
+void metrics_prefix(metrics *m, long prompt_tokens, long cached_tokens); /* a prompt's sequence started */
 void metrics_engine_error(metrics *m);
 
 /* gauges the owner publishes */
 void metrics_state(metrics *m, enum board_state s);
 void metrics_load(metrics *m, int active, int queued);
 void metrics_engine(metrics *m, const char *device_name, uint64_t device_bytes, uint64_t device_total, uint64_t n_ctx);
-void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks);
+/* free_blocks: those a sequence may take, cached ones (held only by the prefix cache) included */
+void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks, uint64_t cached_blocks);
 
 /* Prometheus text exposition format 0.0.4 of every board: each family once, then every worker's
  * samples labelled worker="..." and device="..."; a worker that is down shows only

@@ -66,6 +66,7 @@ struct gen_job {
     /* shared */
     atomic_int cancel;
     atomic_int started;       /* the engine took its first prompt from the queue */
+    atomic_int cached;        /* prompt tokens whose KV came from the prefix cache, over the prompts started */
     atomic_int refs;
     pthread_mutex_t mu;       /* guards the channels, plp_ready and below */
     pthread_cond_t cv;
@@ -140,6 +141,8 @@ int job_started(gen_job *j)
 {
     return atomic_load(&j->started);
 }
+
+int job_cached_tokens(gen_job *j) { return atomic_load(&j->cached); }
 
 void job_release(gen_job *j)
 {
@@ -331,6 +334,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     j->live = j->n_choices + 1;
     atomic_init(&j->cancel, CANCEL_NONE);
     atomic_init(&j->started, 0);
+    atomic_init(&j->cached, 0);
     atomic_init(&j->refs, 2); /* the reader and the scheduler */
 
     pthread_mutex_lock(&s->mu);
@@ -356,13 +360,21 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
 static void add_run(sched *s, gen_job *j, int c) { s->active[s->n_runs++] = (run){ j, c }; }
 
 /* Starts prompt p of j (s->used has room for its n choices): its first choice's sequence takes the
- * prompt, the others' slots wait for forks of it. -1 when the engine has no slot. */
+ * prompt, on the longest prefix of it the engine has cached (not when every prompt token's logprobs
+ * are asked for: they need every row), the others' slots wait for forks of it. -1 when the engine
+ * has no slot. */
 static int group_start(sched *s, gen_job *j, int p)
 {
     job_group *g = &j->g[p];
-    int c0 = p * j->n;
+    job_choice *lead = &j->ch[p * j->n];
+    int c0 = p * j->n, cached = 0;
     size_t rows = j->prompt_lp ? PLP_PIECE : j->n > 1 ? 1 : 0;
-    if ((j->ch[c0].seq = engine_seq_new(s->eng)) < 0) return -1;
+    lead->seq = j->prompt_lp ? engine_seq_new(s->eng) : engine_seq_new_prefix(s->eng, g->prompt, g->n_prompt, &cached);
+    if (lead->seq < 0) return -1;
+    for (int q = 0; q < cached; q++) sampler_accept(lead->smp, g->prompt[q]); /* the rest come with the step */
+    lead->fed = cached;
+    atomic_fetch_add(&j->cached, cached);
+    metrics_prefix(s->m, g->n_prompt, cached);
     kv_budget_take(&s->kv, kv_budget_need(&s->kv, g->n_prompt, g->max_tokens, j->n));
     g->holding = j->n;
     for (int c = c0; c < c0 + j->n; c++) j->ch[c].held = 1;
@@ -653,8 +665,8 @@ static void publish_kv(sched *s)
 {
     engine_kv_stats kv;
     engine_kv_usage(s->eng, &kv);
-    metrics_kv(s->m, KVP_FULL, kv.full_blocks, kv.full_free);
-    metrics_kv(s->m, KVP_RING, kv.ring_blocks, kv.ring_free);
+    metrics_kv(s->m, KVP_FULL, kv.full_blocks, kv.full_free, kv.full_cached);
+    metrics_kv(s->m, KVP_RING, kv.ring_blocks, kv.ring_free, kv.ring_cached);
 }
 
 static void *engine_main(void *arg)

@@ -111,6 +111,9 @@ int  job_wait(gen_job *j, unsigned *seen, double timeout_s);
 const engine_logprobs *job_prompt_logprobs(gen_job *j, int p);
 /* 1 once the engine took the job from the queue (it is in prefill or decoding) */
 int  job_started(gen_job *j);
+/* prompt tokens the engine did not compute, their KV taken from its prefix cache, summed over the
+ * prompts started so far (each prompt once, whatever its n) */
+int  job_cached_tokens(gen_job *j);
 /* Ask the engine to stop every choice of this job at its next step. client_gone: count it as a
  * cancellation (otherwise the reader just has what it wanted). */
 void job_cancel(gen_job *j, int client_gone);

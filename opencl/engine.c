@@ -16,6 +16,7 @@
 #include "kv.h"
 #include "model.h"
 #include "ops.h"
+#include "prefix.h"
 #include "runtime.h"
 #include "synth.h"
 #include "tokenizer_gguf.h"
@@ -163,6 +164,10 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
         dims[l] = e->m.kv_dims ? e->m.kv_dims[l] : hp->n_kv * hp->head_dim;
         win[l] = model_layer_window(&e->m, l);
     }
+    /* the prefix cache's chains start from the model's name, shape and weights' size */
+    char id[256];
+    int idn = snprintf(id, sizeof id, "%s|%zu|%u|%u|%u|%u|%llu", hp->arch, gguf_tensor_count(e->gguf), NL, hp->n_embd,
+                       hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
     kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->max_batch },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER };
@@ -171,6 +176,8 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     if (!rc) {
         in.c.n_seq = p.n_seq;
         rc = kv_create(&e->kv, &e->rt, &in.c, p.blocks, err, errlen);
+        if (!rc && !opts->no_prefix_cache)
+            rc = kv_prefix_on(&e->kv, prefix_seed(id, idn < (int)sizeof id ? (size_t)idn : sizeof id - 1), err, errlen);
     }
     if (!rc) {
         engine_fit *f = &e->info.fit;
@@ -411,6 +418,13 @@ int engine_seq_fork(engine *e, int src)
     if (src < 0 || (uint32_t)src >= e->kv.n_seq || e->kv.seq_len[src] < 0) return -1;
     return kv_seq_fork(&e->kv, src);
 }
+int engine_seq_new_prefix(engine *e, const int32_t *tokens, int n, int *cached)
+{
+    uint32_t got = 0;
+    int seq = kv_seq_new_prefix(&e->kv, tokens, n > 0 ? (uint32_t)n : 0, &got);
+    *cached = (int)got;
+    return seq;
+}
 void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
 void engine_kv_need(const engine *e, int n_prompt, int max_tokens, int n, engine_kv_blocks *out)
 {
@@ -424,11 +438,9 @@ void engine_kv_need(const engine *e, int n_prompt, int max_tokens, int n, engine
 
 void engine_kv_usage(const engine *e, engine_kv_stats *out)
 {
-    out->full_blocks = e->kv.pool[KV_FULL].n_blocks;
-    out->full_free = e->kv.pool[KV_FULL].n_free;
-    out->ring_blocks = e->kv.pool[KV_RING].n_blocks;
-    out->ring_free = e->kv.pool[KV_RING].n_free;
-    out->block_tokens = KV_BLOCK;
+    const kv_pool *f = &e->kv.pool[KV_FULL], *r = &e->kv.pool[KV_RING];
+    *out = (engine_kv_stats){ f->n_blocks, f->n_free + f->n_lru, f->n_lru, r->n_blocks, r->n_free + r->n_lru, r->n_lru,
+                              KV_BLOCK };
 }
 
 int engine_seq_len(const engine *e, int seq)
@@ -511,6 +523,23 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     return 0;
 }
 
+/* the prefix cache's side of chunk [t0, t0 + tn) of the step's tokens, for each item it holds tokens of:
+ * before its forward (after = 0) the blocks it writes made the item's own again where the blocks an
+ * earlier chunk completed were registered since; after it, those the chunk completed registered */
+static int chunk_kv(engine *e, const engine_item *items, int n, size_t t0, size_t tn, int after)
+{
+    size_t off = 0;
+    for (int i = 0; i < n; off += (size_t)items[i].n_tokens, i++) {
+        size_t end = off + (size_t)items[i].n_tokens, a = t0 > off ? t0 : off, b = t0 + tn < end ? t0 + tn : end;
+        if (a >= b) continue;
+        int seq = items[i].seq;
+        uint32_t from = (uint32_t)(e->kv.seq_len[seq] + (a - off)), to = from + (uint32_t)(b - a);
+        if (after) kv_written(&e->kv, seq, items[i].tokens + (a - off), from, to);
+        else if (kv_own(&e->kv, seq, from, to)) return -1;
+    }
+    return 0;
+}
+
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
 {
     if (n <= 0) return ERR("empty batch");
@@ -546,6 +575,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             return ENGINE_KV_FULL;
         }
     }
+    kv_step_begin(&e->kv);
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);
     /* flatten tokens item by item; a chunk holds at most max_batch tokens and max_out outputs */
     size_t t = 0, r = 0;
@@ -576,17 +606,23 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             if (is_out) { e->h_out[rr] = (int32_t)tn; rr++; rn++; }
             tn++;
         }
-        rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, err, errlen);
+        if (t0 > 0 && chunk_kv(e, items, n, t0, tn, 0)) rc = ERR("internal: a KV block to write is shared");
+        if (!rc && t0 > 0) rc = kv_sync(&e->kv, &e->rt, err, errlen);
+        if (!rc) rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, err,
+                                errlen);
+        if (!rc) chunk_kv(e, items, n, t0, tn, 1);
         t0 += tn;
         r0 += rn;
     }
     if (rc) {
         clFinish(e->rt.q);
+        kv_abort(&e->kv);
         for (int i = 0; i < n; i++) kv_trim(&e->kv, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq]);
         free(refs);
         return -1;
     }
-    for (int i = 0; i < n; i++) e->kv.seq_len[items[i].seq] += items[i].n_tokens;
+    for (int i = 0; i < n; i++)
+        kv_commit(&e->kv, items[i].seq, (uint32_t)(e->kv.seq_len[items[i].seq] + items[i].n_tokens));
     free(refs);
     if (e->profiling) clFinish(e->rt.q);
     return 0;

@@ -1,4 +1,19 @@
-/* kv.c — see kv.h */
+/* kv.c — see kv.h.
+ *
+ * The prefix cache and sliding-window layers. A reused prefix of L tokens must give every later query
+ * the keys it reads: in a full layer all of positions 0 .. L - 1 (the prefix's blocks), in a sliding
+ * layer only L - window + 1 .. L - 1 (the widest window of the ring layers). So a sequence's ring
+ * blocks are registered like its full blocks, chunk by chunk as the step runs (a long prefill wraps
+ * its ring within one step), and when the ring comes round to a registered block the write goes to
+ * a copy (copy on write: the old block's tail may still be in the window, as a ring shares a block
+ * between entries); with no block free or evictable the table lets go of the block instead and the
+ * write goes in place, so the cache never makes a step fail. A start on L tokens shares the
+ * registered ring blocks holding that last window and takes fresh blocks for the ring's older entries
+ * (no query reads them before they are written); where a window block is gone (evicted, given up),
+ * the longest shorter prefix whose blocks are all there is reused, or none. Cached ring blocks live
+ * in the ring pool's spare blocks (those no sequence's ring holds): the pools are sized as without
+ * the cache. Eviction order: least recently released first; a released sequence gives its deepest
+ * block first, so a chain loses its end before its start. */
 #include "kv.h"
 
 #include <stdio.h>
@@ -67,11 +82,16 @@ static int pool_create(kv_pool *p, cl_runtime *rt, uint32_t n_seq, uint32_t max_
     p->seq_blocks = calloc(n_seq, sizeof *p->seq_blocks);
     p->free_list = malloc((n_blocks ? n_blocks : 1) * sizeof *p->free_list);
     p->refs = calloc(n_blocks ? n_blocks : 1, sizeof *p->refs);
-    if (!p->table || !p->seq_blocks || !p->free_list || !p->refs) {
+    p->cached = malloc((n_blocks ? n_blocks : 1) * sizeof *p->cached);
+    p->lru_prev = malloc((n_blocks ? n_blocks : 1) * sizeof *p->lru_prev);
+    p->lru_next = malloc((n_blocks ? n_blocks : 1) * sizeof *p->lru_next);
+    if (!p->table || !p->seq_blocks || !p->free_list || !p->refs || !p->cached || !p->lru_prev || !p->lru_next) {
         snprintf(err, errlen, "out of host memory for the KV cache");
         return -1;
     }
     for (uint32_t b = 0; b < n_blocks; b++) p->free_list[b] = (int32_t)(n_blocks - 1 - b);
+    for (uint32_t b = 0; b < n_blocks; b++) p->cached[b] = -1;
+    p->lru_head = p->lru_tail = -1;
     p->n_free = n_blocks;
     p->block_table = rt_alloc(rt, (size_t)n_seq * max_blocks * sizeof(int32_t), p->table, err, errlen);
     return p->block_table ? 0 : -1;
@@ -81,6 +101,7 @@ static void pool_destroy(kv_pool *p)
 {
     if (p->block_table) clReleaseMemObject(p->block_table);
     free(p->table); free(p->seq_blocks); free(p->free_list); free(p->refs);
+    free(p->cached); free(p->lru_prev); free(p->lru_next);
     memset(p, 0, sizeof *p);
 }
 
@@ -98,7 +119,13 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
     kv->dims = malloc(c->n_layer * sizeof *kv->dims);
     kv->seq_len = malloc(c->n_seq * sizeof *kv->seq_len);
     kv->copies = malloc(((size_t)blocks[KV_FULL] + blocks[KV_RING] + 1) * sizeof *kv->copies);
-    if (!kv->k || !kv->v || !kv->layer_pool || !kv->dims || !kv->seq_len || !kv->copies) {
+    kv->chain = calloc(c->n_seq, sizeof *kv->chain);
+    kv->part = calloc((size_t)c->n_seq * KV_BLOCK, sizeof *kv->part);
+    kv->chain_at = calloc(c->n_seq, sizeof *kv->chain_at);
+    kv->part_at = calloc((size_t)c->n_seq * KV_BLOCK, sizeof *kv->part_at);
+    kv->walk = malloc((kv->max_blocks + 1) * sizeof *kv->walk);
+    if (!kv->k || !kv->v || !kv->layer_pool || !kv->dims || !kv->seq_len || !kv->copies || !kv->chain || !kv->part ||
+        !kv->chain_at || !kv->part_at || !kv->walk) {
         snprintf(err, errlen, "out of host memory for the KV cache");
         kv_destroy(kv);
         return -1;
@@ -138,7 +165,22 @@ void kv_destroy(kv_cache *kv)
     }
     for (int p = 0; p < KV_POOLS; p++) pool_destroy(&kv->pool[p]);
     free(kv->k); free(kv->v); free(kv->layer_pool); free(kv->dims); free(kv->seq_len); free(kv->copies);
+    free(kv->chain); free(kv->part); free(kv->chain_at); free(kv->part_at); free(kv->walk); free(kv->log);
+    prefix_destroy(&kv->prefix);
     memset(kv, 0, sizeof *kv);
+}
+
+_Static_assert(KV_POOLS == PREFIX_POOLS, "a prefix entry has a block per pool");
+
+int kv_prefix_on(kv_cache *kv, uint64_t seed, char *err, size_t errlen)
+{
+    /* one entry per block at most: an entry that loses its last block goes */
+    if (prefix_create(&kv->prefix, kv->pool[KV_FULL].n_blocks + kv->pool[KV_RING].n_blocks, KV_BLOCK)) {
+        snprintf(err, errlen, "out of host memory for the prefix cache");
+        return -1;
+    }
+    kv->seed = seed;
+    return 0;
 }
 
 int kv_seq_new(kv_cache *kv)
@@ -146,6 +188,7 @@ int kv_seq_new(kv_cache *kv)
     for (uint32_t s = 0; s < kv->n_seq; s++)
         if (kv->seq_len[s] < 0) {
             kv->seq_len[s] = 0;
+            kv->chain[s] = kv->chain_at[s] = kv->seed;
             for (int p = 0; p < KV_POOLS; p++)
                 if (kv->pool[p].table) kv->pool[p].seq_blocks[s] = 0;
             return (int)s;
@@ -160,18 +203,42 @@ static void mark_dirty(kv_pool *p, int seq)
     p->dirty_hi = none || s >= p->dirty_hi ? s + 1 : p->dirty_hi;
 }
 
-static int32_t block_take(kv_pool *p)
+/* the eviction order: blocks only the prefix table holds, the least recently released at the head */
+static void lru_push(kv_pool *p, int32_t b)
 {
-    int32_t b = p->free_list[--p->n_free];
-    p->refs[b] = 1;
-    return b;
+    p->lru_prev[b] = p->lru_tail;
+    p->lru_next[b] = -1;
+    if (p->lru_tail >= 0) p->lru_next[p->lru_tail] = b;
+    else p->lru_head = b;
+    p->lru_tail = b;
+    p->n_lru++;
 }
 
-/* one holder fewer; the last one returns the block, and a copy still pending into it is moot */
+static void lru_unlink(kv_pool *p, int32_t b)
+{
+    if (p->lru_prev[b] >= 0) p->lru_next[p->lru_prev[b]] = p->lru_next[b];
+    else p->lru_head = p->lru_next[b];
+    if (p->lru_next[b] >= 0) p->lru_prev[p->lru_next[b]] = p->lru_prev[b];
+    else p->lru_tail = p->lru_prev[b];
+    p->n_lru--;
+}
+
+/* one holder more; a block the table held alone leaves the eviction order */
+static void block_hold(kv_pool *p, int32_t b)
+{
+    if (p->cached[b] >= 0 && p->refs[b] == 1) lru_unlink(p, b);
+    p->refs[b]++;
+}
+
+/* one holder fewer; the last one returns the block, and a copy still pending into it is moot; a block
+ * left to the prefix table alone joins the end of the eviction order */
 static void block_put(kv_cache *kv, int pi, int32_t b)
 {
     kv_pool *p = &kv->pool[pi];
-    if (--p->refs[b]) return;
+    if (--p->refs[b]) {
+        if (p->refs[b] == 1 && p->cached[b] >= 0) lru_push(p, b);
+        return;
+    }
     p->free_list[p->n_free++] = b;
     for (uint32_t i = 0; i < kv->n_copies; i++)
         if (kv->copies[i].pool == pi && kv->copies[i].dst == b) {
@@ -181,6 +248,30 @@ static void block_put(kv_cache *kv, int pi, int32_t b)
         }
 }
 
+/* the prefix table lets go of block b: its entry loses it (and goes when it holds no other block) */
+static void uncache(kv_cache *kv, int pi, int32_t b)
+{
+    kv_pool *p = &kv->pool[pi];
+    int32_t ei = p->cached[b];
+    prefix_entry *e = &kv->prefix.e[ei];
+    e->blk[pi] = -1;
+    if (e->blk[KV_FULL] < 0 && e->blk[KV_RING] < 0) prefix_remove(&kv->prefix, ei);
+    if (p->refs[b] == 1) lru_unlink(p, b);
+    p->cached[b] = -1;
+    block_put(kv, pi, b);
+}
+
+/* a block for one holder: a free one, else the head of the eviction order; -1 when neither is left */
+static int32_t block_take(kv_cache *kv, int pi)
+{
+    kv_pool *p = &kv->pool[pi];
+    if (p->n_free == 0 && p->lru_head >= 0) uncache(kv, pi, p->lru_head);
+    if (p->n_free == 0) return -1;
+    int32_t b = p->free_list[--p->n_free];
+    p->refs[b] = 1;
+    return b;
+}
+
 void kv_trim(kv_cache *kv, int seq, uint32_t len)
 {
     uint32_t keep = (len + KV_BLOCK - 1) / KV_BLOCK;
@@ -188,7 +279,7 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len)
         kv_pool *p = &kv->pool[i];
         if (!p->table) continue;
         int32_t *row = p->table + (size_t)seq * kv->max_blocks;
-        while (p->seq_blocks[seq] > keep) {
+        while (p->seq_blocks[seq] > keep) { /* the deepest first: a chain's end is evicted before its start */
             uint32_t b = --p->seq_blocks[seq];
             if (!p->ring || b < p->ring) block_put(kv, i, row[b]); /* entries past the ring alias it */
             row[b] = 0;
@@ -214,25 +305,32 @@ int kv_seq_fork(kv_cache *kv, int src)
         int32_t *row = p->table + (size_t)dst * kv->max_blocks;
         for (uint32_t b = 0; b < p->seq_blocks[src]; b++) {
             row[b] = from[b];
-            if (!p->ring || b < p->ring) p->refs[row[b]]++;
+            if (!p->ring || b < p->ring) block_hold(p, row[b]);
         }
         p->seq_blocks[dst] = p->seq_blocks[src];
         mark_dirty(p, dst);
     }
-    kv->seq_len[dst] = kv->seq_len[src];
+    kv->chain[dst] = kv->chain[src];
+    memcpy(kv->part + (size_t)dst * KV_BLOCK, kv->part + (size_t)src * KV_BLOCK, KV_BLOCK * sizeof *kv->part);
+    kv_commit(kv, dst, (uint32_t)kv->seq_len[src]);
     return dst;
 }
 
 /* table entry e of seq (a ring entry in a ring pool) becomes a block seq alone holds: a shared one is
- * replaced by a new block, its contents copied at the next kv_sync; -1 when the pool has none free */
+ * replaced by a new block, its contents copied at the next kv_sync; with no block to take, one the
+ * prefix table shares is left to seq (written in place); -1 when neither can be */
 static int make_own(kv_cache *kv, int pi, int seq, uint32_t e)
 {
     kv_pool *p = &kv->pool[pi];
     int32_t *row = p->table + (size_t)seq * kv->max_blocks, old = row[e];
     if (p->refs[old] == 1) return 0;
-    if (p->n_free == 0) return -1;
-    int32_t nb = block_take(p);
-    p->refs[old]--;
+    int32_t nb = block_take(kv, pi);
+    if (nb < 0) {
+        if (p->refs[old] != 2 || p->cached[old] < 0) return -1;
+        uncache(kv, pi, old);
+        return 0;
+    }
+    block_put(kv, pi, old);
     kv->copies[kv->n_copies++] = (kv_copy){ pi, old, nb };
     for (uint32_t b = e; b < p->seq_blocks[seq]; b += p->ring ? p->ring : kv->max_blocks) row[b] = nb;
     mark_dirty(p, seq);
@@ -252,8 +350,9 @@ int kv_reserve(kv_cache *kv, int seq, uint32_t new_len)
             if (p->ring && b >= p->ring) {
                 row[b] = row[b % p->ring]; /* the ring block that held the keys one ring earlier */
             } else {
-                if (p->n_free == 0) return -1;
-                row[b] = block_take(p);
+                int32_t nb = block_take(kv, i);
+                if (nb < 0) return -1;
+                row[b] = nb;
             }
             p->seq_blocks[seq]++;
             mark_dirty(p, seq);
@@ -266,6 +365,170 @@ int kv_reserve(kv_cache *kv, int seq, uint32_t new_len)
             if (make_own(kv, i, seq, p->ring ? b % p->ring : b)) return -1;
     }
     return 0;
+}
+
+/* ---- the prefix cache ---- */
+
+/* the first block of a prefix of len tokens that a ring layer's query at position len reads */
+static uint32_t ring_first(const kv_cache *kv, uint32_t len)
+{
+    uint32_t w = kv->sizes.ring_window; /* the keys a reused prefix must keep */
+    return len + 1 > w ? (len + 1 - w) / KV_BLOCK : 0;
+}
+
+/* block b of seq, just completed by writes through entry last: registered under the chain through it
+ * in each pool where the table has no block for it yet (a ring block only while the ring still holds
+ * b); logged, so kv_abort can take it back */
+static void block_register(kv_cache *kv, int seq, uint32_t b, uint32_t last)
+{
+    const int32_t *toks = kv->part + (size_t)seq * KV_BLOCK;
+    uint64_t parent = kv->chain[seq];
+    int32_t ei = prefix_find(&kv->prefix, parent, toks);
+    if (ei < 0) ei = prefix_add(&kv->prefix, parent, toks);
+    kv->chain[seq] = prefix_hash(parent, toks, KV_BLOCK);
+    if (ei < 0) return;
+    prefix_entry *e = &kv->prefix.e[ei];
+    for (int i = 0; i < KV_POOLS; i++) {
+        kv_pool *p = &kv->pool[i];
+        if (!p->table || e->blk[i] >= 0 || (p->ring && b + p->ring <= last)) continue;
+        int32_t blk = p->table[(size_t)seq * kv->max_blocks + (p->ring ? b % p->ring : b)];
+        if (p->cached[blk] >= 0) continue; /* it names another prefix: not one this sequence wrote */
+        if (kv->n_log == kv->log_cap) {
+            uint32_t cap = kv->log_cap ? 2 * kv->log_cap : 64;
+            kv_reg *g = realloc(kv->log, cap * sizeof *g);
+            if (!g) continue; /* unlogged, it could not be taken back: not registered */
+            kv->log = g;
+            kv->log_cap = cap;
+        }
+        kv->log[kv->n_log++] = (kv_reg){ i, blk, ei };
+        e->blk[i] = blk;
+        p->cached[blk] = ei;
+        p->refs[blk]++;
+    }
+    if (e->blk[KV_FULL] < 0 && e->blk[KV_RING] < 0) prefix_remove(&kv->prefix, ei);
+}
+
+void kv_written(kv_cache *kv, int seq, const int32_t *tokens, uint32_t from, uint32_t to)
+{
+    if (!kv->prefix.cap || to <= from) return;
+    int32_t *part = kv->part + (size_t)seq * KV_BLOCK;
+    for (uint32_t p = from; p < to; p++) {
+        part[p % KV_BLOCK] = tokens[p - from];
+        if (p % KV_BLOCK == KV_BLOCK - 1) block_register(kv, seq, p / KV_BLOCK, (to - 1) / KV_BLOCK);
+    }
+}
+
+int kv_own(kv_cache *kv, int seq, uint32_t from, uint32_t to)
+{
+    for (int i = 0; i < KV_POOLS && to > from; i++) {
+        kv_pool *p = &kv->pool[i];
+        if (!p->table) continue;
+        uint32_t b0 = from / KV_BLOCK, b1 = (to - 1) / KV_BLOCK;
+        if (p->ring && b1 - b0 >= p->ring) b0 = b1 + 1 - p->ring;
+        for (uint32_t b = b0; b <= b1; b++)
+            if (make_own(kv, i, seq, p->ring ? b % p->ring : b)) return -1;
+    }
+    return 0;
+}
+
+void kv_commit(kv_cache *kv, int seq, uint32_t len)
+{
+    kv->seq_len[seq] = (int32_t)len;
+    kv->chain_at[seq] = kv->chain[seq];
+    memcpy(kv->part_at + (size_t)seq * KV_BLOCK, kv->part + (size_t)seq * KV_BLOCK, KV_BLOCK * sizeof *kv->part);
+}
+
+void kv_step_begin(kv_cache *kv) { kv->n_log = 0; }
+
+void kv_abort(kv_cache *kv)
+{
+    for (uint32_t i = kv->n_log; i-- > 0;) { /* a logged block may have been let go of, or named anew since */
+        const kv_reg *g = &kv->log[i];
+        if (kv->pool[g->pool].cached[g->block] == g->entry) uncache(kv, g->pool, g->block);
+    }
+    kv->n_log = 0;
+    memcpy(kv->chain, kv->chain_at, kv->n_seq * sizeof *kv->chain);
+    memcpy(kv->part, kv->part_at, (size_t)kv->n_seq * KV_BLOCK * sizeof *kv->part);
+}
+
+/* the longest k <= m for which the table holds every block the walk's first k need: all of the full
+ * pool's, and the ring's that a later query reads */
+static uint32_t usable_blocks(const kv_cache *kv, uint32_t m)
+{
+    int full = kv->pool[KV_FULL].table != NULL, ring = kv->pool[KV_RING].table != NULL;
+    uint32_t best = 0, run = 0; /* run: where the ring blocks present through block k - 1 begin */
+    for (uint32_t k = 1; k <= m; k++) {
+        const prefix_entry *e = &kv->prefix.e[kv->walk[k - 1]];
+        if (full && e->blk[KV_FULL] < 0) break;
+        if (ring && e->blk[KV_RING] < 0) run = k;
+        if (!ring || run <= ring_first(kv, k * KV_BLOCK)) best = k;
+    }
+    return best;
+}
+
+/* the ring entries [first, k) of a sequence starting on k blocks and, of them, the registered ones
+ * it shares from *shared on */
+static void ring_span(const kv_cache *kv, uint32_t k, uint32_t *first, uint32_t *shared)
+{
+    uint32_t r = kv->pool[KV_RING].ring;
+    *first = k > r ? k - r : 0;
+    *shared = ring_first(kv, k * KV_BLOCK);
+    if (*shared < *first) *shared = *first;
+}
+
+/* 1 when the ring pool has the fresh blocks a start on k blocks takes beside the registered ones */
+static int ring_room(const kv_cache *kv, uint32_t k)
+{
+    const kv_pool *p = &kv->pool[KV_RING];
+    if (!p->table) return 1;
+    uint32_t first, shared, busy = 0;
+    ring_span(kv, k, &first, &shared);
+    for (uint32_t b = shared; b < k; b++) busy += p->refs[kv->prefix.e[kv->walk[b]].blk[KV_RING]] == 1;
+    return p->n_free + p->n_lru - busy >= shared - first;
+}
+
+/* seq (new) takes the walk's first k blocks: the full layers' all, the ring's last entries, registered
+ * where a query reads them and fresh before (ring_room said there are enough) */
+static void attach(kv_cache *kv, int seq, uint32_t k)
+{
+    kv->chain[seq] = kv->prefix.e[kv->walk[k - 1]].hash;
+    for (int i = 0; i < KV_POOLS; i++) { /* the registered blocks first, out of the eviction order */
+        kv_pool *p = &kv->pool[i];
+        if (!p->table) continue;
+        int32_t *row = p->table + (size_t)seq * kv->max_blocks;
+        uint32_t first = 0, shared = 0;
+        if (p->ring) ring_span(kv, k, &first, &shared);
+        for (uint32_t b = shared; b < k; b++) {
+            int32_t blk = kv->prefix.e[kv->walk[b]].blk[i];
+            block_hold(p, blk);
+            row[p->ring ? b % p->ring : b] = blk;
+        }
+        for (uint32_t b = first; b < shared; b++) row[b % p->ring] = block_take(kv, i);
+        for (uint32_t b = p->ring; p->ring && b < k; b++) row[b] = row[b % p->ring];
+        p->seq_blocks[seq] = k;
+        mark_dirty(p, seq);
+    }
+    kv_commit(kv, seq, k * KV_BLOCK);
+}
+
+int kv_seq_new_prefix(kv_cache *kv, const int32_t *tokens, uint32_t n, uint32_t *cached)
+{
+    *cached = 0;
+    int seq = kv_seq_new(kv);
+    if (seq < 0 || !kv->prefix.cap || n < 2) return seq;
+    uint32_t m = 0, max_k = (n - 1) / KV_BLOCK; /* the last token is computed: its logits are the point */
+    if (max_k > kv->max_blocks) max_k = kv->max_blocks;
+    for (uint64_t h = kv->seed; m < max_k; m++) {
+        int32_t ei = prefix_find(&kv->prefix, h, tokens + (size_t)m * KV_BLOCK);
+        if (ei < 0) break;
+        kv->walk[m] = ei;
+        h = kv->prefix.e[ei].hash;
+    }
+    uint32_t k = usable_blocks(kv, m);
+    if (!k || !ring_room(kv, k)) return seq;
+    attach(kv, seq, k);
+    *cached = k * KV_BLOCK;
+    return seq;
 }
 
 int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)

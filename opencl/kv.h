@@ -10,10 +10,20 @@
  * before its attention runs), rounded up to whole blocks. Layers that read another
  * layer's cache (Gemma 4 KV sharing) own none and follow their donor.
  * A fork shares its source's blocks (a count per block); a sequence about to write into a block
- * it shares gets its own copy first (copy on write: kv_reserve picks the block, kv_sync copies). */
+ * it shares gets its own copy first (copy on write: kv_reserve picks the block, kv_sync copies).
+ *
+ * Prefix cache (kv_prefix_on): every whole block a sequence writes is registered, as the
+ * forward chunk that completes it is enqueued, in a table (prefix.h) under the hash chain of its
+ * tokens from position 0, in both pools; the table holds one count of it, so the block outlives the
+ * sequence. kv_seq_new_prefix starts a sequence on the longest registered prefix of its prompt
+ * (whole blocks, the last prompt token left to compute), sharing those blocks as a fork shares its
+ * source's: all of the prefix's full-layer blocks, and the ring blocks of its last window (kv.c
+ * says why that is enough). Blocks only the table holds are evicted least recently released first
+ * whenever a pool has no free block; an allocation fails only when no block is free or evictable. */
 #ifndef CLGEMMA_KV_H
 #define CLGEMMA_KV_H
 
+#include "prefix.h"
 #include "runtime.h"
 
 #define KV_BLOCK 32
@@ -55,12 +65,19 @@ typedef struct kv_pool {
     uint32_t *seq_blocks;     /* table entries in use per sequence */
     int32_t *free_list;
     uint32_t n_free;
-    uint32_t *refs;           /* per block: the sequences holding it (a ring's aliases count once) */
+    uint32_t *refs;           /* per block: the sequences holding it (a ring's aliases count once), + 1
+                               * while the prefix table does */
+    int32_t *cached;          /* per block: the prefix entry naming its contents, -1: none */
+    int32_t *lru_prev, *lru_next; /* the blocks only the prefix table holds, least recently released first */
+    int32_t lru_head, lru_tail;
+    uint32_t n_lru;
     uint32_t dirty_lo, dirty_hi; /* sequences whose rows changed since the last upload: [lo, hi) */
 } kv_pool;
 
 /* a block's contents to copy into a sequence's own new block before the next forward */
 typedef struct kv_copy { int32_t pool, src, dst; } kv_copy;
+/* a block a step registered under a prefix entry (kv_abort takes it back) */
+typedef struct kv_reg { int32_t pool, block, entry; } kv_reg;
 
 typedef struct kv_cache {
     uint32_t n_layer, n_seq, max_blocks;  /* max_blocks: table entries per sequence (n_ctx / KV_BLOCK) */
@@ -73,6 +90,15 @@ typedef struct kv_cache {
     int32_t *seq_len;         /* tokens per sequence; -1 = slot free */
     uint64_t bytes;           /* device memory of the blocks and tables */
     kv_sizes sizes;
+    prefix_table prefix;      /* cap 0: the prefix cache is off */
+    uint64_t seed;            /* the chain of an empty prefix */
+    uint64_t *chain;          /* per sequence: the hash chain through its last whole block written */
+    int32_t *part;            /* [n_seq][KV_BLOCK]: each sequence's tokens of its last block */
+    uint64_t *chain_at;       /* the same at seq_len (kv_commit), where kv_abort goes back to */
+    int32_t *part_at;
+    int32_t *walk;            /* [max_blocks]: a lookup's entries */
+    kv_reg *log;              /* the step's registrations (kv_abort) */
+    uint32_t n_log, log_cap;
 } kv_cache;
 
 /* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
@@ -88,10 +114,27 @@ void kv_need(const kv_sizes *s, uint32_t n_prompt, uint32_t n_total, uint32_t n,
 int  kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t blocks[KV_POOLS], char *err,
                size_t errlen);
 void kv_destroy(kv_cache *kv);
+/* turns the prefix cache on, before any sequence starts: chains begin at seed (prefix_seed of the
+ * model's name); 0, or -1 out of host memory */
+int  kv_prefix_on(kv_cache *kv, uint64_t seed, char *err, size_t errlen);
 int  kv_seq_new(kv_cache *kv);
 void kv_seq_free(kv_cache *kv, int seq);
 /* a new sequence holding what src holds (its blocks shared, seq_len equal); -1 when no slot is free */
 int  kv_seq_fork(kv_cache *kv, int src);
+/* a new sequence holding the longest registered prefix of tokens[0, n) that leaves the last token
+ * out, in whole blocks; *cached gets its length (seq_len). -1 when no slot is free. */
+int  kv_seq_new_prefix(kv_cache *kv, const int32_t *tokens, uint32_t n, uint32_t *cached);
+/* A step's chunks, each of which a forward writes: kv_step_begin; for every chunk, kv_own on the
+ * positions it writes (blocks registered since kv_reserve are shared again: they get copies, made at
+ * the next kv_sync, or the table lets go of them; cannot fail after a kv_reserve of the whole step),
+ * kv_sync, the forward, kv_written (the blocks the chunk completed are registered: a ring block
+ * before the ring comes round to it); then kv_commit per sequence, or kv_abort (the step's
+ * registrations taken back) and kv_trim. */
+void kv_step_begin(kv_cache *kv);
+int  kv_own(kv_cache *kv, int seq, uint32_t from, uint32_t to);
+void kv_written(kv_cache *kv, int seq, const int32_t *tokens, uint32_t from, uint32_t to);
+void kv_commit(kv_cache *kv, int seq, uint32_t len);
+void kv_abort(kv_cache *kv);
 /* makes room for positions [0, new_len) of seq and makes the blocks that positions [seq_len, new_len)
  * are written to its own (copies of shared ones, made at the next kv_sync); returns -1 when a pool
  * is exhausted (kv_trim undoes the growth; blocks already made its own stay so) */

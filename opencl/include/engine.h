@@ -37,6 +37,7 @@ typedef struct engine_opts {
      * or an out-of-range value fails the load. The server passes none. */
     const char *const *settings;
     int n_settings;
+    int no_prefix_cache;  /* 1: engine_seq_new_prefix reuses nothing (every prompt computed whole) */
 } engine_opts;
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
@@ -180,13 +181,23 @@ void engine_seq_free(engine *e, int seq);      /* releases its KV blocks */
  * in use or src is not a live sequence. */
 int  engine_seq_fork(engine *e, int src);
 int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
+/* Automatic prefix caching: every whole KV block a step writes (engine_kv_stats.block_tokens tokens)
+ * stays registered under the tokens from position 0 through it, after its sequence is freed too,
+ * until the pool needs the block (least recently released first). A new sequence that already holds
+ * the longest such prefix of tokens[0, n) that leaves the last token out (whole blocks, each layer's
+ * every key a later query reads: for sliding-window layers the window before the prefix's end), so
+ * the caller steps only tokens[*cached, n) and gets the last token's logits as a cold prefill would
+ * give them; it is engine_seq_new when nothing is registered (or opts.no_prefix_cache). The caller's
+ * sampler has not seen tokens[0, *cached). -1 when all max_seqs slots are in use. */
+int  engine_seq_new_prefix(engine *e, const int32_t *tokens, int n, int *cached);
 
 /* The paged KV cache's blocks now, per pool: the full-attention layers' blocks (shared by all
  * sequences as they grow) and the sliding-window layers' ring blocks (0 blocks: no such pool).
- * Call from the thread that owns the engine (it reads the pools' free lists). */
+ * Free blocks are those a sequence may take: unused, or held only by the prefix cache (cached,
+ * evicted when taken). Call from the thread that owns the engine (it reads the pools' free lists). */
 typedef struct engine_kv_stats {
-    uint32_t full_blocks, full_free;
-    uint32_t ring_blocks, ring_free;
+    uint32_t full_blocks, full_free, full_cached;
+    uint32_t ring_blocks, ring_free, ring_cached;
     uint32_t block_tokens;   /* tokens one block holds */
 } engine_kv_stats;
 void engine_kv_usage(const engine *e, engine_kv_stats *out);

@@ -94,14 +94,20 @@ static size_t find_mark(const chat_reply *r, const char *s, size_t n, int *m)
 
 static reply_part text_part(enum state st) { return st == ST_THOUGHT ? REPLY_REASONING : REPLY_CONTENT; }
 
-/* a finished call body: one tool call, or (malformed) its text as content */
+static int heal_call(const char *s, size_t n, char **name, char **args);
+
+/* a finished call body: one tool call, or (malformed) its text as content; a call cut off (max_tokens)
+ * is what of it parses once closed, as OpenAI returns a cut call, or nothing before its name is whole */
 static int call_done(chat_reply *r, reply_fn fn, void *ctx, int closed)
 {
     char *name = NULL, *args = NULL;
-    int rc;
-    if (reply_gemma4_call(r->buf ? r->buf : "", r->n, &name, &args) == 0) {
+    int rc = 0;
+    const char *body = r->buf ? r->buf : "";
+    if (reply_gemma4_call(body, r->n, &name, &args) == 0 || (!closed && heal_call(body, r->n, &name, &args) == 0)) {
         r->calls++;
         rc = emit(fn, ctx, REPLY_TOOL_CALL, args, strlen(args), name);
+    } else if (!closed) {
+        /* cut before anything whole: the finish reason ("length") says so */
     } else {
         rc = emit(fn, ctx, REPLY_CONTENT, marks[M_CALL_OPEN], strlen(marks[M_CALL_OPEN]), NULL);
         if (!rc) rc = emit(fn, ctx, REPLY_CONTENT, r->buf ? r->buf : "", r->n, NULL);
@@ -165,7 +171,9 @@ int chat_reply_finish(chat_reply *r, reply_fn fn, void *ctx)
 
 static const char QUOTE[] = "<|\"|>";
 #define QLEN 5
-#define MAX_NEST 64
+/* the arguments object and its values nest at most json-c's default parse depth (32), so a client and
+ * our own request parser read back every call we return */
+#define MAX_NEST 31
 
 typedef struct cursor { const char *s, *end; int depth; } cursor;
 
@@ -287,6 +295,40 @@ static json_object *value(cursor *c)
     json_object *v = at_quote(c) ? quoted(c) : *c->s == '{' ? object(c) : *c->s == '[' ? list(c) : bare(c);
     c->depth--;
     return v;
+}
+
+/* s[0..n) closed: the open quote, lists and objects ended, into out (malloc'd) */
+static char *closed_text(const char *s, size_t n)
+{
+    char stack[MAX_NEST];
+    int depth = 0, quote = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (n - i >= QLEN && !memcmp(s + i, QUOTE, QLEN)) { quote = !quote; i += QLEN - 1; continue; }
+        if (quote) continue;
+        if ((s[i] == '{' || s[i] == '[') && depth < MAX_NEST) stack[depth++] = s[i] == '{' ? '}' : ']';
+        else if ((s[i] == '}' || s[i] == ']') && depth > 0) depth--;
+    }
+    char *out = malloc(n + QLEN + (size_t)depth + 1);
+    if (!out) return NULL;
+    memcpy(out, s, n);
+    size_t k = n;
+    if (quote) { memcpy(out + k, QUOTE, QLEN); k += QLEN; }
+    while (depth > 0) out[k++] = stack[--depth];
+    out[k] = 0;
+    return out;
+}
+
+/* the longest prefix of a cut call body (within its last 256 bytes) that parses once closed */
+static int heal_call(const char *s, size_t n, char **name, char **args)
+{
+    for (size_t cut = n; cut > 5 && cut + 256 >= n; cut--) {
+        char *t = closed_text(s, cut);
+        if (!t) return -1;
+        int rc = reply_gemma4_call(t, strlen(t), name, args);
+        free(t);
+        if (rc == 0) return 0;
+    }
+    return -1;
 }
 
 int reply_gemma4_call(const char *s, size_t n, char **name, char **args_json)

@@ -5,9 +5,11 @@ import os
 import sys
 import time
 import traceback
+from typing import List, Literal
 
 import httpx
 import openai
+import pydantic
 
 URL = os.environ["E2E_URL"]
 KEY = os.environ["E2E_KEY"]
@@ -16,6 +18,18 @@ MODEL = os.environ["E2E_MODEL_ID"]
 MASTER_PID = int(os.environ["E2E_MASTER_PID"])
 ACCESS_LOG = os.environ["E2E_ACCESS_LOG"]
 WORKER_LOG = os.environ["E2E_WORKER_LOG"]
+
+
+# a nested pydantic model (its JSON schema has $defs and $ref) for structured output through the client libraries
+class Pet(pydantic.BaseModel):
+    kind: Literal["cat", "dog"]
+    name: str = pydantic.Field(max_length=16)
+
+
+class Owner(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=20)
+    pets: List[Pet] = pydantic.Field(max_length=2)
+
 
 _tests = []
 

@@ -245,12 +245,15 @@ static void test_unknown_and_unsupported_fields_are_named(void)
     expect_chat_400("{" M "," USER ",\"top_logprobs\":3}", "top_logprobs");
     expect_chat_400("{" M "," USER ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs");
     expect_chat_400("{" M "," USER ",\"reasoning_effort\":\"lots\"}", "reasoning_effort");
-    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"bob\"}]}",
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":7}]}",
                     "messages[0].name");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"colour\":1}]}",
                     "messages[0].colour");
     api_chat_request r;
     api_error e;
+    const char *named = "{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":\"bob\"}]}";
+    CHECK(chat(named, &r, &e) == 0 && !r.msgs[0].name, "a participant's name is a no-op: %s", e.message);
+    api_chat_request_free(&r);
     const char *ok = "{" M "," USER ",\"tools\":null,\"tool_choice\":\"none\",\"logprobs\":null,"
                      "\"user\":\"u\",\"safety_identifier\":\"s\",\"metadata\":null,\"store\":true}";
     int rc = chat(ok, &r, &e);

@@ -8,11 +8,9 @@ and greedy picks the top alternative (the values themselves are checked against 
 log-softmax of the logits in tests/opencl/test_engine_choice.c)."""
 import json
 import threading
-from typing import List, Literal
 
 import jsonschema
-import pydantic
-from e2e import MODEL, auth, chat_body, client, error_of, http, run_all, sse_events, test
+from e2e import MODEL, Owner, auth, chat_body, client, error_of, http, run_all, sse_events, test
 
 PERSON = {
     "type": "object",
@@ -81,16 +79,6 @@ def streamed_schema_output_beside_an_unconstrained_stream():
     assert ev[-1] == "[DONE]" and out["free"][-1] == "[DONE]", (ev[-2:], out["free"][-2:])
     text = "".join(json.loads(e)["choices"][0]["delta"].get("content") or "" for e in ev[:-1])
     jsonschema.validate(json.loads(text), PERSON)
-
-
-class Pet(pydantic.BaseModel):
-    kind: Literal["cat", "dog"]
-    name: str = pydantic.Field(max_length=16)
-
-
-class Owner(pydantic.BaseModel):
-    name: str = pydantic.Field(max_length=20)
-    pets: List[Pet] = pydantic.Field(max_length=2)
 
 
 @test

@@ -150,6 +150,32 @@ def n_choices_each_make_their_own_calls():
 
 
 @test
+def a_call_cut_by_max_tokens_is_a_cut_call_not_content():
+    # as OpenAI: finish_reason "length" with what of the call was made; Gemma's syntax never leaks into content
+    for max_tokens in (3, 8, 20):
+        for stream in (False, True):
+            body = chat_body("Weather?", max_tokens=max_tokens, tools=TOOLS, tool_choice="required", temperature=1.0,
+                             seed=max_tokens, stream=stream)
+            with http() as h:
+                r = h.post("/v1/chat/completions", headers=auth(), json=body)
+                assert r.status_code == 200, r.text[:300]
+                if stream:
+                    deltas = [json.loads(e)["choices"][0] for e in sse_events(r) if e != "[DONE]"]
+                    assert deltas[0]["delta"] == {"role": "assistant", "content": None}, deltas[0]
+                    content = "".join(d["delta"].get("content") or "" for d in deltas)
+                    calls = [tc for d in deltas for tc in d["delta"].get("tool_calls") or []]
+                    finish = deltas[-1]["finish_reason"]
+                else:
+                    ch = r.json()["choices"][0]
+                    content, calls, finish = ch["message"]["content"] or "", ch["message"].get("tool_calls") or [], ch["finish_reason"]
+            assert finish == "length", finish
+            assert "<|" not in content and "call:" not in content, content
+            for c in calls:
+                assert c["function"]["name"] in ("get_weather", "search"), c
+                assert isinstance(json.loads(c["function"]["arguments"]), dict), c
+
+
+@test
 def tool_choice_none_never_calls():
     for seed in range(3):
         r = ask(tools=TOOLS, tool_choice="none", temperature=1.0, seed=seed, max_tokens=40)

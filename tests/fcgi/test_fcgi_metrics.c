@@ -117,7 +117,9 @@ static void test_gauges_tokens_cancellations(void)
     metrics_cancel(m, CANCEL_CLIENT_GONE);
     metrics_load(m, 1, 3);
     metrics_engine(m, "cpu", 1000, 5000, 1024);
-    metrics_kv(m, KVP_FULL, 64, 60);
+    metrics_kv(m, KVP_FULL, 64, 60, 7);
+    metrics_prefix(m, 300, 224);
+    metrics_prefix(m, 100, 0);
     metrics_state(m, BOARD_READY);
     CHECK(metrics_cancellations(metrics_board(m)) == 3, "cancellations");
     char *t = render_one(m);
@@ -132,6 +134,10 @@ static void test_gauges_tokens_cancellations(void)
     CHECK(has_line(t, "clgemma_model_loaded" L "} 1"), "loaded");
     CHECK(has_line(t, "clgemma_kv_blocks_used" L ",pool=\"full\"} 4"), "kv used");
     CHECK(has_line(t, "clgemma_kv_blocks_free" L ",pool=\"full\"} 60"), "kv free");
+    CHECK(has_line(t, "clgemma_kv_blocks_cached" L ",pool=\"full\"} 7"), "kv cached");
+    CHECK(has_line(t, "clgemma_prefix_cache_prompt_tokens_total" L "} 400"), "prefix lookups");
+    CHECK(has_line(t, "clgemma_prefix_cache_hit_tokens_total" L "} 224"), "prefix hits");
+    CHECK(has_line(t, "clgemma_prefix_cache_hit_ratio" L "} 0.560000"), "prefix hit ratio");
     CHECK(!strstr(t, "pool=\"sliding\""), "a pool of no blocks is not shown");
     CHECK(strstr(t, ",model=\"m\\\"x\"") == NULL, "no model set on an anonymous board");
 #undef L

@@ -18,10 +18,10 @@
  *     its twin; at the end every block is free again. */
 #include "check.h"
 #include "engine.h"
+#include "logit_rows.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,23 +38,8 @@ static int32_t prompt[NPROMPT];
 static int n_steps;
 static float *rows[6];
 
-static double max_diff(const float *a, const float *b)
-{
-    double m = 0;
-    for (uint32_t i = 0; i < V; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d; /* NaN wins */
-    }
-    return m;
-}
-
-static int32_t argmax(const float *x)
-{
-    int32_t b = 0;
-    for (uint32_t i = 1; i < V; i++)
-        if (x[i] > x[b]) b = (int32_t)i;
-    return b;
-}
+static double max_diff(const float *a, const float *b) { return rows_max_diff(a, b, V); }
+static int32_t argmax(const float *x) { return rows_argmax(x, V); }
 
 static void step(engine_item *it, int n, const char *what)
 {

@@ -21,6 +21,7 @@
  *   sequence (tolerance TOL_RED, TOL_MMA where the tensor-core kernels run). Unwritten cache slots
  *   hold NaN, so a read of a slot the ring does not hold shows. */
 #include "kernels_fixture.h"
+#include "kv_holders.h"
 
 /* ------------------------------------------------------------------ ring size */
 
@@ -168,15 +169,7 @@ static void test_tables(void)
 static uint32_t check_refs(const kv_cache *kv, int pi, const char *what)
 {
     const kv_pool *p = &kv->pool[pi];
-    uint32_t *cnt = calloc(p->n_blocks, sizeof *cnt), bad = 0, held = 0, freed = 0;
-    for (uint32_t s = 0; s < kv->n_seq; s++) {
-        if (kv->seq_len[s] < 0) continue;
-        const int32_t *row = p->table + (size_t)s * kv->max_blocks;
-        for (uint32_t b = 0; b < p->seq_blocks[s]; b++) {
-            if (p->ring && b >= p->ring) { bad += row[b] != row[b % p->ring]; continue; }
-            cnt[row[b]]++;
-        }
-    }
+    uint32_t bad, held = 0, freed = 0, *cnt = kv_holders(kv, pi, &bad);
     for (uint32_t b = 0; b < p->n_blocks; b++) { bad += cnt[b] != p->refs[b]; held += cnt[b] > 0; }
     for (uint32_t i = 0; i < p->n_free; i++) freed += cnt[p->free_list[i]] == 0;
     CHECK(bad == 0 && freed == p->n_free && held + p->n_free == p->n_blocks, "%s: pool %d: %u counts or aliases wrong, "

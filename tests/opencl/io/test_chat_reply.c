@@ -102,13 +102,47 @@ static void test_malformed_calls(void)
         run(&k, REPLY_GEMMA4, 1, bad[i], NULL, 0);
         CHECK(!k.calls[0] && !strcmp(k.content, bad[i]), "'%s': calls '%s' content '%s'", bad[i], k.calls, k.content);
     }
-    sink k; /* cut off by max_tokens inside a call: its text is content */
-    run(&k, REPLY_GEMMA4, 1, "<|tool_call>call:f{x:[1,", NULL, 0);
-    CHECK(!k.calls[0] && !strcmp(k.content, "<|tool_call>call:f{x:[1,"), "unterminated: '%s'", k.content);
+    /* cut off by max_tokens inside a call: what parses once closed is the call, as OpenAI returns a cut
+     * call; cut before the name is whole, nothing */
+    static const char *const cut[][2] = {
+        { "<|tool_call>call:f{x:[1,", "f({\"x\":[1]})" },
+        { "<|tool_call>call:f{x:<|\"|>ab c", "f({\"x\":\"ab c\"})" },
+        { "<|tool_call>call:f{x:1,y:", "f({\"x\":1})" },
+        { "<|tool_call>call:f{x:{a:tr", "f({\"x\":{\"a\":\"tr\"}})" },
+        { "<|tool_call>call:get_w", "" },
+        { "<|tool_call>", "" },
+    };
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+        sink k;
+        run(&k, REPLY_GEMMA4, 1, cut[i][0], NULL, 0);
+        CHECK(!strcmp(k.calls, cut[i][1]) && !k.content[0], "cut '%s': calls '%s' content '%s'", cut[i][0], k.calls, k.content);
+    }
     char *name, *args; /* nesting is bounded */
     char deep[400] = "call:f{a:";
     for (int i = 0; i < 100; i++) strcat(deep, "[");
     CHECK(reply_gemma4_call(deep, strlen(deep), &name, &args) == -1, "deep nesting accepted");
+    /* up to json-c's default parse depth, counting the arguments object: 31 lists in it parse back, 32 don't */
+    for (int d = 31; d <= 32; d++) {
+        char b[200] = "call:f{a:";
+        for (int i = 0; i < d; i++) strcat(b, "[");
+        for (int i = 0; i < d; i++) strcat(b, "]");
+        strcat(b, "}");
+        int rc = reply_gemma4_call(b, strlen(b), &name, &args);
+        json_object *o = rc == 0 ? json_tokener_parse(args) : NULL;
+        CHECK(d == 31 ? o != NULL : rc == -1, "depth %d: rc %d", d, rc);
+        json_object_put(o);
+        if (rc == 0) { free(name); free(args); }
+    }
+    /* a cut call nested past that heals to what a client can parse (found by fuzz_reply) */
+    sink k;
+    char cutdeep[200] = "<|tool_call>call:f{x:";
+    for (int i = 0; i < 33; i++) strcat(cutdeep, "[");
+    strcat(cutdeep, "0,{y");
+    run(&k, REPLY_GEMMA4, 1, cutdeep, NULL, 0);
+    size_t kl = strlen(k.calls);
+    json_object *healed = kl > 3 && !strncmp(k.calls, "f(", 2) ? (k.calls[kl - 1] = 0, json_tokener_parse(k.calls + 2)) : NULL;
+    CHECK(healed && !k.content[0], "cut deep call: calls '%s' content '%s'", k.calls, k.content);
+    json_object_put(healed);
 }
 
 /* the <|tool_call>...<tool_call|> bodies of text, in order */

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Automatic prefix caching end to end through nginx to one clgemma-fcgi worker on the real 270M model
+# (tests/e2e/test_prefix.py): a worker with --prefix-cache 0 answers the prompts cold first, then a worker
+# with the cache on must give the same answers, report cached_tokens, reuse a shared 1,000-token system
+# prompt and reach the first token of a repeated prompt at least 5x sooner. --max-batch 256 makes the
+# sliding-window ring (768 tokens) wrap inside the 1,000-token prefill.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/e2e/lib.sh
+PREFIX_REF=$(mktemp /tmp/clgemma-prefix-ref.XXXXXX)
+export PREFIX_REF
+opts="--ctx 2048 --max-seqs 2 --max-queue 2 --threads 6 --max-batch 256"
+e2e_start e2e_prefix_cold $opts --prefix-cache 0
+PREFIX_PHASE=cold PYTHONPATH=tests/e2e "$E2E_PY" tests/e2e/test_prefix.py || { rm -f "$PREFIX_REF"; exit 1; }
+e2e_cleanup
+e2e_start e2e_prefix $opts --prefix-cache 1
+PREFIX_PHASE=warm PYTHONPATH=tests/e2e "$E2E_PY" tests/e2e/test_prefix.py
+rc=$?
+rm -f "$PREFIX_REF"
+exit $rc
