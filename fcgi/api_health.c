@@ -1,6 +1,7 @@
 /* api_health.c — GET /health (JSON: this worker and the whole pool; 200 when a worker of the pool
  * is ready, else 503) and GET /metrics (Prometheus text of every worker of the pool). */
 #include <json-c/json.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,6 +55,51 @@ static int pool(const api_ctx *c, json_object *o)
     return ready;
 }
 
+/* the fit report's numbers in /health: group (NULL: the fit object itself), key, the engine_fit field */
+#define FIT(group, key, field) { group, key, offsetof(engine_fit, field), sizeof ((engine_fit *)0)->field }
+static const struct fit_field { const char *group, *key; size_t off, size; } FIT_FIELDS[] = {
+    FIT(NULL, "device_bytes", device_bytes),          FIT(NULL, "weight_bytes", weight_bytes),
+    FIT(NULL, "host_weight_bytes", host_weight_bytes), FIT(NULL, "kv_room_bytes", kv_room),
+    FIT(NULL, "context_length", n_ctx),
+    FIT("kv_full", "layers", full_layers),            FIT("kv_full", "bytes_per_token", full_token_bytes),
+    FIT("kv_sliding", "layers", sliding_layers),      FIT("kv_sliding", "window", window),
+    FIT("kv_sliding", "bytes_per_token", sliding_token_bytes), FIT("kv_sliding", "ring_tokens", ring_tokens),
+    FIT("kv_sliding", "bytes_per_sequence", ring_seq_bytes), FIT("kv_shared", "layers", shared_layers),
+    FIT("room_holds", "tokens_one_sequence", room_tokens), FIT("room_holds", "sequences_whole_context", seqs_at_ctx),
+    FIT("room_holds", "sequences_typical", seqs_typical),
+    FIT("plan", "sequences", n_seq),                  FIT("plan", "kv_tokens", kv_tokens),
+    FIT("plan", "kv_bytes", kv_bytes),                FIT("plan", "full_blocks", full_blocks),
+    FIT("plan", "ring_blocks", ring_blocks),          FIT("plan", "block_tokens", block_tokens),
+    FIT("recommended", "ctx", rec_ctx),               FIT("recommended", "max_seqs", rec_seqs),
+};
+#undef FIT
+
+/* how the model fits the device (engine_fit, FIT_FIELDS) and the sizes the worker runs with */
+static json_object *fit_object(const engine_fit *f, const sched *s)
+{
+    json_object *o = json_object_new_object(), *g;
+    for (size_t i = 0; i < sizeof FIT_FIELDS / sizeof *FIT_FIELDS; i++) {
+        const struct fit_field *d = &FIT_FIELDS[i];
+        uint64_t v = 0;
+        uint32_t v32;
+        if (d->size == sizeof v32) { memcpy(&v32, (const char *)f + d->off, sizeof v32); v = v32; }
+        else memcpy(&v, (const char *)f + d->off, sizeof v);
+        g = o;
+        if (d->group && !json_object_object_get_ex(o, d->group, &g))
+            json_object_object_add(o, d->group, g = json_object_new_object());
+        json_object_object_add(g, d->key, json_object_new_int64((int64_t)v));
+    }
+    int max_seqs = 0, max_queue = 0;
+    if (s) sched_limits(s, &max_seqs, &max_queue);
+    json_object_object_get_ex(o, "plan", &g);
+    json_object_object_add(g, "max_seqs", json_object_new_int(max_seqs));
+    json_object_object_add(g, "max_queue", json_object_new_int(max_queue));
+    char text[1024];
+    engine_fit_summary(f, text, sizeof text);
+    json_object_object_add(o, "summary", json_object_new_string(text));
+    return o;
+}
+
 int api_health(const api_ctx *c, http_req *r)
 {
     const board *me = metrics_board(c->m);
@@ -72,6 +118,7 @@ int api_health(const api_ctx *c, http_req *r)
         json_object_object_add(o, "device_memory_used_bytes", json_object_new_int64((int64_t)info->device_bytes));
         json_object_object_add(o, "device_memory_free_bytes",
                                json_object_new_int64(info->device_total > info->device_bytes ? (int64_t)(info->device_total - info->device_bytes) : 0));
+        json_object_object_add(o, "fit", fit_object(&info->fit, c->sched));
     }
     json_object_object_add(o, "active", json_object_new_int(active));
     json_object_object_add(o, "queue_depth", json_object_new_int(queued));

@@ -205,10 +205,13 @@ static int stream_choice(stream_out *o, gen_run *g, int i, const char *text, siz
     return chunk_out(o, choice(o->s, 1, i, NULL, NULL, text, len, api_reply_finish(rp, finish), take_lp(o, g, i)), g);
 }
 
-/* why choice i broke off (engine failure, shutdown deadline) */
+/* why choice i broke off (engine failure, shutdown deadline, no room before the queue timeout) */
 static void broke_off(const gen_run *g, int i, api_error *e)
 {
     if (g->ch[i].finish == FINISH_ERROR) api_fail(e, 500, "server_error", NULL, NULL, "%s", g->ch[i].error);
+    else if (g->ch[i].finish == FINISH_EXPIRED)
+        api_fail(e, 503, "server_error", "queue_timeout", NULL, "the server is busy: the request waited %d s in the "
+                 "queue for room in the KV cache or a sequence slot; retry later", g->c->cfg->queue_timeout);
     else api_fail(e, 503, "server_error", "unavailable", NULL, "the generation was cancelled: the server is shutting down");
 }
 

@@ -11,10 +11,11 @@ void config_defaults(server_config *c)
 {
     memset(c, 0, sizeof *c);
     c->n_workers = 1;
-    c->max_seqs = 4;
-    c->max_queue = 16;
+    c->max_seqs = 0;           /* sized from the KV cache at load */
+    c->max_queue = -1;         /* derived from max_seqs */
+    c->queue_timeout = 30;
     c->prefix_cache = 1;
-    c->threads = 0;            /* derived in config_finish */
+    c->threads = 0;            /* derived from both */
     c->drain_timeout = 60;
     c->default_max_tokens = 1024;
     c->request_timeout = 300;
@@ -33,9 +34,14 @@ void config_usage(const char *prog)
         "      --listen ADDR[,...] unix:PATH or HOST:PORT, one or one per worker\n"
         "                          (default: the listening socket on fd 0, as spawn-fcgi passes it)\n"
         "      --ctx N             context tokens per sequence (default: engine's)\n"
-        "      --max-seqs N        sequences decoded together per worker (default 4)\n"
+        "      --max-seqs N        sequences decoded together per worker (default: as many as the KV cache\n"
+        "                          holds of 2048-token requests, at most 256 on a GPU and 4 elsewhere)\n"
         "      --max-queue N       sequences waiting for a slot before 429; a request takes one per\n"
-        "                          choice, prompts x n (default 16)\n"
+        "                          choice, prompts x n (default 4 per sequence, at most 512)\n"
+        "      --queue-timeout S   seconds a request may wait for a slot and room in the KV cache, then\n"
+        "                          503 with Retry-After (default 30; 0: as long as it takes)\n"
+        "      --kv-tokens N       tokens the KV cache holds in its full-attention layers, all sequences\n"
+        "                          together, at least --ctx (default: a third of the memory the weights leave)\n"
         "      --max-batch N       tokens per forward chunk; longer prompts are split (default: engine's,\n"
         "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
         "      --prefix-cache 0|1  1: a prompt starts on the KV blocks of the longest prefix of it an earlier\n"
@@ -109,9 +115,11 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("ctx", ctx, 0, 1 << 24)
     INT_OPT("max-seqs", max_seqs, 1, 256)
     INT_OPT("max-queue", max_queue, 0, 100000)
+    INT_OPT("queue-timeout", queue_timeout, 0, 86400)
+    INT_OPT("kv-tokens", kv_tokens, 0, 1 << 30)
     INT_OPT("max-batch", max_batch, 0, 65536)
     INT_OPT("prefix-cache", prefix_cache, 0, 1)
-    INT_OPT("threads", threads, 1, 1024)
+    INT_OPT("threads", threads, 1, CFG_MAX_THREADS)
     INT_OPT("drain-timeout", drain_timeout, 0, 86400)
     INT_OPT("default-max-tokens", default_max_tokens, 0, 1 << 24)
     INT_OPT("request-timeout", request_timeout, 0, 86400)
@@ -268,13 +276,25 @@ int config_finish(server_config *c, char *err, size_t errlen)
         memcpy(c->model_id, base, n);
         c->model_id[n] = 0;
     }
+    if (c->max_seqs == 0) return 0; /* sized at load: config_sizes */
+    worker_sizes ws;
+    if (config_sizes(c, c->max_seqs, &ws, err, errlen)) return -1;
+    c->max_queue = ws.max_queue;
+    c->threads = ws.threads;
+    return 0;
+}
+
+int config_sizes(const server_config *c, int engine_seqs, worker_sizes *out, char *err, size_t errlen)
+{
+    out->max_seqs = c->max_seqs > 0 ? c->max_seqs : engine_seqs;
+    out->max_queue = c->max_queue >= 0 ? c->max_queue : out->max_seqs * 4 < 512 ? out->max_seqs * 4 : 512;
     /* every waiting or running generation holds a request thread; keep spare ones so /health
      * and /metrics answer however busy the engine is */
-    int need = c->max_seqs + c->max_queue + 2;
-    if (c->threads == 0) c->threads = need + 2;
-    if (c->threads < need) {
+    int need = out->max_seqs + out->max_queue + 2;
+    out->threads = c->threads ? c->threads : need + 2 < CFG_MAX_THREADS ? need + 2 : CFG_MAX_THREADS;
+    if (out->threads < need) {
         snprintf(err, errlen, "--threads %d is too few for --max-seqs %d + --max-queue %d (need >= %d)",
-                 c->threads, c->max_seqs, c->max_queue, need);
+                 out->threads, out->max_seqs, out->max_queue, need);
         return -1;
     }
     return 0;

@@ -8,6 +8,7 @@
 
 #define CFG_MAX_WORKERS 16
 #define CFG_STR 512
+#define CFG_MAX_THREADS 1024
 
 typedef struct server_config {
     char model[CFG_STR];          /* -m, --model: GGUF path */
@@ -17,11 +18,16 @@ typedef struct server_config {
     char listen[CFG_MAX_WORKERS][CFG_STR]; /* --listen unix:PATH|HOST:PORT[,...]: one, or one per worker */
     int  n_listen;                /* 0: inherit the listening socket on fd 0 (spawn-fcgi) */
     int  ctx;                     /* --ctx: tokens per sequence, 0 = engine default */
-    int  max_seqs;                /* --max-seqs: sequences decoded together per worker */
-    int  max_queue;               /* --max-queue: requests waiting for a slot; more -> 429 */
+    int  max_seqs;                /* --max-seqs: sequences decoded together per worker (0: as many as the
+                                   * KV cache holds of 2048-token requests, at most 256 on a GPU) */
+    int  max_queue;               /* --max-queue: sequences waiting for a slot; more -> 429 (-1: 4 per
+                                   * sequence, at most 512) */
+    int  queue_timeout;           /* --queue-timeout: seconds a request may wait for a slot and KV room,
+                                   * then 503 (0: as long as it takes) */
+    int  kv_tokens;               /* --kv-tokens: the KV cache's full-attention tokens (0: from the memory) */
     int  max_batch;               /* --max-batch: tokens per forward chunk, 0 = engine default */
     int  prefix_cache;            /* --prefix-cache 0|1: prompts reuse the KV of cached prefixes (default 1) */
-    int  threads;                 /* --threads: FastCGI request threads per worker */
+    int  threads;                 /* --threads: request threads per worker (0: max-seqs + max-queue + 4) */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
     int  request_timeout;         /* --request-timeout: seconds a generation may run, then "length" (0: none) */
     int  default_max_tokens;      /* --default-max-tokens: the cap of a request without max_tokens (0: the context) */
@@ -39,8 +45,16 @@ void config_defaults(server_config *c);
 int  config_parse_args(server_config *c, int argc, char **argv, char *err, size_t errlen);
 /* Reads "key = value" lines ('#' comments) from path. Returns 0 or -1 with one line in err. */
 int  config_load_file(server_config *c, const char *path, char *err, size_t errlen);
-/* Checks ranges and fills derived values (model_id). Returns 0 or -1 with one line in err. */
+/* Checks ranges and fills derived values (model_id; with --max-seqs given, the queue and threads).
+ * Returns 0 or -1 with one line in err. */
 int  config_finish(server_config *c, char *err, size_t errlen);
+
+/* what a worker runs with once its engine holds engine_seqs sequences */
+typedef struct worker_sizes { int max_seqs, max_queue, threads; } worker_sizes;
+/* --max-seqs or engine_seqs; --max-queue or 4 per sequence (at most 512); --threads or both + 4
+ * (every waiting or running generation holds a request thread, and /health must still answer).
+ * -1 with err when --threads is too few for them. */
+int  config_sizes(const server_config *c, int engine_seqs, worker_sizes *out, char *err, size_t errlen);
 void config_usage(const char *prog);
 
 #endif

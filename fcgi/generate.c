@@ -1,6 +1,7 @@
 /* generate.c — request-thread side of a generation: queue, decode, stop strings, echo. */
 #include "generate.h"
 
+#include "admit.h"
 #include "chat_reply.h"
 #include "clock.h"
 
@@ -65,11 +66,39 @@ static void unstart(gen_run *g, constraint **con, int n_con)
 
 static int oom(api_error *e) { return api_fail(e, 500, "server_error", NULL, NULL, "out of memory"); }
 
+/* A prompt's choices within the whole KV cache (else the request could never start): max_tokens is
+ * capped to what fits when the client gave none, else a 400 says how many would */
+static int check_kv(const api_ctx *c, const api_gen *p, const char *prompt_param, int n_prompt, int *max_tokens,
+                    api_error *e)
+{
+    kv_budget b;
+    kv_budget_init(&b, c->eng);
+    int most = kv_budget_max_tokens(&b, n_prompt, p->n, *max_tokens);
+    if (most == *max_tokens) return 0;
+    if (p->max_tokens < 0 && most > 0) { *max_tokens = most; return 0; }
+    engine_kv_blocks need = kv_budget_need(&b, n_prompt, *max_tokens, p->n);
+    const engine_fit *f = &engine_get_info(c->eng)->fit;
+    if (need.full > b.total.full)
+        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", most ? "max_tokens" : prompt_param,
+                        "This request needs %llu tokens of KV cache (a prompt of %d tokens and max_tokens %d for each "
+                        "of %d choices), more than this server's whole cache of %llu tokens; max_tokens can be at most "
+                        "%d here. Please reduce max_tokens or the length of the %s.",
+                        (unsigned long long)need.full * f->block_tokens, n_prompt, *max_tokens, p->n,
+                        (unsigned long long)f->kv_tokens, most, prompt_param);
+    return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", p->n > 1 ? "n" : "max_tokens",
+                    "This request's %d choices need %u sliding-window KV blocks of %u tokens (a prompt of %d tokens and "
+                    "max_tokens %d each); this server's cache has %u in all; max_tokens can be at most %d here. Please "
+                    "reduce n or max_tokens.", p->n, need.ring, f->block_tokens, n_prompt, *max_tokens, f->ring_blocks,
+                    most);
+}
+
 /* the request's limits: n, the sequences it takes, each prompt's budget (into jp), logit_bias */
 static int check(gen_run *g, const api_ctx *c, const gen_prompt *prompts, const api_gen *p, const char *prompt_param,
                  job_prompt *jp, engine_bias *bias, api_error *e)
 {
-    int max_seqs = c->cfg->max_seqs, places = c->cfg->max_seqs + c->cfg->max_queue;
+    int max_seqs, max_queue;
+    sched_limits(c->sched, &max_seqs, &max_queue);
+    int places = max_seqs + max_queue;
     if (p->n > max_seqs)
         return api_fail(e, 400, "invalid_request_error", NULL, "n", "'n' is %d; this server runs at most %d sequences at "
                         "once, and the choices of a prompt run together", p->n, max_seqs);
@@ -86,6 +115,7 @@ static int check(gen_run *g, const api_ctx *c, const gen_prompt *prompts, const 
         /* a request without max_tokens would otherwise hold a slot for the whole context */
         if (p->max_tokens < 0 && c->cfg->default_max_tokens > 0 && max_tokens > c->cfg->default_max_tokens)
             max_tokens = c->cfg->default_max_tokens;
+        if (check_kv(c, p, prompt_param, prompts[i].n, &max_tokens, e)) return -1;
         jp[i] = (job_prompt){ prompts[i].ids, prompts[i].n, max_tokens };
         g->n_prompt += prompts[i].n;
     }
@@ -182,6 +212,9 @@ int gen_start(gen_run *g, const api_ctx *c, const gen_prompt *prompts, int n_pro
                         "the server is busy: every generation slot and queue place is taken; retry later");
     if (sub == SCHED_CLOSED)
         return api_fail(e, 503, "server_error", "unavailable", NULL, "the server is shutting down; retry");
+    if (sub == SCHED_TOO_BIG) /* check_kv let none through: a backstop */
+        return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                        "the request needs more KV cache than this server has; reduce max_tokens");
     return api_fail(e, 500, "server_error", NULL, NULL, "cannot queue the request (out of memory)");
 }
 
@@ -225,6 +258,7 @@ static enum gen_finish finish_of(const job_status *st)
     case JOB_LENGTH: return FINISH_LENGTH;
     case JOB_CANCELLED: return FINISH_CANCELLED;
     case JOB_ERROR: return FINISH_ERROR;
+    case JOB_EXPIRED: return FINISH_EXPIRED;
     default: return FINISH_NONE;
     }
 }

@@ -10,7 +10,8 @@
 #include "stop.h"
 #include "tokenizer.h"
 
-enum gen_finish { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_CANCELLED, FINISH_ERROR };
+/* FINISH_EXPIRED: it waited in the queue past --queue-timeout and never started */
+enum gen_finish { FINISH_NONE, FINISH_STOP, FINISH_LENGTH, FINISH_CANCELLED, FINISH_ERROR, FINISH_EXPIRED };
 
 /* one token with its logprobs (requests that asked for them); none: a prompt's first token, which
  * has no logprob (echo) */
@@ -65,8 +66,9 @@ typedef struct gen_run {
     int n_reasoning;          /* completion tokens spent in it, its markers included, all choices */
 } gen_run;
 
-/* Validates n, lengths and logit_bias (400; prompt_param names the prompt in a context error), queues
- * (429 full, 503 draining). n_prompts * p->n choices. Returns 0, or -1 with e. */
+/* Validates n, lengths, the KV cache each prompt's choices need (a request without max_tokens gets
+ * what fits) and logit_bias (400; prompt_param names the prompt in a context error), queues (429
+ * full, 503 draining). n_prompts * p->n choices. Returns 0, or -1 with e. */
 int  gen_start(gen_run *g, const api_ctx *c, const gen_prompt *prompts, int n_prompts, const api_gen *p,
                const char *prompt_param, double t_arrival, api_error *e);
 

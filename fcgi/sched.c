@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "admit.h"
 #include "clock.h"
 #include "log.h"
 
@@ -31,6 +32,7 @@ typedef struct job_choice {
     engine_logprobs lp_now;   /* the step's logprobs of its token */
     double t_last, t_first_out, t_last_out; /* any token chosen; first and last token handed out */
     atomic_int stop;          /* the reader has what it wanted from it */
+    int held;                 /* it counts in its prompt's KV reservation */
     int32_t *toks;            /* generated tokens, capacity the group's max_tokens */
     engine_logprobs *lps;     /* theirs, when n_logprobs > 0 */
     int n_toks, n_read;
@@ -45,6 +47,7 @@ typedef struct job_group {
                                * come (the last prompt token's row, which they choose from) */
     engine_logprobs *plp;     /* prompt logprobs, token i + 1's at i */
     int plp_ready;            /* under mu */
+    int holding;              /* its choices that count in its KV reservation (engine thread) */
 } job_group;
 
 struct gen_job {
@@ -79,7 +82,10 @@ struct sched {
     metrics *m;
     constraint_vocab *vocab;
     int max_seqs, max_queue;
+    double queue_timeout;     /* seconds a job may wait for its first prompt to start (0: no limit) */
+    double pass_s;            /* how long a waiting job may be passed by later ones that fit */
     uint32_t n_vocab;
+    kv_budget kv;             /* the KV blocks running prompts are promised (promises: the engine thread's) */
     pthread_t thread;
     pthread_mutex_t mu;       /* guards everything below */
     pthread_cond_t cv;
@@ -228,6 +234,12 @@ static void choice_finish(sched *s, gen_job *j, int c, enum job_end end, const c
     job_choice *ch = &j->ch[c];
     if (ch->phase == PH_ENDED) return;
     ch->phase = PH_ENDED;
+    if (ch->held) { /* the prompt's reservation shrinks to what its other live choices can take */
+        job_group *g = &j->g[c / j->n];
+        kv_budget_give(&s->kv, kv_budget_need(&s->kv, g->n_prompt, g->max_tokens, g->holding));
+        kv_budget_take(&s->kv, kv_budget_need(&s->kv, g->n_prompt, g->max_tokens, --g->holding));
+        ch->held = 0;
+    }
     if (ch->n_gen >= 2) metrics_tpot(s->m, (ch->t_last_out - ch->t_first_out) / (ch->n_gen - 1));
     if (ch->seq >= 0) engine_seq_free(s->eng, ch->seq);
     ch->seq = -1;
@@ -301,13 +313,15 @@ static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab)
 int sched_submit(sched *s, const job_spec *spec, gen_job **out)
 {
     *out = NULL;
-    int bad = spec->n_prompts < 1 || spec->n < 1 || spec->n > s->max_seqs || spec->n > SCHED_MAX_N;
+    int bad = spec->n_prompts < 1 || spec->n < 1 || spec->n > s->max_seqs || spec->n > SCHED_MAX_N, big = 0;
     for (int p = 0; !bad && p < spec->n_prompts; p++) bad = spec->prompts[p].n < 1 || spec->prompts[p].max_tokens < 1;
-    gen_job *j = bad ? NULL : calloc(1, sizeof *j);
+    for (int p = 0; !bad && !big && p < spec->n_prompts; p++) /* else it would wait forever */
+        big = !kv_budget_whole(&s->kv, kv_budget_need(&s->kv, spec->prompts[p].n, spec->prompts[p].max_tokens, spec->n));
+    gen_job *j = bad || big ? NULL : calloc(1, sizeof *j);
     if (!j || pthread_mutex_init(&j->mu, NULL)) {
         for (int c = 0; spec->con && c < spec->n_prompts * spec->n; c++) constraint_destroy(spec->con[c]);
         free(j);
-        return SCHED_ENOMEM;
+        return big ? SCHED_TOO_BIG : SCHED_ENOMEM;
     }
     pthread_cond_init(&j->cv, NULL); /* from here job_free undoes everything */
     if (job_fill(j, spec, s->n_vocab)) {
@@ -362,6 +376,9 @@ static int group_start(sched *s, gen_job *j, int p)
     lead->fed = cached;
     atomic_fetch_add(&j->cached, cached);
     metrics_prefix(s->m, g->n_prompt, cached);
+    kv_budget_take(&s->kv, kv_budget_need(&s->kv, g->n_prompt, g->max_tokens, j->n));
+    g->holding = j->n;
+    for (int c = c0; c < c0 + j->n; c++) j->ch[c].held = 1;
     if (rows && !(g->rows = malloc(rows * s->n_vocab * sizeof *g->rows))) {
         for (int c = c0; c < c0 + j->n; c++) choice_finish(s, j, c, JOB_ERROR, "out of memory");
         return 0;
@@ -372,36 +389,66 @@ static int group_start(sched *s, gen_job *j, int p)
     return 0;
 }
 
-/* under s->mu: the queue's head starts its prompts while slots are free; cancelled jobs leave */
+/* under s->mu: whether prompt p of j may start now: slots for its choices, and the KV blocks they
+ * can take beside what running prompts are promised */
+static int fits_now(sched *s, const gen_job *j, int p)
+{
+    return atomic_load(&s->used) + j->n <= s->max_seqs &&
+           kv_budget_fits(&s->kv, kv_budget_need(&s->kv, j->g[p].n_prompt, j->g[p].max_tokens, j->n));
+}
+
+/* under s->mu: j leaves the queue (prev: the job before it, or NULL); the choices of its prompts not
+ * started end as `end` (JOB_RUNNING: none are left) */
+static void unqueue(sched *s, gen_job *prev, gen_job *j, enum job_end end)
+{
+    if (prev) prev->next = j->next;
+    else s->head = j->next;
+    if (s->tail == j) s->tail = prev;
+    j->next = NULL;
+    s->n_queued--;
+    s->queued_seqs -= (j->n_groups - j->next_group) * j->n;
+    int c0 = j->next_group * j->n;
+    j->next_group = j->n_groups;
+    for (int c = c0, n = j->n_choices; c < n; c++) choice_finish(s, j, c, end, NULL);
+    job_live_drop(j);
+}
+
+/* Under s->mu: queued jobs start their prompts in order while slots and KV blocks are free. A job
+ * that does not fit lets later ones that do start first only while it has waited less than pass_s;
+ * from then on nothing behind it starts before it does (running prompts end, their blocks come
+ * back, and it fits: sched_submit takes none that never could), so a stream of small jobs cannot
+ * starve a big one. Cancelled jobs leave, and so do jobs none of whose prompts started within the
+ * queue timeout (JOB_EXPIRED: the client is told to retry). */
 static void start_queued(sched *s)
 {
-    while (s->head) {
-        gen_job *j = s->head;
+    double now = monotonic_seconds();
+    int hold = 0; /* an earlier job has waited past pass_s */
+    gen_job *prev = NULL;
+    for (gen_job *j = s->head, *next; j; j = next) {
+        next = j->next;
         if (atomic_load(&s->cancel_all)) {
             int none = CANCEL_NONE;
             atomic_compare_exchange_strong(&j->cancel, &none, CANCEL_ALL);
         }
-        int cancelled = atomic_load(&j->cancel) != CANCEL_NONE;
-        if (!cancelled) {
-            if (atomic_load(&s->used) + j->n > s->max_seqs || group_start(s, j, j->next_group)) break; /* wait for slots */
+        double waited = now - j->t_submit;
+        enum job_end end = atomic_load(&j->cancel) != CANCEL_NONE ? JOB_CANCELLED
+                           : !j->next_group && s->queue_timeout > 0 && waited > s->queue_timeout ? JOB_EXPIRED
+                           : JOB_RUNNING;
+        while (end == JOB_RUNNING && !hold && j->next_group < j->n_groups && fits_now(s, j, j->next_group) &&
+               group_start(s, j, j->next_group) == 0) {
             if (j->next_group == 0) {
-                metrics_queue_wait(s->m, monotonic_seconds() - j->t_submit);
+                metrics_queue_wait(s->m, waited);
                 atomic_store(&j->started, 1);
             }
             s->queued_seqs -= j->n;
-            if (++j->next_group < j->n_groups) continue;
+            j->next_group++;
         }
-        s->head = j->next;
-        if (!s->head) s->tail = NULL;
-        j->next = NULL;
-        s->n_queued--;
-        if (cancelled) {
-            s->queued_seqs -= (j->n_groups - j->next_group) * j->n;
-            int c0 = j->next_group * j->n;
-            j->next_group = j->n_groups;
-            for (int c = c0, n = j->n_choices; c < n; c++) choice_finish(s, j, c, JOB_CANCELLED, NULL);
+        if (end == JOB_RUNNING && j->next_group < j->n_groups) { /* waits on */
+            hold |= waited >= s->pass_s;
+            prev = j;
+        } else {
+            unqueue(s, prev, j, end);
         }
-        job_live_drop(j);
     }
 }
 
@@ -557,19 +604,22 @@ static void step_all(sched *s)
     if (!n) return;
     for (int i = 0; i < n; i++) fill_item(&s->items[i], &s->active[i]);
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
-    for (int i = 0; i < n; i++) failed[i] = rc != 0;
+    for (int i = 0; i < n; i++) failed[i] = rc;
     if (rc && n > 1) {
         /* find the culprit: a step refused before the forward (bad item, KV cache full) changed
          * nothing, so run the sequences one at a time */
         for (int i = 0; i < n; i++) {
             fill_item(&s->items[i], &s->active[i]);
-            failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err) != 0;
+            failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err);
         }
     }
     double t = monotonic_seconds();
     for (int i = 0; i < n; i++) { /* forks join the end of the list: not this step's */
         gen_job *j = s->active[i].j;
-        if (failed[i]) {
+        if (failed[i] == ENGINE_KV_FULL) { /* admission should make this impossible: end cleanly */
+            log_line("engine", "%s: the sequence ends as if at max_tokens", err);
+            run_end(s, i, JOB_LENGTH, NULL);
+        } else if (failed[i]) {
             log_line("engine", "engine step failed: %s", err);
             metrics_engine_error(s->m);
             char msg[300];
@@ -680,6 +730,9 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     }
     s->max_seqs = o->max_seqs > 0 ? o->max_seqs : 1;
     s->max_queue = o->max_queue >= 0 ? o->max_queue : 0;
+    s->queue_timeout = o->queue_timeout > 0 ? o->queue_timeout : 0;
+    s->pass_s = o->pass_s > 0 ? o->pass_s : s->queue_timeout > 0 ? s->queue_timeout / 4 : SCHED_PASS_S;
+    kv_budget_init(&s->kv, e);
     s->active = calloc((size_t)s->max_seqs, sizeof *s->active);
     s->items = calloc((size_t)s->max_seqs, sizeof *s->items);
     s->failed = calloc((size_t)s->max_seqs, sizeof *s->failed);
@@ -741,6 +794,12 @@ void sched_cancel_all(sched *s)
     atomic_store(&s->cancel_all, 1);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+}
+
+void sched_limits(const sched *s, int *max_seqs, int *max_queue)
+{
+    *max_seqs = s->max_seqs;
+    *max_queue = s->max_queue;
 }
 
 void sched_counts(sched *s, int *active, int *queued)

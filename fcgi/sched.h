@@ -15,10 +15,17 @@ typedef struct sched sched;
 typedef struct gen_job gen_job;
 
 typedef struct sched_opts {
-    int max_seqs;    /* sequences stepped together */
+    int max_seqs;    /* sequences stepped together (at most the engine's) */
     int max_queue;   /* sequences waiting beyond max_seqs before submissions are refused (a job takes
                       * one per choice: n_prompts * n) */
+    double queue_timeout; /* seconds a job may wait for its first prompt to start, then JOB_EXPIRED
+                      * (0: as long as it takes) */
+    double pass_s;   /* seconds a job that does not fit may be passed by later ones that do; 0: a
+                      * quarter of queue_timeout (the rest is the running ones' time to make room),
+                      * SCHED_PASS_S without one. Tests set it; the server leaves it 0 */
 } sched_opts;
+
+#define SCHED_PASS_S 8.0
 
 /* How a choice ended. */
 enum job_end {
@@ -26,7 +33,8 @@ enum job_end {
     JOB_STOP,        /* the model produced an end-of-generation token, or the reader asked to stop */
     JOB_LENGTH,      /* max_tokens or the context is used up */
     JOB_CANCELLED,   /* the reader cancelled (client gone, drain deadline) */
-    JOB_ERROR        /* engine failure or shutdown; see the message */
+    JOB_ERROR,       /* engine failure or shutdown; see the message */
+    JOB_EXPIRED      /* it waited in the queue past the queue timeout (no slot or KV room came free) */
 };
 
 #define SCHED_MAX_N 16 /* choices per prompt at most */
@@ -58,7 +66,7 @@ typedef struct job_spec {
                                max_tokens or the context ends a choice (load tests) */
 } job_spec;
 
-enum { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2, SCHED_ENOMEM = -1 };
+enum { SCHED_OK = 0, SCHED_FULL = 1, SCHED_CLOSED = 2, SCHED_TOO_BIG = 3, SCHED_ENOMEM = -1 };
 
 /* Starts the engine thread; the engine then belongs to it until sched_destroy. */
 int  sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *err, size_t errlen);
@@ -74,11 +82,15 @@ void sched_close(sched *s);
 void sched_cancel_all(sched *s);
 /* jobs with a running sequence; jobs with a prompt not yet started */
 void sched_counts(sched *s, int *active, int *queued);
+/* the sizes it runs with (sched_opts as taken); any thread */
+void sched_limits(const sched *s, int *max_seqs, int *max_queue);
 
-/* Queues a job. Returns SCHED_OK with *out (release it with job_release), SCHED_FULL (its
- * sequences would take more than the free slots and queue places: running and queued sequences
- * plus n_prompts * n over max_seqs + max_queue), SCHED_CLOSED, or SCHED_ENOMEM (also for a spec
- * out of range). */
+/* Queues a job: its prompts start in order as slots and KV blocks come free (each prompt's n
+ * choices reserve the blocks they can ever take: engine_kv_need), or it expires in the queue.
+ * Returns SCHED_OK with *out (release it with job_release), SCHED_FULL (its sequences would take
+ * more than the free slots and queue places: running and queued sequences plus n_prompts * n over
+ * max_seqs + max_queue), SCHED_CLOSED, SCHED_TOO_BIG (a prompt could never fit the KV cache:
+ * kv_budget_whole), or SCHED_ENOMEM (also for a spec out of range). */
 int  sched_submit(sched *s, const job_spec *spec, gen_job **out);
 
 /* ---- the request thread's side of a job ---- */

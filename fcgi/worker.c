@@ -179,17 +179,18 @@ static void *request_thread(void *arg)
 
 /* ---- lifecycle ---- */
 
-static int start_threads(worker *w)
+#define LOAD_THREADS 4 /* while loading, before the sizes are known: /health and 503s */
+
+/* request threads up to n in all (the first call makes room for the most there may be) */
+static int start_threads(worker *w, int n)
 {
-    w->n_threads = w->cfg->threads;
-    w->threads = calloc((size_t)w->n_threads, sizeof *w->threads);
-    if (!w->threads) return -1;
-    for (int i = 0; i < w->n_threads; i++) {
-        req_thread *t = &w->threads[i];
+    if (!w->threads && !(w->threads = calloc(CFG_MAX_THREADS, sizeof *w->threads))) return -1;
+    for (; w->n_threads < n && w->n_threads < CFG_MAX_THREADS; w->n_threads++) {
+        req_thread *t = &w->threads[w->n_threads];
         t->w = w;
         atomic_init(&t->exited, 0);
         int rc = pthread_create(&t->tid, NULL, request_thread, t);
-        if (rc) { LOG(w, "cannot start request thread %d: %s", i, strerror(rc)); return -1; }
+        if (rc) { LOG(w, "cannot start request thread %d: %s", w->n_threads, strerror(rc)); return -1; }
         t->started = 1;
     }
     return 0;
@@ -227,6 +228,7 @@ static int load(worker *w)
     o.device = cfg->devices[w->index][0] ? cfg->devices[w->index] : NULL;
     o.n_ctx = cfg->ctx;
     o.max_seqs = cfg->max_seqs;
+    o.kv_tokens = cfg->kv_tokens;
     o.max_batch_tokens = cfg->max_batch;
     o.no_prefix_cache = !cfg->prefix_cache;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
@@ -237,19 +239,28 @@ static int load(worker *w)
         w->eng = NULL;
         return -1;
     }
-    sched_opts so = { .max_seqs = cfg->max_seqs, .max_queue = cfg->max_queue };
-    if (sched_create(&w->sched, w->eng, &so, w->m, err, sizeof err)) {
+    const engine_info *info = engine_get_info(w->eng);
+    worker_sizes ws;
+    sched_opts so = { 0 };
+    int rc = config_sizes(cfg, (int)info->fit.n_seq, &ws, err, sizeof err);
+    if (!rc) {
+        so = (sched_opts){ .max_seqs = ws.max_seqs, .max_queue = ws.max_queue, .queue_timeout = cfg->queue_timeout };
+        rc = sched_create(&w->sched, w->eng, &so, w->m, err, sizeof err);
+    }
+    if (rc) {
         snprintf(w->load_error, sizeof w->load_error, "%s", err);
         engine_destroy(w->eng);
         w->eng = NULL;
         return -1;
     }
-    const engine_info *info = engine_get_info(w->eng);
     metrics_engine(w->m, info->device, info->device_bytes, info->device_total, info->n_ctx);
-    LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; KV %.1f KiB per token + %.1f MiB per sequence "
-        "(sliding-window rings of %u tokens); %.2f GiB of weights in host memory", cfg->model_id, info->name,
-        info->device, info->n_ctx, info->load_seconds, info->kv_bytes_per_token / 1024.0,
-        info->kv_ring_bytes_per_seq / 1048576.0, info->kv_ring_tokens, info->host_weight_bytes / 1073741824.0);
+    LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; %d sequences%s, %d queue places, queue timeout "
+        "%d s, %d request threads", cfg->model_id, info->name, info->device, info->n_ctx, info->load_seconds,
+        ws.max_seqs, cfg->max_seqs ? "" : " (sized from the KV cache)", ws.max_queue, cfg->queue_timeout, ws.threads);
+    char fit[1024];
+    engine_fit_summary(&info->fit, fit, sizeof fit);
+    LOG(w, "%s", fit);
+    start_threads(w, ws.threads); /* a thread that would not start was logged; the others serve */
     return 0;
 }
 
@@ -338,7 +349,7 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
 
     if (!w.tp || w.tp->init()) { LOG(&w, "cannot start the %s transport", cfg->protocol); metrics_destroy(w.m, 1); return WORKER_EXIT_ERROR; }
     int rc = WORKER_EXIT_OK;
-    if (start_threads(&w)) {
+    if (start_threads(&w, cfg->threads ? cfg->threads : LOAD_THREADS)) {
         rc = WORKER_EXIT_ERROR;
     } else if (load_delay > 0 && wait_signal((int)(load_delay * 1000))) {
         LOG(&w, "stopped before loading");

@@ -56,6 +56,9 @@ e2e_start() {
     i=$((i + 1))
   done
   [ "${E2E_WORKERS:-1}" -gt 1 ] && set -- --devices "$devices" "$@"
+  # no queue deadline unless the suite sets one (a later option wins): a busy 2-core machine may keep a
+  # queued request past the default 30 s, and its 503 is not what those suites test
+  set -- --queue-timeout 0 "$@"
   build/clgemma-fcgi -m "$E2E_MODEL" --listen "$listen" --protocol "${E2E_PROTOCOL:-http}" "$@" > "$E2E_WORKER_LOG" 2>&1 &
   E2E_MASTER_PID=$!
   port=${E2E_PORT:-$(e2e_free_port)}

@@ -1,5 +1,6 @@
 /* test_fcgi_config.c — clgemma-fcgi options (fcgi/config.c): the command line, the config file, the
- * command line winning over the file, range errors that name the option, derived values. */
+ * command line winning over the file, range errors that name the option, derived values (the
+ * sizes a worker takes once its engine says how many sequences its KV cache holds). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +31,23 @@ static void test_defaults_and_derived_values(void)
     CHECK(parse(&c, err, sizeof err, "-m", "/x/models/gemma-3-270m.gguf", NULL) == 0, "parse: %s", err);
     CHECK(config_finish(&c, err, sizeof err) == 0, "finish: %s", err);
     CHECK(!strcmp(c.model_id, "gemma-3-270m"), "model id '%s'", c.model_id);
-    CHECK(c.max_seqs == 4 && c.max_queue == 16 && c.max_batch == 0, "defaults %d %d %d", c.max_seqs, c.max_queue,
-          c.max_batch);
-    CHECK(c.threads == c.max_seqs + c.max_queue + 4, "threads %d", c.threads);
+    CHECK(c.max_seqs == 0 && c.max_queue == -1 && c.max_batch == 0 && c.threads == 0, "defaults %d %d %d %d",
+          c.max_seqs, c.max_queue, c.max_batch, c.threads);
+    CHECK(c.queue_timeout == 30 && c.kv_tokens == 0, "queue timeout %d, kv tokens %d", c.queue_timeout, c.kv_tokens);
+    /* sized at load: the engine's sequences, 4 queue places each (at most 512), both + 4 threads */
+    worker_sizes ws;
+    CHECK(config_sizes(&c, 7, &ws, err, sizeof err) == 0 && ws.max_seqs == 7 && ws.max_queue == 28 &&
+          ws.threads == 39, "sizes for 7: %d %d %d", ws.max_seqs, ws.max_queue, ws.threads);
+    CHECK(config_sizes(&c, 256, &ws, err, sizeof err) == 0 && ws.max_seqs == 256 && ws.max_queue == 512 &&
+          ws.threads == 772, "sizes for 256: %d %d %d", ws.max_seqs, ws.max_queue, ws.threads);
+    /* given: finish derives the rest, the engine's count no longer matters */
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--max-seqs", "4", NULL) == 0 && config_finish(&c, err, sizeof err) == 0,
+          "finish: %s", err);
+    CHECK(c.max_queue == 16 && c.threads == 24, "derived from --max-seqs 4: %d %d", c.max_queue, c.threads);
+    CHECK(config_sizes(&c, 100, &ws, err, sizeof err) == 0 && ws.max_seqs == 4 && ws.max_queue == 16 &&
+          ws.threads == 24, "sizes with --max-seqs 4: %d %d %d", ws.max_seqs, ws.max_queue, ws.threads);
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--queue-timeout", "5", "--kv-tokens", "4096", "--max-queue", "0", NULL) == 0 &&
+          c.queue_timeout == 5 && c.kv_tokens == 4096 && c.max_queue == 0, "parse: %s", err);
     CHECK(c.n_workers == 1 && c.n_listen == 0, "one worker on fd 0");
     CHECK(c.default_max_tokens == 1024 && c.request_timeout == 300, "bounds %d %d", c.default_max_tokens,
           c.request_timeout);
@@ -66,6 +81,7 @@ static void test_bad_values_name_the_option(void)
         { "--ctx", "4k", "--ctx" },                 { "--socket-mode", "0999", "--socket-mode" },
         { "--devices", "0:0,", "--devices" },       { "--listen", ",", "--listen" },
         { "--bogus", "1", "unknown option" },       { "--max-batch", NULL, "needs a value" },
+        { "--queue-timeout", "-1", "--queue-timeout" }, { "--kv-tokens", "many", "--kv-tokens" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         server_config c;
@@ -86,8 +102,13 @@ static void test_finish_checks(void)
     CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "no model"), "no model: '%s'", err);
     parse(&c, err, sizeof err, "-m", "m", "--devices", "0:0,0:1,0:2", "--listen", "unix:/a,unix:/b", NULL);
     CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "--listen"), "listen per worker: '%s'", err);
-    parse(&c, err, sizeof err, "-m", "m", "--threads", "3", NULL);
+    parse(&c, err, sizeof err, "-m", "m", "--max-seqs", "2", "--threads", "3", NULL);
     CHECK(config_finish(&c, err, sizeof err) == -1 && strstr(err, "--threads"), "too few threads: '%s'", err);
+    /* with the sequences sized at load, the same check comes then */
+    parse(&c, err, sizeof err, "-m", "m", "--threads", "3", NULL);
+    worker_sizes ws;
+    CHECK(config_finish(&c, err, sizeof err) == 0, "finish: %s", err);
+    CHECK(config_sizes(&c, 4, &ws, err, sizeof err) == -1 && strstr(err, "--threads"), "too few threads: '%s'", err);
 }
 
 static void test_protocol(void)
