@@ -180,7 +180,8 @@ int gen_start(gen_run *g, const api_ctx *c, const gen_prompt *prompts, int n_pro
     job_spec spec = { .prompts = jp, .n_prompts = n_prompts, .n = p->n, .sampling = p->sampling,
                       .t_arrival = t_arrival, .bias = bias, .n_bias = p->n_bias,
                       .n_logprobs = p->logprobs ? (p->top_logprobs > 0 ? p->top_logprobs : 1) : 0,
-                      .prompt_logprobs = p->echo && p->logprobs, .ignore_eos = p->ignore_eos };
+                      .prompt_logprobs = p->echo && p->logprobs, .ignore_eos = p->ignore_eos,
+                      .priority = p->priority };
     if (!p->seed_given) spec.sampling.seed = random_seed();
     int n_con = 0, rc = !jp ? oom(e) : check(g, c, prompts, p, prompt_param, jp, bias, e);
     if (!rc && p->ignore_eos && (p->constrained || p->force_tools)) /* a finished grammar allows only the end */

@@ -42,6 +42,7 @@ static const field_rule rules[] = {
     { "store", B_CHAT, USE_NOOP, NULL },
     { "logit_bias", B_REQ, USE_PARSED, NULL },
     { "ignore_eos", B_REQ, USE_PARSED, NULL },
+    { "priority", B_REQ, USE_PARSED, NULL },
     /* chat */
     { "messages", B_CHAT, USE_PARSED, NULL },
     { "max_completion_tokens", B_CHAT, USE_PARSED, NULL },

@@ -278,6 +278,8 @@ static int parse_gen(json_object *root, api_gen *g, int chat, api_error *e)
     if (parse_stop(root, g, e)) return -1;
     if (get_bool(root, "stream", &g->stream, e) < 0) return -1;
     if (get_bool(root, "ignore_eos", &g->ignore_eos, e) < 0) return -1;
+    if ((r = get_int(root, "priority", -1000000, 1000000, &i64, e)) < 0) return -1;
+    if (r) g->priority = (int)i64;
     json_object *so = field(root, "stream_options");
     if (so) {
         if (json_object_get_type(so) != json_type_object) return bad(e, "stream_options", "'%s' must be an object%s", "");

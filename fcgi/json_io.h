@@ -50,6 +50,7 @@ typedef struct api_gen {
     int max_tokens;       /* -1: not given (up to the context) */
     sampler_params sampling;
     int seed_given;
+    int priority;         /* vLLM's extension: queue order, lower first */
     int ignore_eos;       /* vLLM's and llama-server's extension: an end-of-generation token does not end it */
     int n_stop;
     char *stop[API_MAX_STOP]; /* owned, non-empty */

@@ -57,7 +57,7 @@ struct gen_job {
     job_choice *ch;
     double t_arrival, t_submit;
     engine_bias *bias;
-    int n_bias, n_logprobs, prompt_lp, ignore_eos;
+    int n_bias, n_logprobs, prompt_lp, ignore_eos, priority;
     /* engine thread only */
     int next_group;           /* groups started */
     int live;                 /* choices not ended, + 1 while queued: the scheduler's reference lasts as long */
@@ -306,6 +306,7 @@ static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab)
     }
     j->n_logprobs = spec->n_logprobs;
     j->ignore_eos = spec->ignore_eos;
+    j->priority = spec->priority;
     j->prompt_lp = spec->prompt_logprobs && spec->n_logprobs > 0;
     return 0;
 }
@@ -343,8 +344,12 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     if (s->closed || s->stopping) rc = SCHED_CLOSED;
     else if (atomic_load(&s->used) + s->queued_seqs + j->n_choices > s->max_seqs + s->max_queue) rc = SCHED_FULL;
     else {
-        if (s->tail) s->tail->next = j; else s->head = j;
-        s->tail = j;
+        /* the queue is in priority order (lower first, as vLLM's), first come first served within one */
+        gen_job **at = &s->head, *before = NULL;
+        while (*at && (*at)->priority <= j->priority) { before = *at; at = &(*at)->next; }
+        j->next = *at;
+        *at = j;
+        if (s->tail == before) s->tail = j;
         s->n_queued++;
         s->queued_seqs += j->n_choices;
         publish_counts(s);

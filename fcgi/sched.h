@@ -62,6 +62,7 @@ typedef struct job_spec {
     int n_bias;
     int n_logprobs;         /* 0, or 1..ENGINE_MAX_LOGPROBS: each token comes with its logprobs */
     int prompt_logprobs;    /* with n_logprobs: each prompt token's too (job_prompt_logprobs) */
+    int priority;           /* the queue's order: lower first, arrival order within one (default 0) */
     int ignore_eos;         /* an end-of-generation token is output and fed back like any other: only
                                max_tokens or the context ends a choice (load tests) */
 } job_spec;

@@ -12,6 +12,8 @@
  *   started, so a stream of small jobs cannot starve a big one.
  * test_expires_in_queue: B waits past the queue timeout while A runs: JOB_EXPIRED, never started;
  *   A ends normally.
+ * test_priority_goes_first: with A running, B (priority 0) then D (priority -1, as big) wait; when A
+ *   ends D starts first (lower first, as vLLM's priority), B after it.
  * test_too_big_and_promises_back: a job bigger than the whole cache is refused (SCHED_TOO_BIG);
  *   after all of the above a job needing every block starts, so every promise came back. */
 #include "check.h"
@@ -172,6 +174,22 @@ static void test_expires_in_queue(void)
     end_all(s, &a, 1);
 }
 
+static void test_priority_goes_first(void)
+{
+    sched *s = make(60, 100);
+    if (!s) return;
+    gen_job *j[3];
+    a_then_b(s, &j[0], &j[1]);
+    job_prompt jp = { PROMPT, 4, 120 };
+    job_spec spec = { .prompts = &jp, .n_prompts = 1, .n = 1, .t_arrival = monotonic_seconds(), .priority = -1 };
+    sampler_params_default(&spec.sampling);
+    CHECK(sched_submit(s, &spec, &j[2]) == SCHED_OK, "submit D");
+    wait_started(j[2]);
+    CHECK(job_started(j[2]) && !job_started(j[1]), "D (priority -1) %d before B (priority 0) %d",
+          job_started(j[2]), job_started(j[1]));
+    end_all(s, j, 3);
+}
+
 static void test_too_big_and_promises_back(void)
 {
     sched *s = make(5, 0);
@@ -202,6 +220,7 @@ int main(void)
     RUN_TEST(test_small_passes_young_big);
     RUN_TEST(test_aged_big_holds_later);
     RUN_TEST(test_expires_in_queue);
+    RUN_TEST(test_priority_goes_first);
     RUN_TEST(test_too_big_and_promises_back);
     metrics_destroy(M, 0);
     engine_destroy(E);
