@@ -20,6 +20,8 @@ typedef struct server_config {
     int  max_seqs;                /* --max-seqs: sequences decoded together per worker */
     int  max_queue;               /* --max-queue: requests waiting for a slot; more -> 429 */
     int  max_batch;               /* --max-batch: tokens per forward chunk, 0 = engine default */
+    int  step_tokens;             /* --step-tokens: tokens per engine step, decode first, then prompt chunks
+                                   * (0 = max-batch's) */
     int  prefix_cache;            /* --prefix-cache 0|1: prompts reuse the KV of cached prefixes (default 1) */
     int  threads;                 /* --threads: FastCGI request threads per worker */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */

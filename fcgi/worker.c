@@ -237,7 +237,7 @@ static int load(worker *w)
         w->eng = NULL;
         return -1;
     }
-    sched_opts so = { .max_seqs = cfg->max_seqs, .max_queue = cfg->max_queue };
+    sched_opts so = { .max_seqs = cfg->max_seqs, .max_queue = cfg->max_queue, .step_tokens = cfg->step_tokens };
     if (sched_create(&w->sched, w->eng, &so, w->m, err, sizeof err)) {
         snprintf(w->load_error, sizeof w->load_error, "%s", err);
         engine_destroy(w->eng);
@@ -247,9 +247,10 @@ static int load(worker *w)
     const engine_info *info = engine_get_info(w->eng);
     metrics_engine(w->m, info->device, info->device_bytes, info->device_total, info->n_ctx);
     LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; KV %.1f KiB per token + %.1f MiB per sequence "
-        "(sliding-window rings of %u tokens); %.2f GiB of weights in host memory", cfg->model_id, info->name,
-        info->device, info->n_ctx, info->load_seconds, info->kv_bytes_per_token / 1024.0,
-        info->kv_ring_bytes_per_seq / 1048576.0, info->kv_ring_tokens, info->host_weight_bytes / 1073741824.0);
+        "(sliding-window rings of %u tokens); %.2f GiB of weights in host memory; steps of %d tokens (forward "
+        "chunks of %u)", cfg->model_id, info->name, info->device, info->n_ctx, info->load_seconds,
+        info->kv_bytes_per_token / 1024.0, info->kv_ring_bytes_per_seq / 1048576.0, info->kv_ring_tokens,
+        info->host_weight_bytes / 1073741824.0, sched_step_tokens(w->sched), info->fit.max_batch);
     return 0;
 }
 
