@@ -72,7 +72,6 @@ int api_health(const api_ctx *c, http_req *r)
         json_object_object_add(o, "device_memory_used_bytes", json_object_new_int64((int64_t)info->device_bytes));
         json_object_object_add(o, "device_memory_free_bytes",
                                json_object_new_int64(info->device_total > info->device_bytes ? (int64_t)(info->device_total - info->device_bytes) : 0));
-        json_object_object_add(o, "max_batch_tokens", json_object_new_int64(info->fit.max_batch));
     }
     if (c->sched) json_object_object_add(o, "step_tokens", json_object_new_int(sched_step_tokens(c->sched)));
     json_object_object_add(o, "active", json_object_new_int(active));

@@ -6,14 +6,6 @@
 # answer alone. --prefix-cache 0: every prompt is computed.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/lib.sh
-CHUNKED_REF=$(mktemp /tmp/clgemma-chunked-ref.XXXXXX)
-export CHUNKED_REF
 opts="--ctx 2048 --max-seqs 2 --max-queue 2 --threads 6 --prefix-cache 0"
-e2e_start e2e_chunked_small $opts --step-tokens 64
-CHUNKED_PHASE=small PYTHONPATH=tests/e2e "$E2E_PY" tests/e2e/test_chunked.py || { rm -f "$CHUNKED_REF"; exit 1; }
-e2e_cleanup
-e2e_start e2e_chunked_large $opts --step-tokens 4096
-CHUNKED_PHASE=large PYTHONPATH=tests/e2e "$E2E_PY" tests/e2e/test_chunked.py
-rc=$?
-rm -f "$CHUNKED_REF"
-exit $rc
+e2e_two_phases e2e_chunked tests/e2e/test_chunked.py CHUNKED_PHASE small "$opts --step-tokens 64" \
+  large "$opts --step-tokens 4096"
