@@ -15,11 +15,11 @@ typedef struct sched sched;
 typedef struct gen_job gen_job;
 
 typedef struct sched_opts {
+    int step_tokens; /* tokens per step: every decoding sequence's one, then prompt chunks in what is
+                      * left (step_plan.h); 0 = the engine's max_batch_tokens */
     int max_seqs;    /* sequences stepped together */
     int max_queue;   /* sequences waiting beyond max_seqs before submissions are refused (a job takes
                       * one per choice: n_prompts * n) */
-    int step_tokens; /* tokens per step: every decoding sequence's one, then prompt chunks in what is
-                      * left (step_plan.h); 0 = the engine's max_batch_tokens */
 } sched_opts;
 
 /* How a choice ended. */

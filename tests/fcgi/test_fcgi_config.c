@@ -61,12 +61,12 @@ static void test_options_both_spellings(void)
 static void test_bad_values_name_the_option(void)
 {
     static const struct { const char *opt, *val, *word; } cases[] = {
+        { "--step-tokens", "-5", "--step-tokens" }, { "--step-tokens", "64k", "--step-tokens" },
         { "--max-batch", "-1", "--max-batch" },     { "--max-batch", "65537", "--max-batch" },
         { "--max-batch", "lots", "--max-batch" },   { "--max-seqs", "0", "--max-seqs" },
         { "--ctx", "4k", "--ctx" },                 { "--socket-mode", "0999", "--socket-mode" },
         { "--devices", "0:0,", "--devices" },       { "--listen", ",", "--listen" },
         { "--bogus", "1", "unknown option" },       { "--max-batch", NULL, "needs a value" },
-        { "--step-tokens", "-5", "--step-tokens" }, { "--step-tokens", "64k", "--step-tokens" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         server_config c;
