@@ -120,6 +120,7 @@ int api_health(const api_ctx *c, http_req *r)
                                json_object_new_int64(info->device_total > info->device_bytes ? (int64_t)(info->device_total - info->device_bytes) : 0));
         json_object_object_add(o, "fit", fit_object(&info->fit, c->sched));
     }
+    if (c->sched) json_object_object_add(o, "step_tokens", json_object_new_int(sched_step_tokens(c->sched)));
     json_object_object_add(o, "active", json_object_new_int(active));
     json_object_object_add(o, "queue_depth", json_object_new_int(queued));
     json_object_object_add(o, "uptime_seconds", json_object_new_double(monotonic_seconds() - c->t_start));

@@ -44,6 +44,10 @@ void config_usage(const char *prog)
         "                          together, at least --ctx (default: a third of the memory the weights leave)\n"
         "      --max-batch N       tokens per forward chunk; longer prompts are split (default: engine's,\n"
         "                          2048 on a GPU with 16 GiB to spare after the weights, else 512)\n"
+        "      --step-tokens N     tokens per engine step: every decoding sequence's one, then chunks of\n"
+        "                          waiting prompts (oldest first) in the rest, so running streams keep\n"
+        "                          flowing while a long prompt enters; the oldest prompt gets at least 32\n"
+        "                          (default: max-batch's)\n"
         "      --prefix-cache 0|1  1: a prompt starts on the KV blocks of the longest prefix of it an earlier\n"
         "                          sequence computed (whole blocks; usage.prompt_tokens_details.cached_tokens);\n"
         "                          0: every prompt is computed whole (default 1)\n"
@@ -118,6 +122,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("queue-timeout", queue_timeout, 0, 86400)
     INT_OPT("kv-tokens", kv_tokens, 0, 1 << 30)
     INT_OPT("max-batch", max_batch, 0, 65536)
+    INT_OPT("step-tokens", step_tokens, 0, 1 << 20)
     INT_OPT("prefix-cache", prefix_cache, 0, 1)
     INT_OPT("threads", threads, 1, CFG_MAX_THREADS)
     INT_OPT("drain-timeout", drain_timeout, 0, 86400)

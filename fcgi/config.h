@@ -26,6 +26,8 @@ typedef struct server_config {
                                    * then 503 (0: as long as it takes) */
     int  kv_tokens;               /* --kv-tokens: the KV cache's full-attention tokens (0: from the memory) */
     int  max_batch;               /* --max-batch: tokens per forward chunk, 0 = engine default */
+    int  step_tokens;             /* --step-tokens: tokens per engine step, decode first, then prompt chunks
+                                   * (0 = max-batch's) */
     int  prefix_cache;            /* --prefix-cache 0|1: prompts reuse the KV of cached prefixes (default 1) */
     int  threads;                 /* --threads: request threads per worker (0: max-seqs + max-queue + 4) */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */

@@ -56,6 +56,9 @@ static const struct scalar_row {
     { "clgemma_prompt_tokens_total", "counter", "Prompt tokens of generation requests.", offsetof(board, prompt_tokens) },
     { "clgemma_completion_tokens_total", "counter", "Tokens generated.", offsetof(board, completion_tokens) },
     { "clgemma_engine_errors_total", "counter", "Engine steps that failed (answered with 500).", offsetof(board, engine_errors) },
+    { "clgemma_prefill_chunks_total", "counter",
+      "Prompt chunks fed to the engine: one per step a prompt is in (the step token budget cuts long ones).",
+      offsetof(board, prefill_chunks) },
     { "clgemma_prefix_cache_prompt_tokens_total", "counter",
       "Prompt tokens of the prompts started (each once, whatever its n), the prefix cache's lookups.",
       offsetof(board, prefix_tokens) },
@@ -150,6 +153,7 @@ void metrics_cancel(metrics *m, enum metric_cancel why)
 }
 
 void metrics_engine_error(metrics *m) { ADD(m->b->engine_errors, 1); }
+void metrics_prefill_chunks(metrics *m, int chunks) { ADD(m->b->prefill_chunks, (uint64_t)(chunks > 0 ? chunks : 0)); }
 void metrics_state(metrics *m, enum board_state s) { SET(m->b->state, (uint64_t)s); }
 
 void metrics_load(metrics *m, int active, int queued)

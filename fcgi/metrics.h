@@ -28,6 +28,7 @@ void metrics_queue_wait(metrics *m, double seconds);    /* submitted to first sc
 void metrics_tpot(metrics *m, double seconds);          /* time per output token of a finished generation */
 void metrics_cancel(metrics *m, enum metric_cancel why);
 void metrics_prefix(metrics *m, long prompt_tokens, long cached_tokens); /* a prompt's sequence started */
+void metrics_prefill_chunks(metrics *m, int chunks);   /* prompt pieces a step fed */
 void metrics_engine_error(metrics *m);
 
 /* gauges the owner publishes */

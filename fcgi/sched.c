@@ -13,6 +13,7 @@
 #include "admit.h"
 #include "clock.h"
 #include "log.h"
+#include "step_plan.h"
 
 enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
 
@@ -84,6 +85,7 @@ struct sched {
     int max_seqs, max_queue;
     double queue_timeout;     /* seconds a job may wait for its first prompt to start (0: no limit) */
     double pass_s;            /* how long a waiting job may be passed by later ones that fit */
+    int step_tokens, block; /* the step's token budget; KV block tokens (prompt chunks end on them) */
     uint32_t n_vocab;
     kv_budget kv;             /* the KV blocks running prompts are promised (promises: the engine thread's) */
     pthread_t thread;
@@ -100,6 +102,8 @@ struct sched {
     int n_runs;
     engine_item *items;
     int *failed;
+    step_want *want;          /* the step's plan: each run's claim, tokens taken, the run of each item */
+    int *take, *irun;
     float *row;               /* a fork's copy of the row it chooses its first token from */
     constraint_pool *pool;    /* a step's structured-output masks on several threads */
     constraint **mcon;        /* the step's constrained runs: their constraints, masks, counts, run index */
@@ -501,11 +505,10 @@ static void after_step(sched *s, int i, int32_t tok, double t)
  * last piece, forks of it for the group's other choices, each choosing its first token from the
  * row the first one chose from (so n greedy choices are the one greedy answer) with its own sampler,
  * then every choice's first token delivered. */
-static void prompt_done(sched *s, int i, double t)
+static void prompt_done(sched *s, int i, const engine_item *it, double t)
 {
     gen_job *j = s->active[i].j;
     int c0 = s->active[i].c;
-    const engine_item *it = &s->items[i];
     job_group *g = &j->g[c0 / j->n];
     job_choice *lead = &j->ch[c0];
     int k = it->n_tokens, last = lead->fed + k == g->n_prompt;
@@ -541,7 +544,8 @@ static void prompt_done(sched *s, int i, double t)
     for (int f = 0; f < nf; f++) after_step(s, forks[f], first[f], t);
 }
 
-static void fill_item(engine_item *it, const run *r)
+/* run r's item: k tokens of its prompt (the plan's chunk), or its token fed back */
+static void fill_item(engine_item *it, const run *r, int k)
 {
     gen_job *j = r->j;
     job_choice *ch = &j->ch[r->c];
@@ -549,12 +553,11 @@ static void fill_item(engine_item *it, const run *r)
     memset(it, 0, sizeof *it);
     it->seq = ch->seq;
     if (ch->phase == PH_PROMPT) {
-        int k = g->n_prompt - ch->fed;
         it->tokens = g->prompt + ch->fed;
-        it->n_tokens = j->prompt_lp && k > PLP_PIECE ? PLP_PIECE : k;
-        it->logits = g->rows;
+        it->n_tokens = k;
         it->logits_all = j->prompt_lp;
-        if (it->n_tokens < k) return; /* a piece of the prompt: no choice yet */
+        it->logits = j->prompt_lp || ch->fed + k == g->n_prompt ? g->rows : NULL; /* rows only where read */
+        if (ch->fed + k < g->n_prompt) return; /* a chunk of the prompt: no choice yet */
     } else {
         it->tokens = &ch->last;
         it->n_tokens = 1;
@@ -600,40 +603,66 @@ static int mask_threads(void)
     return n < 0 ? 0 : n > 7 ? 7 : (int)n;
 }
 
+/* the step's items by the budget (step_plan.h): s->items[k] is run s->irun[k]'s, s->take[k] tokens
+ * of it; returns how many */
+static int plan_step(sched *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        gen_job *j = s->active[i].j;
+        const job_choice *ch = &j->ch[s->active[i].c];
+        int prompt = ch->phase == PH_PROMPT;
+        s->want[i] = (step_want){ prompt, prompt ? j->g[s->active[i].c / j->n].n_prompt - ch->fed : 1, ch->fed,
+                                  j->prompt_lp ? PLP_PIECE : 0 }; /* the rows buffer holds PLP_PIECE */
+    }
+    step_rule rule = { s->step_tokens, s->block, s->block };
+    step_plan(s->want, s->n_runs, &rule, s->take);
+    int m = 0, chunks = 0;
+    for (int i = 0; i < s->n_runs; i++) {
+        if (!s->take[i]) continue;
+        s->irun[m] = i;
+        s->take[m] = s->take[i]; /* m <= i: entries before i are already read */
+        fill_item(&s->items[m], &s->active[i], s->take[m]);
+        chunks += s->want[i].prompt;
+        m++;
+    }
+    metrics_prefill_chunks(s->m, chunks);
+    return m;
+}
+
 static void step_all(sched *s)
 {
     char err[256];
     int *failed = s->failed;
     make_masks(s);
-    int n = s->n_runs;
-    if (!n) return;
-    for (int i = 0; i < n; i++) fill_item(&s->items[i], &s->active[i]);
+    if (!s->n_runs) return;
+    int n = plan_step(s);
     int rc = engine_step(s->eng, s->items, n, err, sizeof err);
-    for (int i = 0; i < n; i++) failed[i] = rc;
+    for (int k = 0; k < n; k++) failed[k] = rc;
     if (rc && n > 1) {
         /* find the culprit: a step refused before the forward (bad item, KV cache full) changed
          * nothing, so run the sequences one at a time */
-        for (int i = 0; i < n; i++) {
-            fill_item(&s->items[i], &s->active[i]);
-            failed[i] = engine_step(s->eng, &s->items[i], 1, err, sizeof err);
+        for (int k = 0; k < n; k++) {
+            fill_item(&s->items[k], &s->active[s->irun[k]], s->take[k]);
+            failed[k] = engine_step(s->eng, &s->items[k], 1, err, sizeof err);
         }
     }
     double t = monotonic_seconds();
-    for (int i = 0; i < n; i++) { /* forks join the end of the list: not this step's */
+    for (int k = 0; k < n; k++) { /* forks join the end of the list: not this step's */
+        int i = s->irun[k];
         gen_job *j = s->active[i].j;
-        if (failed[i] == ENGINE_KV_FULL) { /* admission should make this impossible: end cleanly */
+        if (failed[k] == ENGINE_KV_FULL) { /* admission should make this impossible: end cleanly */
             log_line("engine", "%s: the sequence ends as if at max_tokens", err);
             run_end(s, i, JOB_LENGTH, NULL);
-        } else if (failed[i]) {
+        } else if (failed[k]) {
             log_line("engine", "engine step failed: %s", err);
             metrics_engine_error(s->m);
             char msg[300];
             snprintf(msg, sizeof msg, "engine failure: %s", err);
             run_end(s, i, JOB_ERROR, msg);
         } else if (j->ch[s->active[i].c].phase == PH_PROMPT) {
-            prompt_done(s, i, t);
+            prompt_done(s, i, &s->items[k], t);
         } else {
-            after_step(s, i, s->items[i].token_out, t);
+            after_step(s, i, s->items[k].token_out, t);
         }
     }
     compact(s);
@@ -718,6 +747,7 @@ static void free_parts(sched *s)
     constraint_pool_destroy(s->pool);
     constraint_vocab_destroy(s->vocab);
     free(s->active); free(s->items); free(s->failed); free(s->row);
+    free(s->want); free(s->take); free(s->irun);
     free(s->mcon); free(s->mbits); free(s->mcount); free(s->mrun);
     free(s);
 }
@@ -738,15 +768,22 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     s->queue_timeout = o->queue_timeout > 0 ? o->queue_timeout : 0;
     s->pass_s = o->pass_s > 0 ? o->pass_s : s->queue_timeout > 0 ? s->queue_timeout / 4 : SCHED_PASS_S;
     kv_budget_init(&s->kv, e);
+    s->step_tokens = o->step_tokens > 0 ? o->step_tokens : (int)engine_get_info(e)->fit.max_batch;
+    engine_kv_stats kv;
+    engine_kv_usage(e, &kv);
+    s->block = kv.block_tokens > 0 ? (int)kv.block_tokens : 1;
     s->active = calloc((size_t)s->max_seqs, sizeof *s->active);
     s->items = calloc((size_t)s->max_seqs, sizeof *s->items);
     s->failed = calloc((size_t)s->max_seqs, sizeof *s->failed);
     s->row = malloc(s->n_vocab * sizeof *s->row);
+    s->want = calloc((size_t)s->max_seqs, sizeof *s->want);
+    s->take = calloc((size_t)s->max_seqs, sizeof *s->take);
+    s->irun = calloc((size_t)s->max_seqs, sizeof *s->irun);
     s->mcon = calloc((size_t)s->max_seqs, sizeof *s->mcon);
     s->mbits = calloc((size_t)s->max_seqs, sizeof *s->mbits);
     s->mcount = calloc((size_t)s->max_seqs, sizeof *s->mcount);
     s->mrun = calloc((size_t)s->max_seqs, sizeof *s->mrun);
-    if (!s->active || !s->items || !s->failed || !s->row || !s->mcon || !s->mbits || !s->mcount || !s->mrun ||
+    if (!s->active || !s->items || !s->failed || !s->row || !s->want || !s->take || !s->irun || !s->mcon || !s->mbits || !s->mcount || !s->mrun ||
         (s->vocab && constraint_pool_create(&s->pool, mask_threads(), err, errlen))) {
         free_parts(s);
         snprintf(err, errlen, "out of memory");
@@ -806,6 +843,8 @@ void sched_limits(const sched *s, int *max_seqs, int *max_queue)
     *max_seqs = s->max_seqs;
     *max_queue = s->max_queue;
 }
+
+int sched_step_tokens(const sched *s) { return s->step_tokens; }
 
 void sched_counts(sched *s, int *active, int *queued)
 {

@@ -15,6 +15,8 @@ typedef struct sched sched;
 typedef struct gen_job gen_job;
 
 typedef struct sched_opts {
+    int step_tokens; /* tokens per step: every decoding sequence's one, then prompt chunks in what is
+                      * left (step_plan.h); 0 = the engine's max_batch_tokens */
     int max_seqs;    /* sequences stepped together (at most the engine's) */
     int max_queue;   /* sequences waiting beyond max_seqs before submissions are refused (a job takes
                       * one per choice: n_prompts * n) */
@@ -81,6 +83,8 @@ void sched_destroy(sched *s);
 void sched_close(sched *s);
 /* Cancel every running and queued job (the drain deadline passed). */
 void sched_cancel_all(sched *s);
+/* the step's token budget in use (sched_opts.step_tokens or its default) */
+int  sched_step_tokens(const sched *s);
 /* jobs with a running sequence; jobs with a prompt not yet started */
 void sched_counts(sched *s, int *active, int *queued);
 /* the sizes it runs with (sched_opts as taken); any thread */

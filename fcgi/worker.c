@@ -244,7 +244,8 @@ static int load(worker *w)
     sched_opts so = { 0 };
     int rc = config_sizes(cfg, (int)info->fit.n_seq, &ws, err, sizeof err);
     if (!rc) {
-        so = (sched_opts){ .max_seqs = ws.max_seqs, .max_queue = ws.max_queue, .queue_timeout = cfg->queue_timeout };
+        so = (sched_opts){ .max_seqs = ws.max_seqs, .max_queue = ws.max_queue, .queue_timeout = cfg->queue_timeout,
+                            .step_tokens = cfg->step_tokens };
         rc = sched_create(&w->sched, w->eng, &so, w->m, err, sizeof err);
     }
     if (rc) {
@@ -255,8 +256,9 @@ static int load(worker *w)
     }
     metrics_engine(w->m, info->device, info->device_bytes, info->device_total, info->n_ctx);
     LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; %d sequences%s, %d queue places, queue timeout "
-        "%d s, %d request threads", cfg->model_id, info->name, info->device, info->n_ctx, info->load_seconds,
-        ws.max_seqs, cfg->max_seqs ? "" : " (sized from the KV cache)", ws.max_queue, cfg->queue_timeout, ws.threads);
+        "%d s, %d request threads; steps of %d tokens (forward chunks of %u)", cfg->model_id, info->name, info->device,
+        info->n_ctx, info->load_seconds, ws.max_seqs, cfg->max_seqs ? "" : " (sized from the KV cache)", ws.max_queue,
+        cfg->queue_timeout, ws.threads, sched_step_tokens(w->sched), info->fit.max_batch);
     char fit[1024];
     engine_fit_summary(&info->fit, fit, sizeof fit);
     LOG(w, "%s", fit);

@@ -8,7 +8,8 @@
 # g3: the Gemma 3 270M Q4_K_M file's layout grown from .gpu/g3.sample (repeated weights: outputs run to
 # max_tokens on both servers alike); 26b: a real-shape Gemma 4 26B-A4B Q4_K_M written by `clgemma synth`
 # with the real vocabulary (.gpu/vocab-gemma-4.gguf.xz). SEQS (64): sequences both servers run at once
-# (clgemma --max-seqs, llama-server -np); CTX (4608) tokens each.
+# (clgemma --max-seqs, llama-server -np); CTX (4608) tokens each. Then clgemma once more as its defaults size
+# it from the device's memory (hundreds of sequences), at the last rate.
 model=${1:-g3}
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc
@@ -56,6 +57,12 @@ run() { # label port pid
 build/clgemma-fcgi -m $file --model-id m --listen 127.0.0.1:18091 --protocol http --ctx $ctx --max-seqs $seqs --max-queue $((seqs * 4)) \
   > $OUT/clgemma-$model.log 2>&1 &
 run clgemma 18091 $!
+# and as sized from the memory (no --max-seqs: hundreds of sequences), at the highest rate
+build/clgemma-fcgi -m $file --model-id m --listen 127.0.0.1:18093 --protocol http --ctx $ctx \
+  > $OUT/clgemma-auto-$model.log 2>&1 &
+pid=$!
+up 18093 && grep -m1 "ready:" $OUT/clgemma-auto-$model.log | sed 's/.*ready: /clgemma sized from memory: /'
+rates=${rates##*,} run clgemma-auto 18093 $pid
 $lcpp/build/bin/llama-server -m $file -a m --host 127.0.0.1 --port 18092 -c $((seqs * ctx)) -np $seqs -ngl 99 -fa on \
   > $OUT/llama-$model.log 2>&1 &
 run llama-server 18092 $!

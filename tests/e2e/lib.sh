@@ -78,3 +78,20 @@ e2e_start() {
   echo "stack up in $(($(date +%s) - t0))s: $E2E_URL (worker log $E2E_WORKER_LOG)"
   export E2E_DIR E2E_URL E2E_KEY E2E_CERT E2E_MASTER_PID E2E_ACCESS_LOG E2E_WORKER_LOG E2E_MODEL_ID
 }
+
+# e2e_two_phases NAME DRIVER PHASE_VAR PHASE1 "OPTS1" PHASE2 "OPTS2": the driver against a worker started with
+# OPTS1 (PHASE_VAR=PHASE1 in its environment), then against a fresh one with OPTS2; E2E_REF names a temp file
+# the two phases share (removed at the end). Returns the first failing phase's status.
+e2e_two_phases() {
+  name=$1 driver=$2 var=$3
+  E2E_REF=$(mktemp "/tmp/clgemma-$name-ref.XXXXXX")
+  export E2E_REF
+  e2e_start "${name}_$4" $5
+  env "$var=$4" PYTHONPATH=tests/e2e "$E2E_PY" "$driver" || { rm -f "$E2E_REF"; return 1; }
+  e2e_cleanup
+  e2e_start "${name}_$6" $7
+  env "$var=$6" PYTHONPATH=tests/e2e "$E2E_PY" "$driver"
+  rc=$?
+  rm -f "$E2E_REF"
+  return $rc
+}

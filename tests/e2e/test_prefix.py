@@ -3,7 +3,7 @@
 prompt of 1,000 wraps it while it is prefilled). Run by tests/suites/e2e_prefix.sh in two phases:
 
 PREFIX_PHASE=cold, a worker started with --prefix-cache 0: the answers (temperature 0) to a 1,000-token system
-prompt with a second question, written to PREFIX_REF; nothing is reported cached.
+prompt with a second question, written to E2E_REF; nothing is reported cached.
 PREFIX_PHASE=warm, a worker with the prefix cache on: the same prompt twice (the second time-to-first-token at
 least 5x shorter, its cached_tokens the whole blocks before the last token, the same answer), the second question
 after the same system prompt (reusing it; the answer the cold worker gave), n=2 on a cached prefix (both choices
@@ -15,7 +15,7 @@ import time
 from e2e import MODEL, auth, http, metrics, run_all, sse_events, test
 
 PHASE = os.environ["PREFIX_PHASE"]
-REF = os.environ["PREFIX_REF"]
+REF = os.environ["E2E_REF"]
 BLOCK = 32  # tokens per KV block: reuse is in whole blocks
 COLOURS = ["red", "green", "blue", "amber", "violet", "teal", "ochre"]
 SYSTEM = " ".join(f"Rule {i}: when asked about item {i}, answer with the colour {COLOURS[i % 7]} and the number "

@@ -59,11 +59,11 @@ static void test_options_both_spellings(void)
     char err[256];
     CHECK(parse(&c, err, sizeof err, "-m", "m.gguf", "--max-batch", "64", "--ctx=2048", "--devices", "0:0,0:1",
                 "--listen", "unix:/a,unix:/b", "--socket-mode", "0600", "-v", "-v", "--default-max-tokens", "0", "--request-timeout=5",
-                "--stats-dir", "/run/pool", NULL) == 0,
+                "--stats-dir", "/run/pool", "--step-tokens", "96", NULL) == 0,
           "parse: %s", err);
     CHECK(!strcmp(c.stats_dir, "/run/pool"), "stats-dir '%s'", c.stats_dir);
     CHECK(c.default_max_tokens == 0 && c.request_timeout == 5, "bounds %d %d", c.default_max_tokens, c.request_timeout);
-    CHECK(c.max_batch == 64, "max-batch %d", c.max_batch);
+    CHECK(c.max_batch == 64 && c.step_tokens == 96, "max-batch %d, step-tokens %d", c.max_batch, c.step_tokens);
     CHECK(c.ctx == 2048, "ctx %d", c.ctx);
     CHECK(c.n_workers == 2 && !strcmp(c.devices[1], "0:1"), "devices %d '%s'", c.n_workers, c.devices[1]);
     CHECK(c.n_listen == 2 && !strcmp(c.listen[0], "unix:/a"), "listen %d", c.n_listen);
@@ -76,6 +76,7 @@ static void test_options_both_spellings(void)
 static void test_bad_values_name_the_option(void)
 {
     static const struct { const char *opt, *val, *word; } cases[] = {
+        { "--step-tokens", "-5", "--step-tokens" }, { "--step-tokens", "64k", "--step-tokens" },
         { "--max-batch", "-1", "--max-batch" },     { "--max-batch", "65537", "--max-batch" },
         { "--max-batch", "lots", "--max-batch" },   { "--max-seqs", "0", "--max-seqs" },
         { "--ctx", "4k", "--ctx" },                 { "--socket-mode", "0999", "--socket-mode" },

@@ -6,14 +6,6 @@
 # sliding-window ring (768 tokens) wrap inside the 1,000-token prefill.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/lib.sh
-PREFIX_REF=$(mktemp /tmp/clgemma-prefix-ref.XXXXXX)
-export PREFIX_REF
 opts="--ctx 2048 --max-seqs 2 --max-queue 2 --threads 6 --max-batch 256"
-e2e_start e2e_prefix_cold $opts --prefix-cache 0
-PREFIX_PHASE=cold PYTHONPATH=tests/e2e "$E2E_PY" tests/e2e/test_prefix.py || { rm -f "$PREFIX_REF"; exit 1; }
-e2e_cleanup
-e2e_start e2e_prefix $opts --prefix-cache 1
-PREFIX_PHASE=warm PYTHONPATH=tests/e2e "$E2E_PY" tests/e2e/test_prefix.py
-rc=$?
-rm -f "$PREFIX_REF"
-exit $rc
+e2e_two_phases e2e_prefix tests/e2e/test_prefix.py PREFIX_PHASE cold "$opts --prefix-cache 0" \
+  warm "$opts --prefix-cache 1"
