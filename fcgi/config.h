@@ -21,6 +21,7 @@ typedef struct server_config {
     int  max_queue;               /* --max-queue: requests waiting for a slot; more -> 429 */
     int  max_batch;               /* --max-batch: tokens per forward chunk, 0 = engine default */
     int  prefix_cache;            /* --prefix-cache 0|1: prompts reuse the KV of cached prefixes (default 1) */
+    int  kv_type;                 /* --kv-type f16|q8_0|q4: the KV cache's engine_kv_type (default f16) */
     int  threads;                 /* --threads: FastCGI request threads per worker */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
     int  request_timeout;         /* --request-timeout: seconds a generation may run, then "length" (0: none) */
