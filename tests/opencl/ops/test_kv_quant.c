@@ -1,5 +1,5 @@
-/* test_kv_quant.c — the quantized KV cache's kernels (kernels/kv.cl) for the type named on the
- * command line (q8_0 or q4; the program is built for it as the engine builds it):
+/* test_kv_quant.c — the quantized KV cache's kernels (kernels/kv.cl) for q8_0 and q4 (or the one
+ * named on the command line), each in a program built for it as the engine builds it:
  *   test_kv_write: qkv_rope writes every position of four sequences (shuffled blocks, tokens in
  *     shuffled order) into quantized rows. Reference: llama.cpp's quantize_row_q8_0_ref /
  *     quantize_row_q4_0_ref, in float32 as there, on the values the kernel quantizes. Without RoPE
@@ -267,17 +267,21 @@ static void test_kv_read(void)
 
 int main(int argc, char **argv)
 {
-    TYPE = argc > 1 ? engine_kv_type_parse(argv[1]) : -1;
-    if (TYPE != ENGINE_KV_Q8_0 && TYPE != ENGINE_KV_Q4_0) {
-        printf("FAIL setup: usage: test_kv_quant q8_0|q4\n");
+    int only = argc > 1 ? engine_kv_type_parse(argv[1]) : -1;
+    if (argc > 1 && only != ENGINE_KV_Q8_0 && only != ENGINE_KV_Q4_0) {
+        printf("FAIL setup: usage: test_kv_quant [q8_0|q4] (default: both)\n");
         return 1;
     }
-    if (fixture_setup_with(kv_types[TYPE].build)) return 1;
-    printf("KV type %s\n", kv_types[TYPE].name);
-    fflush(stdout);
-    RUN_TEST(test_kv_write);
-    RUN_TEST(test_kv_read);
-    for (size_t c = 0; c < NCFG; c++) { free(W[c].K); free(W[c].V); }
-    fixture_teardown();
+    for (TYPE = ENGINE_KV_Q8_0; TYPE <= ENGINE_KV_Q4_0; TYPE++) { /* a program of its own each */
+        if (only >= 0 && TYPE != only) continue;
+        if (fixture_setup_with(kv_types[TYPE].build)) return 1;
+        printf("KV type %s\n", kv_types[TYPE].name);
+        fflush(stdout);
+        memset(W, 0, sizeof W);
+        RUN_TEST(test_kv_write);
+        RUN_TEST(test_kv_read);
+        for (size_t c = 0; c < NCFG; c++) { free(W[c].K); free(W[c].V); }
+        fixture_teardown();
+    }
     CHECK_EXIT();
 }
