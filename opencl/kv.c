@@ -21,7 +21,7 @@
 #include <string.h>
 
 const kv_type_row kv_types[ENGINE_KV_TYPES] = {
-    [ENGINE_KV_F16] = { "f16", 64, "-DCLG_KV=0" },
+    [ENGINE_KV_F16] = { "f16", 64, "" }, /* kv.cl's default: the kernel tests' program, one binary cached */
     [ENGINE_KV_Q8_0] = { "q8_0", 34, "-DCLG_KV=1" },
     [ENGINE_KV_Q4_0] = { "q4", 18, "-DCLG_KV=2" },
 };
