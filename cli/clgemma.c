@@ -12,7 +12,7 @@
 #include "options.h"
 #include "synth_gguf.h"
 
-/* the options that size the engine: device, context, chunk, sequences, cache */
+/* the options that size the engine: device, context, chunk, sequences, cache and its type */
 static engine_opts sizing(const cli_args *a, int max_seqs)
 {
     engine_opts o = { 0 };
@@ -21,6 +21,8 @@ static engine_opts sizing(const cli_args *a, int max_seqs)
     o.max_batch_tokens = a->max_batch;
     o.max_seqs = max_seqs;
     o.kv_tokens = a->kv_tokens;
+    o.kv_type = a->kv_type ? engine_kv_type_parse(a->kv_type) : ENGINE_KV_F16;
+    if (o.kv_type < 0) cli_die("--kv-type: unknown type '%s' (f16, q8_0 or q4)", a->kv_type);
     return o;
 }
 
@@ -426,6 +428,7 @@ static int cmd_info(const cli_args *a)
     printf("weights      %llu bytes on the device (%s), %llu in host memory\n", (unsigned long long)f.weight_bytes,
            mib(f.weight_bytes, b[0], sizeof b[0]), (unsigned long long)f.host_weight_bytes);
     printf("context      %u tokens per sequence, forward chunks of %u\n", f.n_ctx, f.max_batch);
+    printf("kv type      %s\n", engine_kv_type_name(f.kv_type));
     printf("kv full      %u layers: %llu bytes per token of every sequence\n", f.full_layers,
            (unsigned long long)f.full_token_bytes);
     printf("kv sliding   %u layers, window %u: %llu bytes per token of a ring of %u tokens, %llu bytes per sequence\n",

@@ -22,7 +22,7 @@ static const struct { const char *name, *synopsis, *help; } COMMANDS[CMD_COUNT] 
                     "a Gemma 4 GGUF with random weights, laid out as llama.cpp's converter and llama-quantize "
                     "lay it out (names, keys, type mix, the real vocabulary); MODEL: gemma4-e2b, gemma4-e4b, "
                     "gemma4-26b-a4b, gemma4-31b (real shapes), gemma4-tiny, gemma4-tiny-moe, gemma4-tiny-e (tests)" },
-    [CMD_INFO] = { "info", "-m FILE [--ctx N] [--seqs N]",
+    [CMD_INFO] = { "info", "-m FILE [--ctx N] [--seqs N] [--kv-type T]",
                    "how the model fits the device: weights, KV bytes per token by kind of layer, the tokens and "
                    "sequences the memory left holds, recommended --ctx and --max-seqs (the file's metadata only: "
                    "it answers where the model does not fit, exit status 1 then)" },
@@ -75,6 +75,8 @@ static const cli_option OPTIONS[] = {
       "tokens per forward chunk (default 2048 on a GPU with 16 GiB to spare after the weights, else 512)" },
     { "--device", NULL, "P:D", SIZING | B(TOKENIZE), K_STR, F(device), 0, 0,
       "OpenCL platform:device (default: env CLGEMMA_DEVICE, else the first GPU, else the first device)" },
+    { "--kv-type", NULL, "T", SIZING, K_STR, F(kv_type), 0, 0,
+      "the KV cache's type: f16 (default), q8_0 (1.9x the tokens), q4 (3.6x; llama.cpp's q4_0)" },
     { "--seqs", NULL, "N", B(INFO), K_INT, F(seqs), 1, 256,
       "sequences at once (default: as the server sizes them, from the memory left)" },
     { "--kv-tokens", NULL, "N", B(INFO), K_INT, F(kv_tokens), 16, 1 << 30,

@@ -27,6 +27,7 @@ typedef struct cli_args {
     int n_prompts;
     int n_predict;        /* -n; -1: the command's default */
     int n_prompt_bench, reps, batch, ctx, max_batch;
+    const char *kv_type;  /* --kv-type: NULL = f16 */
     int seqs, kv_tokens;  /* info --seqs, --kv-tokens: 0 = sized as the server sizes them */
     int chat, ids, profile;
     const char *settings[ENGINE_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */

@@ -1,6 +1,8 @@
 /* config.c — command-line and config-file options of clgemma-fcgi. */
 #include "config.h"
 
+#include "engine.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -51,6 +53,8 @@ void config_usage(const char *prog)
         "      --prefix-cache 0|1  1: a prompt starts on the KV blocks of the longest prefix of it an earlier\n"
         "                          sequence computed (whole blocks; usage.prompt_tokens_details.cached_tokens);\n"
         "                          0: every prompt is computed whole (default 1)\n"
+        "      --kv-type T         the KV cache's type: f16 (default), q8_0 (1.9x the tokens in the same\n"
+        "                          memory), q4 (3.6x; llama.cpp's q4_0), at some accuracy: README\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -130,6 +134,14 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("request-timeout", request_timeout, 0, 86400)
     INT_OPT("max-body", max_body, 1024, 1L << 30)
 #undef INT_OPT
+    if (!strcmp(key, "kv-type")) {
+        if ((x = engine_kv_type_parse(v)) < 0) {
+            snprintf(err, errlen, "--kv-type: expected f16, q8_0 or q4, got '%s'", v);
+            return -1;
+        }
+        c->kv_type = (int)x;
+        return 0;
+    }
     if (!strcmp(key, "socket-mode")) {
         char *end;
         errno = 0;

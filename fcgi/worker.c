@@ -231,6 +231,7 @@ static int load(worker *w)
     o.kv_tokens = cfg->kv_tokens;
     o.max_batch_tokens = cfg->max_batch;
     o.no_prefix_cache = !cfg->prefix_cache;
+    o.kv_type = cfg->kv_type;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
     o.verbose = cfg->verbose;
     char err[256];

@@ -164,11 +164,18 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
         dims[l] = e->m.kv_dims ? e->m.kv_dims[l] : hp->n_kv * hp->head_dim;
         win[l] = model_layer_window(&e->m, l);
     }
+    if (opts->kv_type != ENGINE_KV_F16 && hp->head_dim % KV_QK) { /* a row is whole quant blocks */
+        free(dims);
+        free(win);
+        return ERR("a %s KV cache needs a head dim in multiples of %d; this model's is %u",
+                   kv_types[opts->kv_type].name, KV_QK, hp->head_dim);
+    }
     /* the prefix cache's chains start from the model's name, shape and weights' size */
     char id[256];
     int idn = snprintf(id, sizeof id, "%s|%zu|%u|%u|%u|%u|%llu", hp->arch, gguf_tensor_count(e->gguf), NL, hp->n_embd,
                        hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
-    kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->max_batch },
+    kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->max_batch,
+                       opts->kv_type },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER };
     kv_fit_plan p;
@@ -190,9 +197,9 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
         fit_report(f, &in, &p, NULL, 1);
     }
     if (!rc && opts->verbose)
-        fprintf(stderr, "clgemma: KV cache %.1f MiB: %.1f KiB per token (full-attention layers, %u blocks of %d) + "
+        fprintf(stderr, "clgemma: KV cache (%s) %.1f MiB: %.1f KiB per token (full-attention layers, %u blocks of %d) + "
                         "%.2f MiB per sequence (sliding-window rings of %u tokens, %u blocks); %u sequences\n",
-                e->kv.bytes / 1048576.0, p.s.full_per_token / 1024.0, p.blocks[KV_FULL], KV_BLOCK,
+                kv_types[opts->kv_type].name, e->kv.bytes / 1048576.0, p.s.full_per_token / 1024.0, p.blocks[KV_FULL], KV_BLOCK,
                 p.s.ring_per_seq / 1048576.0, p.s.ring_blocks * KV_BLOCK, p.blocks[KV_RING], p.n_seq);
     free(dims);
     free(win);
@@ -219,7 +226,9 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     uint64_t wbytes = model_device_bytes(e->gguf, &big);
     fit_device dev = { e->rt.is_gpu, e->rt.global_mem, e->rt.max_alloc };
     if (fit_weights(e->rt.device_name, &dev, wbytes, big, err, errlen)) goto fail;
-    if (rt_build(&e->rt, NULL, opts->cache_dir, why, sizeof why)) { ERR("%s", why); goto fail; }
+    if (opts->kv_type < 0 || opts->kv_type >= ENGINE_KV_TYPES) { ERR("unknown KV cache type %d", opts->kv_type); goto fail; }
+    /* the cache's type is compiled into the kernels that write and read it (kernels/kv.cl) */
+    if (rt_build(&e->rt, kv_types[opts->kv_type].build, opts->cache_dir, why, sizeof why)) { ERR("%s", why); goto fail; }
     if (opts->verbose)
         fprintf(stderr, "clgemma: kernels %s in %.2f s on %s\n", e->rt.cache_hit ? "loaded from cache" : "compiled",
                 e->rt.build_seconds, e->rt.device_name);

@@ -53,8 +53,8 @@ int kv_fit(const kv_fit_in *in, kv_fit_plan *out, char *err, size_t errlen)
     uint64_t room = in->room, ctx_blocks = blocks_of(c->n_ctx);
     /* bytes of one block over all the pool's layers; blocks one buffer may hold */
     uint64_t fb = s.full_per_token * KV_BLOCK, rb = s.ring_blocks ? s.ring_per_seq / s.ring_blocks : 0;
-    uint64_t fcap = s.full_dim_max ? in->max_alloc / ((uint64_t)KV_BLOCK * KV_ELEM_BYTES * s.full_dim_max) : 0;
-    uint64_t rcap = s.ring_dim_max ? in->max_alloc / ((uint64_t)KV_BLOCK * KV_ELEM_BYTES * s.ring_dim_max) : 0;
+    uint64_t fcap = s.full_dim_max ? in->max_alloc / (KV_BLOCK * kv_bytes(c->type, s.full_dim_max)) : 0;
+    uint64_t rcap = s.ring_dim_max ? in->max_alloc / (KV_BLOCK * kv_bytes(c->type, s.ring_dim_max)) : 0;
     uint64_t one_full = ctx_blocks * fb, n_seq = c->n_seq, nr = 0, nf = 0;
     memset(out, 0, sizeof *out);
     if (!n_seq) { /* as many typical reservations as the room (or kv_tokens) holds */
@@ -117,6 +117,7 @@ void fit_report(engine_fit *f, const kv_fit_in *in, const kv_fit_plan *p, const 
     f->n_layer = c->n_layer;
     f->n_ctx = c->n_ctx;
     f->max_batch = c->max_chunk;
+    f->kv_type = c->type;
     f->kv_room = in->room;
     f->full_layers = s.full_layers;
     f->sliding_layers = s.ring_layers;
@@ -167,6 +168,7 @@ int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, 
     cl_runtime rt;
     char why[512];
     int rc = -1;
+    if (opts->kv_type < 0 || opts->kv_type >= ENGINE_KV_TYPES) { ERR("unknown KV cache type %d", opts->kv_type); goto done; }
     if (gguf_open(&f, path, why, sizeof why)) { ERR("%s", why); goto done; }
     if (model_kv_layout_read(f, &lay, why, sizeof why)) { ERR("%s: %s", path, why); goto done; }
     if (rt_pick(&rt, opts->device, why, sizeof why)) { ERR("%s", why); goto done; }
@@ -181,7 +183,7 @@ int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, 
     out->n_ctx_train = lay.n_ctx_train;
     fit_device d = { rt.is_gpu, rt.global_mem, rt.max_alloc };
     kv_fit_in in = { { lay.n_layer, lay.dims, lay.window, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0,
-                       fit_ctx(opts, lay.n_ctx_train), fit_max_batch(opts, &d, out->weight_bytes) },
+                       fit_ctx(opts, lay.n_ctx_train), fit_max_batch(opts, &d, out->weight_bytes), opts->kv_type },
                      fit_kv_room(&d, out->weight_bytes), rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER };
     kv_fit_plan p = { 0 };
@@ -218,10 +220,11 @@ int engine_fit_summary(const engine_fit *f, char *out, size_t cap)
                       human(f->ring_seq_bytes, b[2], sizeof b[2]));
     if (f->shared_layers && k < (int)sizeof kinds)
         snprintf(kinds + k, sizeof kinds - (size_t)k, ", %u layers sharing an earlier layer's cache", f->shared_layers);
-    int n = snprintf(out, cap, "fit on %s (%s): weights %s (+ %s in host memory); KV per token: %s; the cache may take "
+    int n = snprintf(out, cap, "fit on %s (%s): weights %s (+ %s in host memory); KV (%s) per token: %s; the cache may take "
                      "%s (a third of what the weights leave): %llu tokens of one sequence, %u sequences of the whole "
                      "%u-token context or %u of %u tokens; ", f->device, human(f->device_bytes, b[3], sizeof b[3]),
-                     human(f->weight_bytes, b[4], sizeof b[4]), human(f->host_weight_bytes, b[5], sizeof b[5]), kinds,
+                     human(f->weight_bytes, b[4], sizeof b[4]), human(f->host_weight_bytes, b[5], sizeof b[5]),
+                     engine_kv_type_name(f->kv_type), kinds,
                      human(f->kv_room, b[6], sizeof b[6]), (unsigned long long)f->room_tokens, f->seqs_at_ctx, f->n_ctx,
                      f->seqs_typical, f->n_ctx < ENGINE_FIT_TYPICAL ? f->n_ctx : ENGINE_FIT_TYPICAL);
     size_t o = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap;

@@ -20,6 +20,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+const kv_type_row kv_types[ENGINE_KV_TYPES] = {
+    [ENGINE_KV_F16] = { "f16", 64, "" }, /* kv.cl's default: the kernel tests' program, one binary cached */
+    [ENGINE_KV_Q8_0] = { "q8_0", 34, "-DCLG_KV=1" },
+    [ENGINE_KV_Q4_0] = { "q4", 18, "-DCLG_KV=2" },
+};
+
+int engine_kv_type_parse(const char *name)
+{
+    for (int t = 0; name && t < ENGINE_KV_TYPES; t++)
+        if (!strcmp(name, kv_types[t].name)) return t;
+    return name && !strcmp(name, "q4_0") ? ENGINE_KV_Q4_0 : -1; /* llama.cpp's name for it */
+}
+
+const char *engine_kv_type_name(int type) { return type >= 0 && type < ENGINE_KV_TYPES ? kv_types[type].name : "?"; }
+
 uint32_t kv_ring_blocks(uint32_t window, uint32_t max_chunk, uint32_t max_blocks)
 {
     /* a chunk's first query needs keys from window - 1 before it, its last key lands max_chunk - 1
@@ -43,7 +58,7 @@ kv_sizes kv_plan(const kv_config *c)
     uint32_t max_blocks = (c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
     uint64_t ring_per_tok = 0;
     for (uint32_t l = 0; l < c->n_layer; l++) {
-        uint64_t b = 2ull * KV_ELEM_BYTES * c->dims[l]; /* K and V */
+        uint64_t b = 2 * kv_bytes(c->type, c->dims[l]); /* K and V */
         if (!c->dims[l]) continue; /* reads another layer's cache */
         if (layer_pool(c, l, max_blocks) == KV_FULL) {
             s.full_per_token += b;
@@ -111,6 +126,7 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
     memset(kv, 0, sizeof *kv);
     kv->n_layer = c->n_layer;
     kv->n_seq = c->n_seq;
+    kv->type = c->type;
     kv->max_blocks = (c->n_ctx + KV_BLOCK - 1) / KV_BLOCK;
     kv->sizes = kv_plan(c);
     kv->k = calloc(c->n_layer, sizeof *kv->k);
@@ -148,7 +164,7 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
     }
     for (uint32_t l = 0; l < c->n_layer; l++) {
         if (c->dims[l] == 0) continue; /* layers that reuse another layer's KV own none */
-        size_t bytes = (size_t)kv->pool[kv->layer_pool[l]].n_blocks * KV_BLOCK * c->dims[l] * KV_ELEM_BYTES;
+        size_t bytes = (size_t)kv->pool[kv->layer_pool[l]].n_blocks * KV_BLOCK * kv_bytes(c->type, c->dims[l]);
         kv->k[l] = rt_alloc(rt, bytes, NULL, err, errlen);
         kv->v[l] = kv->k[l] ? rt_alloc(rt, bytes, NULL, err, errlen) : NULL;
         if (!kv->v[l]) { kv_destroy(kv); return -1; }
@@ -537,7 +553,7 @@ int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
         const kv_copy *cp = &kv->copies[c];
         for (uint32_t l = 0; l < kv->n_layer; l++) {
             if (!kv->k[l] || kv->layer_pool[l] != cp->pool) continue;
-            size_t bb = (size_t)KV_BLOCK * kv->dims[l] * KV_ELEM_BYTES;
+            size_t bb = (size_t)KV_BLOCK * kv_bytes(kv->type, kv->dims[l]); /* quants and scales alike */
             cl_int e = clEnqueueCopyBuffer(rt->q, kv->k[l], kv->k[l], cp->src * bb, cp->dst * bb, bb, 0, NULL, NULL);
             if (e == CL_SUCCESS)
                 e = clEnqueueCopyBuffer(rt->q, kv->v[l], kv->v[l], cp->src * bb, cp->dst * bb, bb, 0, NULL, NULL);
@@ -561,10 +577,10 @@ int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
 
 kv_view kv_layer_k(const kv_cache *kv, uint32_t l)
 {
-    return (kv_view){ kv->k[l], kv->pool[kv->layer_pool[l]].block_table, kv->max_blocks, KV_BLOCK };
+    return (kv_view){ kv->k[l], kv->pool[kv->layer_pool[l]].block_table, kv->max_blocks, KV_BLOCK, kv->type };
 }
 
 kv_view kv_layer_v(const kv_cache *kv, uint32_t l)
 {
-    return (kv_view){ kv->v[l], kv->pool[kv->layer_pool[l]].block_table, kv->max_blocks, KV_BLOCK };
+    return (kv_view){ kv->v[l], kv->pool[kv->layer_pool[l]].block_table, kv->max_blocks, KV_BLOCK, kv->type };
 }

@@ -1,4 +1,5 @@
-/* kv.h — paged KV cache: per layer a pool of fixed-size blocks on the device (half precision),
+/* kv.h — paged KV cache: per layer a pool of fixed-size blocks on the device (of the cache's type:
+ * f16, or q8_0 / q4_0 rows, kv_types),
  * and per sequence a table of the blocks holding its positions. Every attention kernel finds
  * position p of a sequence in table entry p / KV_BLOCK; the cache decides what those entries are:
  *   full-attention layers: blocks handed out on demand as a sequence grows, returned when it is
@@ -23,16 +24,33 @@
 #ifndef CLGEMMA_KV_H
 #define CLGEMMA_KV_H
 
+#include "engine.h"
 #include "prefix.h"
 #include "runtime.h"
 
 #define KV_BLOCK 32
-#define KV_ELEM_BYTES 2 /* one K or V element: half precision (the one place the cache's type is sized) */
+#define KV_QK 32 /* values per quant block of a cache row (llama.cpp's QK8_0, QK4_0) */
+
+/* One row per engine_kv_type. A cache row (one token, one KV head: head_dim values) is, for a
+ * quantized type, its head_dim / 32 blocks' quants (32 bytes each for q8_0, 16 for q4_0, nibbles
+ * as llama.cpp packs them: value j low, j + 16 high) followed by their f16 scales, so rows keep the
+ * f16 cache's addressing with a row size in bytes and the quants of 4 values are one 4-byte load. */
+typedef struct kv_type_row {
+    const char *name;
+    uint32_t block_bytes;     /* bytes of KV_QK values: quants and scale (f16: 64) */
+    const char *build;        /* the kernels' build option (kernels/kv.cl reads CLG_KV) */
+} kv_type_row;
+
+extern const kv_type_row kv_types[ENGINE_KV_TYPES];
+
+/* bytes of n values of a K or V row of type (n a multiple of KV_QK when quantized) */
+static inline uint64_t kv_bytes(int type, uint64_t n) { return n * kv_types[type].block_bytes / KV_QK; }
 
 typedef struct kv_view {       /* where one layer's K or V cache lives and how it is paged */
     cl_mem cache;
     cl_mem block_table;
     uint32_t max_blocks, block_size;
+    int type;                  /* engine_kv_type of its rows (the program's CLG_KV) */
 } kv_view;
 
 typedef struct kv_config {
@@ -41,6 +59,7 @@ typedef struct kv_config {
     const uint32_t *window;   /* per layer sliding window in keys (0: full attention); NULL: all full */
     uint32_t n_seq, n_ctx;
     uint32_t max_chunk;       /* tokens of one sequence in one forward chunk at most */
+    int type;                 /* engine_kv_type of K and V */
 } kv_config;
 
 /* what a config costs: K and V bytes per token of the full layers (all of them together), and
@@ -81,10 +100,11 @@ typedef struct kv_reg { int32_t pool, block, entry; } kv_reg;
 
 typedef struct kv_cache {
     uint32_t n_layer, n_seq, max_blocks;  /* max_blocks: table entries per sequence (n_ctx / KV_BLOCK) */
+    int type;                 /* engine_kv_type of K and V */
     kv_pool pool[KV_POOLS];
     uint8_t *layer_pool;      /* per layer KV_FULL or KV_RING */
     uint32_t *dims;           /* per layer n_kv * head_dim of its own cache (0: none) */
-    cl_mem *k, *v;            /* per layer: [n_blocks of its pool][n_kv][KV_BLOCK][head_dim] half */
+    cl_mem *k, *v;            /* per layer: [n_blocks of its pool][n_kv][KV_BLOCK] rows of head_dim values */
     kv_copy *copies;          /* pending, in order (a copy's source may be an earlier one's target) */
     uint32_t n_copies;        /* at most one per held block: each target is a distinct held block */
     int32_t *seq_len;         /* tokens per sequence; -1 = slot free */

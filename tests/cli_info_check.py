@@ -5,7 +5,8 @@ usage: cli_info_check.py NAME MODEL [clgemma info options...]
 Runs build/clgemma info -m MODEL OPTIONS, reads its lines, and recomputes every figure from the
 file (gguf-py) and the device's memory as the report states it, the way docs/ARCHITECTURE.md
 ("Memory") describes the sizing:
-  * per layer, K and V of n_kv x head_dim halves per token; Gemma 3: every `sliding_window_pattern`-th
+  * per layer, K and V of n_kv x head_dim values per token, 64 bytes per 32 values in f16, 34 in
+    q8_0, 18 in q4 (--kv-type: llama.cpp's blocks, an f16 scale per 32 values); Gemma 3: every `sliding_window_pattern`-th
     layer (default 6) is full, the others slide; Gemma 4: the per-layer pattern, head_dim by kind, the
     last `shared_kv_layers` layers own no cache;
   * a sliding layer keeps a ring of ceil((window + chunk - 1) / 32) blocks, unless that spans the
@@ -21,7 +22,8 @@ import sys
 
 import gguf
 
-BLOCK, ELEM = 32, 2
+BLOCK = 32
+BYTES_PER_32 = {"f16": 64, "q8_0": 34, "q4": 18, "q4_0": 18}
 name, model, opts = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 
@@ -70,6 +72,7 @@ device_bytes = int(re.search(r"(\d+) bytes", lines["device"]).group(1))
 weights = sum(int(t.n_bytes) for t in r.tensors if t.name != "per_layer_token_embd.weight")
 host = sum(int(t.n_bytes) for t in r.tensors if t.name == "per_layer_token_embd.weight")
 ctx = min(opt("--ctx", min(train, 8192)), train)
+kv_type = opts[opts.index("--kv-type") + 1] if "--kv-type" in opts else "f16"
 chunk = opt("--max-batch", 512)
 max_blocks = math.ceil(ctx / BLOCK)
 ring = 0
@@ -77,7 +80,7 @@ full_b = slide_b = n_full = n_slide = 0
 for l in range(NL):
     if not dims[l]:
         continue
-    b = 2 * ELEM * dims[l]
+    b = 2 * dims[l] * BYTES_PER_32[kv_type] // 32
     r_l = min(math.ceil((window + chunk - 1) / BLOCK), max_blocks)
     if slides[l] and r_l < max_blocks:
         ring, slide_b, n_slide = max(ring, r_l), slide_b + b, n_slide + 1
@@ -101,7 +104,8 @@ want = {
              seqs * max_blocks * BLOCK * full_b + seqs * ring * BLOCK * slide_b],
     "recommended": [ctx, max(1, min(4, room // (ring_seq + typ * full_b)))],
 }
-bad = []
+bad = [] if lines.get("kv type", "").strip() == {"q4_0": "q4"}.get(kv_type, kv_type) else \
+    [f"kv type: {lines.get('kv type', '').strip()} != {kv_type}"]
 for key, nums in want.items():
     got = ints(key)
     if key == "weights":  # "N bytes on the device (X MiB), H in host memory"

@@ -20,6 +20,20 @@ int engine_list_devices(void);
 
 #define ENGINE_MAX_SETTINGS 32 /* engine_opts.n_settings at most */
 
+/* The KV cache's element type (kv.c's table has a row per type). q8_0 and q4_0 are llama.cpp's
+ * blocks of 32 values with one f16 scale each; a cache row holds its quants, then its scales. */
+typedef enum engine_kv_type {
+    ENGINE_KV_F16,   /* 2 bytes per value (the default) */
+    ENGINE_KV_Q8_0,  /* 34 bytes per 32 values: 1.9x the tokens of f16 */
+    ENGINE_KV_Q4_0,  /* 18 bytes per 32 values: 3.6x */
+    ENGINE_KV_TYPES
+} engine_kv_type;
+
+/* "f16", "q8_0", "q4" (also "q4_0") to its type; -1 for any other name */
+int engine_kv_type_parse(const char *name);
+/* the type's name as engine_kv_type_parse reads it; "?" out of range */
+const char *engine_kv_type_name(int type);
+
 typedef struct engine_opts {
     const char *device;   /* "P:D" or NULL: env CLGEMMA_DEVICE, else first GPU, else first device */
     int n_ctx;            /* max tokens per sequence; 0 = min(model's, 8192) */
@@ -38,6 +52,8 @@ typedef struct engine_opts {
     const char *const *settings;
     int n_settings;
     int no_prefix_cache;  /* 1: engine_seq_new_prefix reuses nothing (every prompt computed whole) */
+    int kv_type;          /* engine_kv_type of the KV cache (0: f16); quantized types need head dims
+                           * in multiples of 32 */
 } engine_opts;
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
@@ -45,7 +61,7 @@ typedef struct engine_opts {
 /* How a model fits a device: what the file needs (from its metadata alone) and what the engine
  * makes of the device's memory. engine_fit_file computes it before anything is loaded or allocated,
  * so it answers for a model too big for the device too; a loaded engine's engine_info.fit is the
- * one it allocated by the same rule. KV bytes are of the cache's element type (f16). */
+ * one it allocated by the same rule. KV bytes are of the cache's element type (opts.kv_type). */
 typedef struct engine_fit {
     char device[256];
     int is_gpu;
@@ -59,6 +75,7 @@ typedef struct engine_fit {
     uint32_t sliding_layers;     /* sliding window: a ring of ring_tokens per sequence at most */
     uint32_t shared_layers;      /* reading an earlier layer's cache: none of their own */
     uint32_t window;             /* the sliding layers' window in keys (the largest); 0: none */
+    int kv_type;                 /* engine_kv_type the bytes below are of */
     uint64_t full_token_bytes;   /* one token in all full layers: every position of every sequence */
     uint64_t sliding_token_bytes;/* one token in all sliding layers' rings */
     uint32_t ring_tokens;        /* a ring holds the window and one forward chunk, in whole blocks; 0: none */

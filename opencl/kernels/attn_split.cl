@@ -7,8 +7,8 @@
 #define ATTN_MAX_CHUNK 256 /* keys per chunk at most (local score buffer); the host picks chunk <= this */
 
 /* one chunk [c0, c1) of token t's keys for q head h: acc[hd] = sum_j e^(s_j - m) V_j, ml = (m, l) */
-inline void attn_chunk(global const float *Q, uint t, uint nh, uint nkv, uint hd, uint h, global const half *Kc,
-                       global const half *Vc, global const int *tok_seq, global const int *block_table,
+inline void attn_chunk(global const float *Q, uint t, uint nh, uint nkv, uint hd, uint h, global const kv_t *Kc,
+                       global const kv_t *Vc, global const int *tok_seq, global const int *block_table,
                        uint max_blocks, uint block_size, float scale, float softcap, int c0, int c1, uint chunk,
                        global float *acc, global float *ml, local float *q, local float *s, local float *red,
                        local uint *koff)
@@ -20,11 +20,11 @@ inline void attn_chunk(global const float *Q, uint t, uint nh, uint nkv, uint hd
     barrier(CLK_LOCAL_MEM_FENCE);
     global const int *bt = block_table + (size_t)tok_seq[t] * max_blocks;
     int n = c1 - c0;
-    /* where each key of the chunk sits in the paged cache (halves), looked up once: the key and
+    /* where each key of the chunk sits in the paged cache (kv_t), looked up once: the key and
      * value loops below then issue independent loads instead of table-then-row chains */
     for (int j = lid; j < n; j += L) {
         int p = c0 + j;
-        koff[j] = (((uint)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * hd;
+        koff[j] = (((uint)bt[p / block_size] * nkv + kh) * block_size + p % block_size) * KV_ROW(hd);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     /* scores: P adjacent items share one key, each summing every P-th group of 4 dims, so a
@@ -36,9 +36,9 @@ inline void attn_chunk(global const float *Q, uint t, uint nh, uint nkv, uint hd
         int j = j0 + lid / P, p = lid % P;
         float part = 0.0f;
         if (j < n) {
-            global const half *k = Kc + koff[j];
+            global const kv_t *k = Kc + koff[j];
             for (uint d = 4 * p; d < hd; d += 4 * P) {
-                float4 kv = vload_half4(0, k + d);
+                float4 kv = kv_load4(k, d, hd);
                 part += q[d] * kv.x + q[d + 1] * kv.y + q[d + 2] * kv.z + q[d + 3] * kv.w;
             }
         }
@@ -67,12 +67,12 @@ inline void attn_chunk(global const float *Q, uint t, uint nh, uint nkv, uint hd
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
         int j = 0;
         for (; j + 4 <= n; j += 4) { /* four loads in flight per item */
-            a0 += s[j] * vload_half(d, Vc + koff[j]);
-            a1 += s[j + 1] * vload_half(d, Vc + koff[j + 1]);
-            a2 += s[j + 2] * vload_half(d, Vc + koff[j + 2]);
-            a3 += s[j + 3] * vload_half(d, Vc + koff[j + 3]);
+            a0 += s[j] * kv_load1(Vc + koff[j], d, hd);
+            a1 += s[j + 1] * kv_load1(Vc + koff[j + 1], d, hd);
+            a2 += s[j + 2] * kv_load1(Vc + koff[j + 2], d, hd);
+            a3 += s[j + 3] * kv_load1(Vc + koff[j + 3], d, hd);
         }
-        for (; j < n; j++) a0 += s[j] * vload_half(d, Vc + koff[j]);
+        for (; j < n; j++) a0 += s[j] * kv_load1(Vc + koff[j], d, hd);
         acc[d] = (a0 + a1) + (a2 + a3);
     }
     if (lid == 0) { ml[0] = m; ml[1] = l; }
@@ -133,7 +133,7 @@ inline void attn_merge(global const float *part_acc, global const float *part_ml
 }
 
 kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint hd,
-                         global const half *Kc, global const half *Vc,
+                         global const kv_t *Kc, global const kv_t *Vc,
                          global const int *tok_pos, global const int *tok_seq,
                          global const int *block_table, uint max_blocks, uint block_size,
                          int window, float scale, float softcap, uint nchunk, uint chunk,

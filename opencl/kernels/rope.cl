@@ -1,6 +1,7 @@
 /* rope.cl — the attention inputs: per-head RMS norm and NEOX RoPE of Q and K, and the writes of K
- * and V into the paged cache (half). norm_rope takes one buffer, qkv_rope the Q, K and V of a batch
- * in one launch, qkv_rope_w the same with a warp per head row (NVIDIA). */
+ * and V into the paged cache (kv.cl's rows; qkv_rope_w: f16 only). norm_rope takes one buffer,
+ * qkv_rope the Q, K and V of a batch in one launch, qkv_rope_w the same with a warp per head row
+ * (NVIDIA). */
 
 /* 1 / rms(x[0..n)) over the work-group (every item gets it) */
 inline float row_inv_rms(global const float *x, uint n, float eps, local float *red)
@@ -12,16 +13,17 @@ inline float row_inv_rms(global const float *x, uint n, float eps, local float *
     return rsqrt(ss / (float)n + eps);
 }
 
-/* Per-head norm + NEOX RoPE for Q (in place) or K (written to the paged cache as half).
+/* Per-head norm + NEOX RoPE for Q (in place) or K (written to the paged cache: kv.cl's rows, staged
+ * in stage for a quantized type).
  * Rows are (token, head) pairs of hd values; heads per token = nh.
  * has_w = 0: plain RMS normalisation without weight; norm = 0: no normalisation at all.
  * RoPE rotates pairs (i, i + rot/2) for i < rot/2 with angle pos * freq[i]; dims >= rot pass.
- * Cache layout: [block][kv head][slot in block][hd]; block = block_table[seq*max_blocks + pos/BS]. */
+ * Cache layout: [block][kv head][slot in block] rows; block = block_table[seq*max_blocks + pos/BS]. */
 kernel void norm_rope(global float *x, uint nh, uint hd, global const float *w, int norm, int has_w,
                       float eps, global const float *freq, uint rot,
                       global const int *tok_pos, global const int *tok_seq,
-                      int to_cache, global half *cache, global const int *block_table, uint max_blocks,
-                      uint block_size, local float *buf, local float *red)
+                      int to_cache, global kv_t *cache, global const int *block_table, uint max_blocks,
+                      uint block_size, local float *buf, local float *red, local float *stage)
 {
     size_t row = get_group_id(0);
     uint t = row / nh, h = row % nh;
@@ -35,11 +37,11 @@ kernel void norm_rope(global float *x, uint nh, uint hd, global const float *w, 
     barrier(CLK_LOCAL_MEM_FENCE);
     float pos = (float)tok_pos[t];
     uint half_rot = rot / 2;
-    global half *dst = 0;
+    global kv_t *dst = 0;
     if (to_cache) {
         int p = tok_pos[t];
         int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
-        dst = cache + (((size_t)blk * nh + h) * block_size + p % block_size) * hd;
+        dst = cache + (((size_t)blk * nh + h) * block_size + p % block_size) * KV_ROW(hd);
     }
     for (uint i = lid; i < hd; i += L) {
         float v;
@@ -51,9 +53,10 @@ kernel void norm_rope(global float *x, uint nh, uint hd, global const float *w, 
         } else {
             v = buf[i];
         }
-        if (to_cache) vstore_half(v, i, dst);
+        if (to_cache) kv_put(v, i, dst, stage);
         else xr[i] = v;
     }
+    if (to_cache) kv_put_row(stage, hd, dst);
 }
 
 /* row of qkv_rope's launch -> kind (0 q, 1 k, 2 v), token, head, and the row within its buffer */
@@ -72,12 +75,12 @@ inline int qkv_row(size_t *row, uint ntok, uint nh, uint nkv, uint *t, uint *h)
 /* One launch for the attention inputs of a batch: rows [0, T*nh) are Q heads (norm + RoPE in
  * place), then T*nkv K heads (norm + RoPE into the K cache), then T*nkv V heads (into the V
  * cache). Q/K/V are separate [T][heads][hd] buffers. Norm modes: 0 none, 1 RMS norm with the
- * head weight, 2 RMS norm without weight. */
+ * head weight, 2 RMS norm without weight. stage: a quantized type's row before it is written. */
 kernel void qkv_rope(global float *Q, global const float *K, global const float *V, uint nh, uint nkv, uint hd,
                      global const float *qw, global const float *kw, int qk_norm, int v_norm, float eps,
                      global const float *freq, uint rot, global const int *tok_pos, global const int *tok_seq,
-                     global half *kc, global half *vc, global const int *block_table, uint max_blocks,
-                     uint block_size, uint ntok, local float *buf, local float *red)
+                     global kv_t *kc, global kv_t *vc, global const int *block_table, uint max_blocks,
+                     uint block_size, uint ntok, local float *buf, local float *red, local float *stage)
 {
     size_t row = get_group_id(0);
     int lid = get_local_id(0), L = get_local_size(0);
@@ -93,10 +96,10 @@ kernel void qkv_rope(global float *Q, global const float *K, global const float 
     for (uint i = lid; i < hd; i += L) buf[i] = src[i] * inv * (norm == 1 && kind < 2 ? w[i] : 1.0f);
     barrier(CLK_LOCAL_MEM_FENCE);
     int p = tok_pos[t];
-    global half *dst = 0;
+    global kv_t *dst = 0;
     if (kind > 0) {
         int blk = block_table[(size_t)tok_seq[t] * max_blocks + p / block_size];
-        dst = (kind == 1 ? kc : vc) + (((size_t)blk * nkv + h) * block_size + p % block_size) * hd;
+        dst = (kind == 1 ? kc : vc) + (((size_t)blk * nkv + h) * block_size + p % block_size) * KV_ROW(hd);
     }
     uint half_rot = rot / 2;
     for (uint i = lid; i < hd; i += L) {
@@ -108,8 +111,9 @@ kernel void qkv_rope(global float *Q, global const float *K, global const float 
             v = i < half_rot ? buf[i] * c - buf[i + half_rot] * s : buf[j] * s + buf[i] * c;
         }
         if (kind == 0) Q[row * hd + i] = v;
-        else vstore_half(v, i, dst);
+        else kv_put(v, i, dst, stage);
     }
+    if (kind > 0) kv_put_row(stage, hd, dst); /* kind is the group's */
 }
 
 #ifdef CLG_NVIDIA

@@ -44,8 +44,9 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return ops_fail(o, "attention: bad chunk %u", chunk);
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
-    int di = hd == 256 ? 0 : hd == 512 ? 1 : -1;
-    cl_kernel dec = di < 0 ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
+    int di = hd == 256 && k->type == ENGINE_KV_F16 ? 0 : hd == 512 && k->type == ENGINE_KV_F16 ? 1 : -1;
+    cl_kernel dec = di < 0 ? NULL : r ? o->attn.decq[di] : o->attn.dec[di]; /* f16 rows only */
+    if (k->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "attention: a quantized KV row needs hd %% 32 == 0");
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
@@ -116,9 +117,9 @@ static cl_kernel fa_kernel(const ops *o, uint32_t hd)
     return hd == 128 ? o->attn.fa[0] : hd == 256 ? o->attn.fa[1] : hd == 512 ? o->attn.fa[2] : NULL;
 }
 
-int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd)
+int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd, int kv_type)
 {
-    if (!fa_kernel(o, hd) || !nkv || nh % nkv) return 0;
+    if (!fa_kernel(o, hd) || !nkv || nh % nkv || kv_type != ENGINE_KV_F16) return 0; /* attn_fa reads f16 rows */
     uint32_t G = nh / nkv;
     return G <= OPS_FLASH_ROWS && OPS_FLASH_ROWS % G == 0;
 }
@@ -127,7 +128,8 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
                        const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                        float scale, float softcap, uint32_t span, cl_mem out)
 {
-    if (!ops_flash_ok(o, nh, nkv, hd)) return ops_fail(o, "attention: flash kernel unavailable for this shape");
+    if (!ops_flash_ok(o, nh, nkv, hd, k->type))
+        return ops_fail(o, "attention: flash kernel unavailable for this shape or KV type");
     if (k->block_size != 32) return ops_fail(o, "attention: flash kernel needs KV blocks of 32 keys");
     uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
     /* Q rows of the run as f16 (at their own row offsets in o->mm.xh), then attn_fa: one group per 64
@@ -164,7 +166,7 @@ static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_
 
 int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l)
 {
-    int flash = b->h_seq && ops_flash_ok(o, l->nh, l->nkv, l->hd) && l->k->block_size == 32;
+    int flash = b->h_seq && ops_flash_ok(o, l->nh, l->nkv, l->hd, l->k->type) && l->k->block_size == 32;
     uint32_t span = b->max_pos + 1;
     if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
     /* runs of one sequence long enough for tiles go to the flash kernel; the rest, merged into
@@ -190,7 +192,8 @@ int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l)
 
 int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l)
 {
-    cl_kernel dq = l->hd == 256 ? o->attn.decq[0] : l->hd == 512 ? o->attn.decq[1] : NULL;
+    cl_kernel dq = l->k->type != ENGINE_KV_F16 ? NULL /* attn_decq writes f16 rows only */
+                 : l->hd == 256 ? o->attn.decq[0] : l->hd == 512 ? o->attn.decq[1] : NULL;
     /* one launch where the whole batch is 1-4 decode tokens (one per sequence: no token attends
      * to another's fresh key) in one split-KV slice; 16-token steps measured slower this way, so
      * those keep qkv_rope */

@@ -292,8 +292,8 @@ typedef struct qkv_raw {
 /* op_qkv_rope then op_attention_batch; one launch (attn_decq) for a decode batch of 1-4 tokens (one
  * per sequence, b->h_seq given) on NVIDIA, which leaves b->q raw */
 int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_layer *l);
-/* flash kernel (attn_fa) available for this head shape */
-int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd);
+/* flash kernel (attn_fa) available for this head shape and KV type (it reads f16 rows only) */
+int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd, int kv_type);
 /* tokens [t0, t0+ntok), one sequence at consecutive positions, on the flash kernel; span: the
  * longest key span of a token (for the profile's byte and FLOP counts) */
 int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,

@@ -25,9 +25,11 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
     size_t lws = o->wg, gws = (size_t)ntok * (nh + 2 * nkv) * lws;
     cl_mem qwb = qw ? qw : Q, kwb = kw ? kw : Q;
     if (qk_norm == 1 && (!qw || !kw)) return ops_fail(o, "qkv_rope: norm mode 1 needs Q and K weights");
+    if (kc->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "qkv_rope: a quantized KV row needs hd %% 32 == 0");
     size_t rows = (size_t)ntok * (nh + 2 * nkv);
-    if (o->rope.qkv_w && rows >= o->pol.qkv_rope_w_min_rows && hd % 32 == 0 && hd <= 512 && rot % 64 == 0 &&
-        rot <= hd) {
+    /* qkv_rope_w writes f16 rows only (a quantized row's scale spans lanes: not written for it) */
+    if (o->rope.qkv_w && kc->type == ENGINE_KV_F16 && rows >= o->pol.qkv_rope_w_min_rows && hd % 32 == 0 &&
+        hd <= 512 && rot % 64 == 0 && rot <= hd) {
         /* a warp per head row where there are enough rows: no barriers, and a sincos per pair */
         size_t wl = 256, wg = ((size_t)ntok * (nh + 2 * nkv) * 32 + wl - 1) / wl * wl;
         return OPS_LAUNCH(o, K_QKV_ROPE, o->rope.qkv_w, 1, &wg, &wl, 8.0 * ntok * (nh + 2 * nkv) * hd,
@@ -40,7 +42,7 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
                   8.0 * ntok * (nh + nkv) * hd, A(Q), A(K), A(V), A(nh), A(nkv), A(hd), A(qwb),
                   A(kwb), A(qk_norm), A(v_norm), A(eps), A(freq), A(rot), A(tok_pos), A(tok_seq), A(kc->cache),
                   A(vc->cache), A(kc->block_table), A(kc->max_blocks), A(kc->block_size), A(ntok),
-                  LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)));
+                  LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)), LOCAL(hd * sizeof(float)));
 }
 
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
@@ -52,8 +54,9 @@ int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_m
     int to_cache = kv != NULL;
     cl_mem cache = kv ? kv->cache : x, bt = kv ? kv->block_table : tok_pos;
     uint32_t mb = kv ? kv->max_blocks : 1, bs = kv ? kv->block_size : 1;
+    if (kv && kv->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "norm_rope: a quantized KV row needs hd %% 32 == 0");
     return OPS_LAUNCH(o, K_NORM_ROPE, o->rope.norm_rope, 1, &gws, &lws, (to_cache ? 6.0 : 8.0) * ntok * nh * hd,
                   8.0 * ntok * nh * hd, A(x), A(nh), A(hd), A(wb), A(norm), A(has_w), A(eps),
                   A(freq), A(rot), A(tok_pos), A(tok_seq), A(to_cache), A(cache), A(bt), A(mb), A(bs),
-                  LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)));
+                  LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)), LOCAL(hd * sizeof(float)));
 }

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "engine.h"
 
 /* parses a NULL-terminated argument list after the program name */
 static int parse(server_config *c, char *err, size_t errlen, ...)
@@ -83,6 +84,7 @@ static void test_bad_values_name_the_option(void)
         { "--devices", "0:0,", "--devices" },       { "--listen", ",", "--listen" },
         { "--bogus", "1", "unknown option" },       { "--max-batch", NULL, "needs a value" },
         { "--queue-timeout", "-1", "--queue-timeout" }, { "--kv-tokens", "many", "--kv-tokens" },
+        { "--kv-type", "q5", "--kv-type" },         { "--kv-type", "F16", "--kv-type" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         server_config c;
@@ -93,6 +95,19 @@ static void test_bad_values_name_the_option(void)
         CHECK(strstr(err, cases[i].word), "%s %s: '%s' lacks '%s'", cases[i].opt, cases[i].val ? cases[i].val : "",
               err, cases[i].word);
     }
+}
+
+static void test_kv_type(void)
+{
+    static const struct { const char *val; int type; } cases[] = {
+        { "f16", ENGINE_KV_F16 }, { "q8_0", ENGINE_KV_Q8_0 }, { "q4", ENGINE_KV_Q4_0 }, { "q4_0", ENGINE_KV_Q4_0 },
+    };
+    server_config c;
+    char err[256];
+    CHECK(parse(&c, err, sizeof err, "-m", "m", NULL) == 0 && c.kv_type == ENGINE_KV_F16, "default: %d", c.kv_type);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(parse(&c, err, sizeof err, "-m", "m", "--kv-type", cases[i].val, NULL) == 0 && c.kv_type == cases[i].type,
+              "--kv-type %s: %d (%s)", cases[i].val, c.kv_type, err);
 }
 
 static void test_finish_checks(void)
@@ -151,6 +166,7 @@ int main(void)
     RUN_TEST(test_defaults_and_derived_values);
     RUN_TEST(test_options_both_spellings);
     RUN_TEST(test_bad_values_name_the_option);
+    RUN_TEST(test_kv_type);
     RUN_TEST(test_finish_checks);
     RUN_TEST(test_file_then_command_line);
     RUN_TEST(test_protocol);

@@ -325,8 +325,9 @@ static inline uint32_t make_tokens(uint32_t nseq, const uint32_t *lens, uint32_t
 
 /* ------------------------------------------------------------------ set-up */
 
-/* seed, runtime, kernels (binary cache) and ops; 0 on success, else a FAIL line was printed */
-static inline int fixture_setup(void)
+/* seed, runtime, kernels built with options (NULL: none; binary cache) and ops; 0 on success, else a
+ * FAIL line was printed */
+static inline int fixture_setup_with(const char *options)
 {
     const char *s = getenv("CLGEMMA_TEST_SEED");
     seed0 = s && *s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
@@ -335,11 +336,13 @@ static inline int fixture_setup(void)
     check_current = "setup";
     if (rt_create(&RT, NULL, 0, err, sizeof err)) { printf("FAIL setup: rt_create: %s\n", err); return 1; }
     printf("device: %s (%s)\n", RT.device_name, RT.platform_name);
-    if (rt_build(&RT, NULL, NULL, err, sizeof err)) { printf("FAIL setup: rt_build: %s\n", err); return 1; }
+    if (rt_build(&RT, options, NULL, err, sizeof err)) { printf("FAIL setup: rt_build: %s\n", err); return 1; }
     printf("kernels built in %.2f s (%s)\n", RT.build_seconds, RT.cache_hit ? "binary cache" : "from source");
     if (ops_init(&O, &RT, GEMM_SCRATCH, err, sizeof err)) { printf("FAIL setup: ops_init: %s\n", err); return 1; }
     return 0;
 }
+
+static inline int fixture_setup(void) { return fixture_setup_with(NULL); }
 
 static inline void fixture_teardown(void)
 {

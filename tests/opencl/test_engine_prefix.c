@@ -7,7 +7,10 @@
  * on the Gemma 4 fixture with sliding layers (tests/fixtures/gemma4_dense.gguf: window 8, chunks of
  * 16, a ring of one block). Forward chunks start at the same positions in a cold whole-prompt
  * prefill and in a warm one (block starts are chunk starts), so every comparison is one computation
- * made twice: rows within TOL_ROW, test_engine_fork's tolerance.
+ * made twice: rows within TOL_ROW, test_engine_fork's tolerance. The argument names the KV cache's
+ * type (f16, the default; q8_0, q4): a warm start on quantized blocks, their copies on write and
+ * ring copies must equal the cold run on the same type as well; a second argument "gemma4" runs
+ * only the fixture (seconds instead of minutes: tests/suites/kv_quant.sh).
  *   test_prefix_hit: P prefilled cold (engine_seq_new, one step); a prompt of P's first block
  *     reuses nothing (its last token is computed), one of a block and a token reuses the block;
  *     two sequences on P's cached prefix (all of it in whole blocks but the last token) and one on
@@ -220,11 +223,17 @@ static int run_model(const char *path, const engine_opts *o, int np, int nshare,
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    engine_opts g3 = { .n_ctx = 768, .max_seqs = 6, .max_batch_tokens = 32 };
-    engine_opts g4 = { .n_ctx = 512, .max_seqs = 8, .max_batch_tokens = 16 };
-    int rc = run_model("models/gemma-3-270m-q4_k_m.gguf", &g3, 600, 400, 12, 0);
+    int kv_type = argc > 1 ? engine_kv_type_parse(argv[1]) : ENGINE_KV_F16, all = argc < 3 || !strcmp(argv[2], "all");
+    if (kv_type < 0 || (argc > 2 && !all && strcmp(argv[2], "gemma4"))) {
+        printf("FAIL engine_prefix_args: usage: test_engine_prefix [f16|q8_0|q4 [all|gemma4]]\n");
+        return 1;
+    }
+    printf("KV cache: %s\n", engine_kv_type_name(kv_type));
+    engine_opts g3 = { .n_ctx = 768, .max_seqs = 6, .max_batch_tokens = 32, .kv_type = kv_type };
+    engine_opts g4 = { .n_ctx = 512, .max_seqs = 8, .max_batch_tokens = 16, .kv_type = kv_type };
+    int rc = all ? run_model("models/gemma-3-270m-q4_k_m.gguf", &g3, 600, 400, 12, 0) : 0;
     rc |= run_model("tests/fixtures/gemma4_dense.gguf", &g4, 200, 100, 100, 1);
     if (rc) return 1;
     CHECK_EXIT();

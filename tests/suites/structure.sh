@@ -1,7 +1,7 @@
 #!/bin/sh
 # The code's shape as checks (issue 17): the environment holds only operator settings, no header
 # include cycle, no product file past 900 lines, fcgi/ and cli/ see only the public headers, no test
-# includes a .c file, no kernel switch besides the vendor's.
+# includes a .c file, no kernel switch besides the vendor's and the KV cache's type.
 cd "$(dirname "$0")/../.." || exit 1
 python3 - <<'PY'
 import os, re, sys
@@ -76,12 +76,13 @@ inc_c = [f"{f} includes {m}" for f in files(["tests"], (".c", ".h"))
          for m in re.findall(r'^\s*#\s*include\s+"([^"]+\.c)"', open(f, errors="replace").read(), re.M)]
 case("structure_tests_link_not_include", inc_c)
 
-# 6. kernels switch only on the vendor (set by the runtime), never on experiment knobs
+# 6. kernels switch only on the vendor (set by the runtime) and the KV cache's type (CLG_KV, from
+#    engine_opts.kv_type), never on experiment knobs
 knobs = []
 for f in files(["opencl/kernels"], (".cl",)):
     for i, line in enumerate(open(f, errors="replace"), 1):
         m = re.match(r'\s*#\s*(if|ifdef|ifndef|elif)\b(.*)', line)
-        if m and "CLG_NVIDIA" not in m.group(2) and not re.search(r'_CL\b|_H\b', m.group(2)):
+        if m and not re.search(r'CLG_NVIDIA|CLG_KV\b', m.group(2)) and not re.search(r'_CL\b|_H\b', m.group(2)):
             knobs.append(f"{f}:{i} {line.strip()}")
 case("structure_kernel_switches_vendor_only", knobs)
 PY

@@ -114,7 +114,7 @@ static void test_attention(void)
                PM = dbuf(npart * 2 * 4, NULL), OUT = dbuf(tot * 4, NULL);
         uint32_t *cnt = calloc((size_t)T * nh, 4);
         cl_mem CNT = dbuf((size_t)T * nh * 4, cnt);
-        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
+        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 }, vv = { VC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 };
         char what[160];
         uint32_t t0 = 2 + irand(T - 4);
         snprintf(what, sizeof what,
@@ -230,10 +230,10 @@ static void test_attention_batch(void)
                P = dbuf(T * 4, pos), S = dbuf(T * 4, seq), PA = dbuf(part_elems * 4, NULL),
                PM = dbuf(part_elems / hd * 2 * 4, NULL), OUT = dbuf(nq * 4, NULL);
         cl_mem CNT = zeroed_counters(part_elems / hd);
-        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
+        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 }, vv = { VC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 };
         attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
         attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
-        int flash = ops_flash_ok(&O, nh, nkv, hd);
+        int flash = ops_flash_ok(&O, nh, nkv, hd, ENGINE_KV_F16);
         char what[200];
         snprintf(what, sizeof what,
                  "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
@@ -318,7 +318,7 @@ static void test_qkv_attention(void)
                BT = dbuf(sizeof p.table, p.table), P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq),
                PA = dbuf(part_elems * 4, NULL), PM = dbuf(part_elems / hd * 2 * 4, NULL), OUT = dbuf(nq * 4, NULL);
         cl_mem CNT = zeroed_counters(part_elems / hd);
-        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK }, vv = { VC, BT, p.max_blocks, KV_BLOCK };
+        kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 }, vv = { VC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 };
         attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
         attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
         qkv_raw raw = { KR, VR, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, F, qn, vn, eps, rot };

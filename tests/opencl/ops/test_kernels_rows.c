@@ -346,7 +346,7 @@ static void test_norm_rope_k_cache(void)
         cl_mem X = dbuf(m * 4, x), W = dbuf(hd * 4, w), F = dbuf(cf->rot / 2 * 4, freq), P = dbuf(sizeof pos, pos),
                S = dbuf(sizeof seq, seq), C = dbuf(nc * 2, NULL), BT = dbuf(sizeof p.table, p.table);
         poison16(C, nc * 2);
-        kv_view kv = { C, BT, p.max_blocks, bs };
+        kv_view kv = { C, BT, p.max_blocks, bs, ENGINE_KV_F16 };
         char what[128];
         snprintf(what, sizeof what, "norm_rope K->cache ntok %u nkv %u hd %u rot %u norm %d w %d block %u", ntok,
                  nkv, hd, cf->rot, cf->norm, cf->has_w, bs);
@@ -414,7 +414,7 @@ static void test_qkv_rope(void)
         dwrite(Q, q, mq * 4);
         poison16(KC, nc * 2);
         poison16(VC, nc * 2);
-        kv_view kk = { KC, BT, p.max_blocks, bs }, vv = { VC, BT, p.max_blocks, bs };
+        kv_view kk = { KC, BT, p.max_blocks, bs, ENGINE_KV_F16 }, vv = { VC, BT, p.max_blocks, bs, ENGINE_KV_F16 };
         char what[160];
         snprintf(what, sizeof what, "qkv_rope%s ntok %u nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d block %u",
                  O.rope.qkv_w && rot % 64 == 0 ? "_w" : "", ntok, nh, nkv, hd, rot, qn, vn, bs);
