@@ -9,7 +9,8 @@
 # max_tokens on both servers alike); 26b: a real-shape Gemma 4 26B-A4B Q4_K_M written by `clgemma synth`
 # with the real vocabulary (.gpu/vocab-gemma-4.gguf.xz). SEQS (64): sequences both servers run at once
 # (clgemma --max-seqs, llama-server -np); CTX (4608) tokens each. Then clgemma once more as its defaults size
-# it from the device's memory (hundreds of sequences), at the last rate.
+# it from the device's memory (hundreds of sequences), at the last rate. KVBENCH=1: clgemma bench's decode
+# and prefill with each --kv-type.
 model=${1:-g3}
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc
@@ -63,6 +64,12 @@ build/clgemma-fcgi -m $file --model-id m --listen 127.0.0.1:18093 --protocol htt
 pid=$!
 up 18093 && grep -m1 "ready:" $OUT/clgemma-auto-$model.log | sed 's/.*ready: /clgemma sized from memory: /'
 rates=${rates##*,} run clgemma-auto 18093 $pid
+# the KV cache's types: decode of 64 sequences after 1,024-token prompts, prefill 2,048 (KVBENCH=1)
+if [ "${KVBENCH:-0}" = 1 ]; then
+  for t in f16 q8_0 q4; do
+    printf '%-5s ' $t; build/clgemma bench -m $file -p 1024 -n 64 -b 64 -r 3 --kv-type $t 2>&1 | tail -1
+  done | tee $OUT/kvbench-$model.txt
+fi
 $lcpp/build/bin/llama-server -m $file -a m --host 127.0.0.1 --port 18092 -c $((seqs * ctx)) -np $seqs -ngl 99 -fa on \
   > $OUT/llama-$model.log 2>&1 &
 run llama-server 18092 $!
