@@ -427,7 +427,8 @@ static int cmd_info(const cli_args *a)
            (unsigned long long)f.device_bytes, mib(f.device_bytes, b[0], sizeof b[0]));
     printf("weights      %llu bytes on the device (%s), %llu in host memory\n", (unsigned long long)f.weight_bytes,
            mib(f.weight_bytes, b[0], sizeof b[0]), (unsigned long long)f.host_weight_bytes);
-    printf("context      %u tokens per sequence, forward chunks of %u\n", f.n_ctx, f.max_batch);
+    printf("context      %u tokens per sequence, forward chunks of %u (%u of one sequence)\n", f.n_ctx, f.max_batch,
+           f.seq_chunk);
     printf("kv type      %s\n", engine_kv_type_name(f.kv_type));
     printf("kv full      %u layers: %llu bytes per token of every sequence\n", f.full_layers,
            (unsigned long long)f.full_token_bytes);

@@ -86,6 +86,7 @@ struct sched {
     double queue_timeout;     /* seconds a job may wait for its first prompt to start (0: no limit) */
     double pass_s;            /* how long a waiting job may be passed by later ones that fit */
     int step_tokens, block; /* the step's token budget; KV block tokens (prompt chunks end on them) */
+    int seq_chunk;          /* one sequence's tokens in one forward at most (engine_fit.seq_chunk) */
     uint32_t n_vocab;
     kv_budget kv;             /* the KV blocks running prompts are promised (promises: the engine thread's) */
     pthread_t thread;
@@ -612,7 +613,8 @@ static int plan_step(sched *s)
         const job_choice *ch = &j->ch[s->active[i].c];
         int prompt = ch->phase == PH_PROMPT;
         s->want[i] = (step_want){ prompt, prompt ? j->g[s->active[i].c / j->n].n_prompt - ch->fed : 1, ch->fed,
-                                  j->prompt_lp ? PLP_PIECE : 0 }; /* the rows buffer holds PLP_PIECE */
+                                  j->prompt_lp ? PLP_PIECE : s->seq_chunk }; /* the rows buffer holds PLP_PIECE;
+                                  * a longer chunk would take the engine several forwards */
     }
     step_rule rule = { s->step_tokens, s->block, s->block };
     step_plan(s->want, s->n_runs, &rule, s->take);
@@ -769,6 +771,7 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     s->pass_s = o->pass_s > 0 ? o->pass_s : s->queue_timeout > 0 ? s->queue_timeout / 4 : SCHED_PASS_S;
     kv_budget_init(&s->kv, e);
     s->step_tokens = o->step_tokens > 0 ? o->step_tokens : (int)engine_get_info(e)->fit.max_batch;
+    s->seq_chunk = (int)engine_get_info(e)->fit.seq_chunk;
     engine_kv_stats kv;
     engine_kv_usage(e, &kv);
     s->block = kv.block_tokens > 0 ? (int)kv.block_tokens : 1;

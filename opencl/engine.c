@@ -37,7 +37,7 @@ struct engine {
     chat_kind chat;       /* the chat template's renderer */
     int32_t stop_ids[8];
     int n_stop;
-    uint32_t max_batch;
+    uint32_t max_batch, seq_chunk; /* tokens of a forward; of one sequence in it (fit_seq_chunk) */
     int profiling;
     double enqueue_s;       /* host time spent enqueuing steps (engine_enqueue_seconds) */
     /* host staging for one step */
@@ -174,10 +174,10 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     char id[256];
     int idn = snprintf(id, sizeof id, "%s|%zu|%u|%u|%u|%u|%llu", hp->arch, gguf_tensor_count(e->gguf), NL, hp->n_embd,
                        hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
-    kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->max_batch,
+    kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->seq_chunk,
                        opts->kv_type },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
-                     e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER };
+                     e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, e->max_batch };
     kv_fit_plan p;
     int rc = kv_fit(&in, &p, err, errlen);
     if (!rc) {
@@ -241,6 +241,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     const model_hparams *hp = &e->m.hp;
     uint32_t n_ctx = fit_ctx(opts, hp->n_ctx_train);
     e->max_batch = fit_max_batch(opts, &dev, wbytes);
+    e->seq_chunk = fit_seq_chunk(e->max_batch);
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
     if (scratch < out_tile) scratch = out_tile;
@@ -586,7 +587,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     }
     kv_step_begin(&e->kv);
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);
-    /* flatten tokens item by item; a chunk holds at most max_batch tokens and max_out outputs */
+    /* flatten tokens item by item; a chunk holds at most max_batch tokens, seq_chunk of one sequence
+     * and max_out outputs */
     size_t t = 0, r = 0;
     choice_begin(&e->choice);
     for (int i = 0; i < n; i++) {
@@ -605,11 +607,13 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     size_t t0 = 0, r0 = 0;
     while (!rc && t0 < total) {
         size_t tn = 0, rn = 0, rr = r0;
-        uint32_t max_pos = 0;
+        uint32_t max_pos = 0, run = 0; /* run: the current sequence's tokens in the chunk */
         /* grow the chunk token by token until a limit is hit */
         while (t0 + tn < total && tn < e->max_batch) {
             int is_out = rr < n_out && refs[rr].tidx == t0 + tn; /* rows are in token order */
             if (is_out && rn == e->b.max_out) break;
+            run = tn > 0 && e->h_seq[t0 + tn] == e->h_seq[t0 + tn - 1] ? run + 1 : 1;
+            if (run > e->seq_chunk) break;
             if ((uint32_t)e->h_pos[t0 + tn] > max_pos) max_pos = (uint32_t)e->h_pos[t0 + tn];
             /* out_rows index the chunk's own tokens */
             if (is_out) { e->h_out[rr] = (int32_t)tn; rr++; rn++; }

@@ -27,6 +27,8 @@ uint32_t fit_max_batch(const engine_opts *opts, const fit_device *d, uint64_t we
     return opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens : d->is_gpu && spare >= (16ull << 30) ? 2048 : 512;
 }
 
+uint32_t fit_seq_chunk(uint32_t max_batch) { return max_batch < FIT_SEQ_CHUNK ? max_batch : FIT_SEQ_CHUNK; }
+
 uint64_t fit_kv_room(const fit_device *d, uint64_t weight_bytes)
 {
     return d->global_mem > weight_bytes ? (d->global_mem - weight_bytes) / 3 : 0;
@@ -116,7 +118,8 @@ void fit_report(engine_fit *f, const kv_fit_in *in, const kv_fit_plan *p, const 
     kv_sizes s = kv_plan(c);
     f->n_layer = c->n_layer;
     f->n_ctx = c->n_ctx;
-    f->max_batch = c->max_chunk;
+    f->max_batch = in->max_batch;
+    f->seq_chunk = c->max_chunk;
     f->kv_type = c->type;
     f->kv_room = in->room;
     f->full_layers = s.full_layers;
@@ -182,10 +185,11 @@ int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, 
     out->device_bytes = rt.global_mem;
     out->n_ctx_train = lay.n_ctx_train;
     fit_device d = { rt.is_gpu, rt.global_mem, rt.max_alloc };
+    uint32_t max_batch = fit_max_batch(opts, &d, out->weight_bytes);
     kv_fit_in in = { { lay.n_layer, lay.dims, lay.window, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0,
-                       fit_ctx(opts, lay.n_ctx_train), fit_max_batch(opts, &d, out->weight_bytes), opts->kv_type },
+                       fit_ctx(opts, lay.n_ctx_train), fit_seq_chunk(max_batch), opts->kv_type },
                      fit_kv_room(&d, out->weight_bytes), rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
-                     rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER };
+                     rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, max_batch };
     kv_fit_plan p = { 0 };
     /* the load's own checks: weights first, then the cache */
     int weights_fit = fit_weights(rt.device_name, &d, out->weight_bytes, big, why, sizeof why) == 0;

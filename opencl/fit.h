@@ -22,6 +22,11 @@ typedef struct fit_device {
 uint32_t fit_ctx(const engine_opts *opts, uint32_t n_ctx_train);
 /* opts->max_batch_tokens, else 2048 on a GPU with 16 GiB to spare after the weights, else 512 */
 uint32_t fit_max_batch(const engine_opts *opts, const fit_device *d, uint64_t weight_bytes);
+/* one sequence's tokens in one forward at most: min(max_batch, FIT_SEQ_CHUNK). A sliding-window ring
+ * holds its window and this many more, so a smaller share than the forward keeps the rings (most of a
+ * Gemma 4's KV per sequence) small; a step's budget goes to several prompts' chunks instead */
+#define FIT_SEQ_CHUNK 512
+uint32_t fit_seq_chunk(uint32_t max_batch);
 /* -1 with err when the weights cannot live on the device: more than its memory, or largest (the
  * largest tensor, or NULL) over one buffer; refused early, with numbers, rather than half-way */
 int fit_weights(const char *device_name, const fit_device *d, uint64_t weight_bytes, const gguf_tensor *largest,
@@ -36,6 +41,7 @@ typedef struct kv_fit_in {
     uint64_t max_alloc;     /* one buffer (a layer's K or V) at most */
     uint32_t kv_tokens;     /* the full-attention pool in tokens; 0: as the room allows */
     uint32_t seq_cap;       /* sized sequences at most */
+    uint32_t max_batch;     /* tokens of one forward (c.max_chunk: of one sequence in it) */
 } kv_fit_in;
 
 typedef struct kv_fit_plan {

@@ -10,7 +10,7 @@
 # with the real vocabulary (.gpu/vocab-gemma-4.gguf.xz). SEQS (64): sequences both servers run at once
 # (clgemma --max-seqs, llama-server -np); CTX (4608) tokens each. Then clgemma once more as its defaults size
 # it from the device's memory (hundreds of sequences), at the last rate. KVBENCH=1: clgemma bench's decode
-# and prefill with each --kv-type.
+# and prefill with each --kv-type. SERVERS: which of "clgemma auto llama-server" run (default all).
 model=${1:-g3}
 . .gpu/gpu-env.sh >/dev/null 2>&1
 export XDG_CACHE_HOME=/tmp/cc
@@ -18,7 +18,8 @@ seqs=${SEQS:-64}
 ctx=${CTX:-4608}
 mkdir -p build && cp -f .gpu/now/* build/ 2>/dev/null
 lcpp=/tmp/lcpp
-if [ ! -x $lcpp/build/bin/llama-server ]; then
+servers=" ${SERVERS:-clgemma auto llama-server} "
+if [[ $servers == *" llama-server "* ]] && [ ! -x $lcpp/build/bin/llama-server ]; then
   t0=$(date +%s)
   mkdir -p $lcpp && tar -xJf .gpu/llama-slim.tar.xz -C $lcpp
   cmake -S $lcpp/llama.cpp -B $lcpp/build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
@@ -55,21 +56,26 @@ run() { # label port pid
   else echo "$1 did not come up"; fi
   kill $3; wait $3 2>/dev/null
 }
+if [[ $servers == *" clgemma "* ]]; then
 build/clgemma-fcgi -m $file --model-id m --listen 127.0.0.1:18091 --protocol http --ctx $ctx --max-seqs $seqs --max-queue $((seqs * 4)) \
   > $OUT/clgemma-$model.log 2>&1 &
 run clgemma 18091 $!
+fi
 # and as sized from the memory (no --max-seqs: hundreds of sequences), at the highest rate
+if [[ $servers == *" auto "* ]]; then
 build/clgemma-fcgi -m $file --model-id m --listen 127.0.0.1:18093 --protocol http --ctx $ctx \
   > $OUT/clgemma-auto-$model.log 2>&1 &
 pid=$!
 up 18093 && grep -m1 "ready:" $OUT/clgemma-auto-$model.log | sed 's/.*ready: /clgemma sized from memory: /'
 rates=${rates##*,} run clgemma-auto 18093 $pid
+fi
 # the KV cache's types: decode of 64 sequences after 1,024-token prompts, prefill 2,048 (KVBENCH=1)
 if [ "${KVBENCH:-0}" = 1 ]; then
   for t in f16 q8_0 q4; do
     printf '%-5s ' $t; build/clgemma bench -m $file -p 1024 -n 64 -b 64 -r 3 --kv-type $t 2>&1 | tail -1
   done | tee $OUT/kvbench-$model.txt
 fi
+[[ $servers == *" llama-server "* ]] || exit 0
 $lcpp/build/bin/llama-server -m $file -a m --host 127.0.0.1 --port 18092 -c $((seqs * ctx)) -np $seqs -ngl 99 -fa on \
   > $OUT/llama-$model.log 2>&1 &
 run llama-server 18092 $!

@@ -70,6 +70,7 @@ typedef struct engine_fit {
     uint64_t host_weight_bytes;  /* weights kept in host memory (Gemma 4 per-layer token embeddings) */
     uint64_t kv_room;            /* what the KV cache may take: a third of the memory the weights leave */
     uint32_t n_layer, n_ctx, n_ctx_train, max_batch; /* n_ctx: the context per sequence asked for, or the default */
+    uint32_t seq_chunk;          /* one sequence's tokens in one forward at most (a ring's room beyond its window) */
     /* K and V bytes per token by kind of layer, at this context */
     uint32_t full_layers;        /* full attention (and sliding ones whose ring would span the context) */
     uint32_t sliding_layers;     /* sliding window: a ring of ring_tokens per sequence at most */

@@ -114,7 +114,7 @@ static void test_fit_plan(void)
     CHECK(s.full_layers == 2 && s.ring_layers == 1 && s.ring_blocks == R && s.full_per_token * KV_BLOCK == fb &&
           s.ring_per_seq == R * rb, "kv_plan: %u full, %u ring layers, ring %u", s.full_layers, s.ring_layers,
           s.ring_blocks);
-    kv_fit_in in = { c, 1ull << 30, 1ull << 30, 0, 256 };
+    kv_fit_in in = { c, 1ull << 30, 1ull << 30, 0, 256, 128 };
     kv_fit_plan p;
     CHECK(kv_fit(&in, &p, err, sizeof err) == 0 && p.n_seq == 3 && p.blocks[KV_FULL] == 3 * 32 &&
           p.blocks[KV_RING] == 3 * R && p.bytes == 3 * 32 * fb + 3 * R * rb,
