@@ -85,6 +85,11 @@ int kv_fit(const kv_fit_in *in, kv_fit_plan *out, char *err, size_t errlen)
         if (nf * fb > left) nf = left / fb;
         if (nf > fcap) nf = fcap;
     }
+    /* what the room leaves beside both pools doubles the ring pool at most: spare ring blocks keep
+     * cached prefixes' windows (kv.c), which the sequences' own rings, a window and a chunk, barely can */
+    uint64_t spare = rb && left > nf * fb ? (left - nf * fb) / rb : 0, base = n_seq * s.ring_blocks;
+    if (rb && nr == base) nr += spare < base ? spare : base;
+    if (nr > rcap) nr = rcap;
     if ((rb && nr < s.ring_blocks) || (fb && nf < ctx_blocks))
         return ERR("not enough device memory for a KV cache of %u tokens (%.1f MiB for one sequence: %.1f KiB per token "
                    "in the full-attention layers, %.1f MiB of sliding-window ring; %.1f MiB free after weights, a third "

@@ -13,7 +13,8 @@ file (gguf-py) and the device's memory as the report states it, the way docs/ARC
     whole context (then it counts as full); chunk 512 on a device that is not a GPU;
   * the cache may take a third of what the weights (every tensor but per_layer_token_embd) leave;
   * sequences: --seqs, else the room over (ring + min(ctx, 2048) tokens), at most 4 off a GPU;
-    every sequence gets a ring and a whole context when the room holds them.
+    every sequence gets a ring and a whole context when the room holds them, and the ring pool as
+    many blocks again as what is left of the room holds (the prefix cache's windows).
 Prints "PASS NAME" or "FAIL NAME: what differs"."""
 import math
 import re
@@ -90,6 +91,9 @@ ring_seq = slide_b * ring * BLOCK
 room = (device_bytes - weights) // 3
 typ = math.ceil(min(ctx, 2048) / BLOCK) * BLOCK
 seqs = opt("--seqs", 0) or max(1, min(4, room // (ring_seq + typ * full_b)))
+rb = slide_b * BLOCK  # one ring block over the sliding layers
+left = room - seqs * ring * rb - seqs * max_blocks * BLOCK * full_b
+rings = seqs * ring + (min(left // rb, seqs * ring) if rb and left > 0 else 0)  # spare for cached windows
 want = {
     "model": [NL, train],
     "weights": [weights, host],
@@ -100,8 +104,8 @@ want = {
     "kv room": [room],
     "room holds": [(room - ring_seq) // full_b, room // (ring_seq + max_blocks * BLOCK * full_b),
                    room // (ring_seq + typ * full_b), min(ctx, 2048)],
-    "plan": [seqs, seqs * max_blocks * BLOCK, seqs * max_blocks, seqs * ring, BLOCK,
-             seqs * max_blocks * BLOCK * full_b + seqs * ring * BLOCK * slide_b],
+    "plan": [seqs, seqs * max_blocks * BLOCK, seqs * max_blocks, rings, BLOCK,
+             seqs * max_blocks * BLOCK * full_b + rings * rb],
     "recommended": [ctx, max(1, min(4, room // (ring_seq + typ * full_b)))],
 }
 bad = [] if lines.get("kv type", "").strip() == {"q4_0": "q4"}.get(kv_type, kv_type) else \

@@ -120,15 +120,16 @@ static void test_budget(void)
                   !kv_budget_whole(&b, kv_budget_need(&b, p, m + 1, n)), "max tokens for %d x %d: %d", p, n, m);
         }
     /* rings: at the fixture's 2048 context its sliding layers keep rings of 17 blocks (window 8 + a
-     * chunk of 512), two sequences' worth here; three choices need three rings whatever the full pool */
+     * chunk of 512), two sequences' worth here and as many again for cached windows; five choices need
+     * five rings whatever the full pool */
     engine *e2;
     engine_opts o = { .n_ctx = 2048, .max_seqs = 2 };
     if (engine_load(&e2, FIXTURE, &o, err, sizeof err)) { CHECK(0, "load: %s", err); return; }
     kv_budget r;
     kv_budget_init(&r, e2);
-    engine_kv_blocks three = kv_budget_need(&r, 4, 600, 3), two = kv_budget_need(&r, 4, 600, 2);
-    CHECK(r.total.ring == 34 && three.ring == 51 && three.full <= r.total.full && !kv_budget_whole(&r, three) &&
-          kv_budget_whole(&r, two), "rings: %u of %u, full %u of %u", three.ring, r.total.ring, three.full, r.total.full);
+    engine_kv_blocks five = kv_budget_need(&r, 4, 600, 5), four = kv_budget_need(&r, 4, 600, 4);
+    CHECK(r.total.ring == 68 && five.ring == 85 && five.full <= r.total.full && !kv_budget_whole(&r, five) &&
+          kv_budget_whole(&r, four), "rings: %u of %u, full %u of %u", five.ring, r.total.ring, five.full, r.total.full);
     engine_destroy(e2);
 }
 

@@ -8,7 +8,8 @@
  *   as it comes). The blocks held of each pool never exceed kv_need's count; with one choice they
  *   reach it exactly (the count is the usage, not a guess), and with several the full pool reaches
  *   it too once every choice wrote past the prompt.
- * test_fit_plan: kv_fit by hand: given sequences get rings and whole contexts; sized ones are the
+ * test_fit_plan: kv_fit by hand: given sequences get rings and whole contexts, and the room left
+ *   beside them up to as many ring blocks again (the prefix cache's windows); sized ones are the
  *   room over (ring + ENGINE_FIT_TYPICAL tokens) capped; kv_tokens sets the full pool, and one below
  *   a context or beyond the room is an error naming kv_tokens; a room short of one sequence says so;
  *   a room short of every context keeps one whole context.
@@ -116,9 +117,13 @@ static void test_fit_plan(void)
           s.ring_blocks);
     kv_fit_in in = { c, 1ull << 30, 1ull << 30, 0, 256, 128 };
     kv_fit_plan p;
+    /* the room to spare doubles the ring pool (cached windows), no more */
     CHECK(kv_fit(&in, &p, err, sizeof err) == 0 && p.n_seq == 3 && p.blocks[KV_FULL] == 3 * 32 &&
-          p.blocks[KV_RING] == 3 * R && p.bytes == 3 * 32 * fb + 3 * R * rb,
+          p.blocks[KV_RING] == 6 * R && p.bytes == 3 * 32 * fb + 6 * R * rb,
           "given sequences: %u seqs, %u / %u blocks (%s)", p.n_seq, p.blocks[KV_FULL], p.blocks[KV_RING], err);
+    in.room = 3 * R * rb + 3 * 32 * fb + 2 * rb + 7;
+    CHECK(kv_fit(&in, &p, err, sizeof err) == 0 && p.blocks[KV_RING] == 3 * R + 2 && p.blocks[KV_FULL] == 3 * 32,
+          "two blocks to spare: %u / %u blocks (%s)", p.blocks[KV_FULL], p.blocks[KV_RING], err);
     /* sized: room / (ring + 1024 tokens: the context is below ENGINE_FIT_TYPICAL) */
     in.c.n_seq = 0;
     in.room = 10 * (R * rb + 32 * fb) + 5;
