@@ -65,9 +65,8 @@ fi
 if [[ $servers == *" auto "* ]]; then
 build/clgemma-fcgi -m $file --model-id m --listen 127.0.0.1:18093 --protocol http --ctx $ctx \
   > $OUT/clgemma-auto-$model.log 2>&1 &
-pid=$!
-up 18093 && grep -m1 "ready:" $OUT/clgemma-auto-$model.log | sed 's/.*ready: /clgemma sized from memory: /'
-rates=${rates##*,} run clgemma-auto 18093 $pid
+rates=${rates##*,} run clgemma-auto 18093 $!
+grep -m1 "ready:" $OUT/clgemma-auto-$model.log | sed 's/.*ready: /clgemma sized from memory: /'
 fi
 # the KV cache's types: decode of 64 sequences after 1,024-token prompts, prefill 2,048 (KVBENCH=1)
 if [ "${KVBENCH:-0}" = 1 ]; then
