@@ -43,6 +43,7 @@ struct engine {
     /* host staging for one step */
     int32_t *h_ids, *h_pos, *h_seq, *h_out;
     size_t h_cap;
+    cl_event staged;      /* the last upload from the staging: a step that wrote no output may still queue it */
     float *h_logits;
     choice_plan choice;   /* allow masks, biases and logprobs of the step's choice rows */
     void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
@@ -329,6 +330,7 @@ void engine_destroy(engine *e)
     tokenizer_destroy(e->tok);
     gguf_close(e->gguf);
     free(e->synth_buf);
+    if (e->staged) clReleaseEvent(e->staged);
     free(e->h_ids); free(e->h_pos); free(e->h_seq); free(e->h_out); free(e->h_logits);
     free(e);
 }
@@ -461,6 +463,17 @@ int engine_seq_len(const engine *e, int seq)
 
 void engine_set_profiling(engine *e, int on) { e->profiling = on; ops_profile_reset(&e->o); }
 
+/* the staging may change only once the last step's non-blocking uploads from it have run: a step with no
+ * output rows returns with them still queued behind its forward */
+static int staging_free(engine *e)
+{
+    if (!e->staged) return 0;
+    cl_int ce = clWaitForEvents(1, &e->staged);
+    clReleaseEvent(e->staged);
+    e->staged = NULL;
+    return ce == CL_SUCCESS ? 0 : -1;
+}
+
 static int grow_staging(engine *e, size_t n)
 {
     if (n <= e->h_cap) return 0;
@@ -482,10 +495,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
 {
     cl_command_queue q = e->rt.q;
     fwd_bufs *b = &e->b;
+    /* the in-order queue runs these after everything before them: staged is the last, so the next step's
+     * fill waits for it (staging_free) */
+    if (e->staged) { clReleaseEvent(e->staged); e->staged = NULL; }
     cl_int ce = clEnqueueWriteBuffer(q, b->ids, CL_FALSE, 0, 4 * ntok, e->h_ids + t0, 0, NULL, NULL);
     if (!ce) ce = clEnqueueWriteBuffer(q, b->pos, CL_FALSE, 0, 4 * ntok, e->h_pos + t0, 0, NULL, NULL);
-    if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, NULL);
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
+    if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, &e->staged);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
     fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0 };
     /* int8 activations only for decode steps (one token per sequence): prompt logits keep the
@@ -573,6 +589,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         n_out += it->logits_all ? (size_t)it->n_tokens : (it->smp || it->logits) ? 1 : 0;
     }
     out_ref *refs = malloc((n_out ? n_out : 1) * sizeof *refs);
+    if (staging_free(e)) { free(refs); return ERR("the last step's upload failed"); }
     if (!refs || grow_staging(e, total + n_out)) { free(refs); return ERR("out of memory"); }
     /* reserve KV blocks for every item first, so a full cache fails before any work */
     for (int i = 0; i < n; i++) {
