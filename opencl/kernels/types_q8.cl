@@ -2,7 +2,8 @@
  *   mvqp_T, mvq_ld_T    the piece of a row a gemv_q8 lane loads: piece pc (k / 32 of them per row) of
  *                       q4_k is qs bytes 16pc'..16pc'+15 of super-block pc / 8 (pc' = pc % 8), values
  *                       16h..16h+15 (h = pc' & 1) of sub-blocks 2p (low nibbles) and 2p + 1 (high
- *                       nibbles), p = pc' / 2; of q8_0 and q5_0 block pc;
+ *                       nibbles), p = pc' / 2; q5_k's the same; of q8_0 and q5_0 block pc; of q6_k sub-block
+ *                       pc % 8 of super-block pc / 8;
  *   mvq_dot_T_l / _g    the piece against one token's int8 X (quant_q8.cl's layout) in local or
  *                       global memory, block scales applied once per piece;
  *   mvq_at_T, MVQG_PF_T the piece's bytes, and how many passes ahead mvqg prefetches them into L2;
@@ -38,38 +39,70 @@ inline mvqp_q4_k mvq_ld_q4_k(global const uchar *row, int pc)
     return p;
 }
 
-/* the piece against one token's quantized X (in local memory: _l, or global: _g) */
-#define DEFINE_DOT_Q4_K(AS, SFX)                                                                  \
-inline float mvq_dot_q4_k##SFX(const mvqp_q4_k *p, int pc, AS const uint *xq, AS const float *xd,  \
-                               AS const float *xs)                                                \
+/* a k-quant piece against one token's quantized X (in local memory: _l, or global: _g); LO(c) and HI(c)
+ * are component c of the piece's unsigned values of sub-blocks sa (values 16h..16h + 15) and sa + 1 */
+#define DEFINE_DOT_KQ(T, AS, SFX, LO, HI)                                                         \
+inline float mvq_dot_##T##SFX(const mvqp_##T *p, int pc, AS const uint *xq, AS const float *xd,    \
+                              AS const float *xs)                                                 \
 {                                                                                                 \
     int sa = (pc >> 3) * 8 + (pc & 6), h = pc & 1; /* global sub-block index of the low nibbles */ \
     AS const uint *xa = xq + sa * 8 + h * 4, *xb = xa + 8;                                        \
     const uint M = 0x0F0F0F0Fu;                                                                   \
-    int ia = dp4a_us(p->q.x & M, xa[0], 0), ib = dp4a_us((p->q.x >> 4) & M, xb[0], 0);            \
-    ia = dp4a_us(p->q.y & M, xa[1], ia); ib = dp4a_us((p->q.y >> 4) & M, xb[1], ib);              \
-    ia = dp4a_us(p->q.z & M, xa[2], ia); ib = dp4a_us((p->q.z >> 4) & M, xb[2], ib);              \
-    ia = dp4a_us(p->q.w & M, xa[3], ia); ib = dp4a_us((p->q.w >> 4) & M, xb[3], ib);              \
+    int ia = dp4a_us(LO(x), xa[0], 0), ib = dp4a_us(HI(x), xb[0], 0);                             \
+    ia = dp4a_us(LO(y), xa[1], ia); ib = dp4a_us(HI(y), xb[1], ib);                               \
+    ia = dp4a_us(LO(z), xa[2], ia); ib = dp4a_us(HI(z), xb[2], ib);                               \
+    ia = dp4a_us(LO(w), xa[3], ia); ib = dp4a_us(HI(w), xb[3], ib);                               \
     return p->da * xd[sa] * (float)ia + p->db * xd[sa + 1] * (float)ib - p->ma * xs[2 * sa + h] -  \
            p->mb * xs[2 * sa + 2 + h];                                                            \
 }
-DEFINE_DOT_Q4_K(local, _l)
 
 /* from global memory: each half-piece of X is one 16-byte load (its word offset is a multiple of 4;
  * faster than single words) */
-inline float mvq_dot_q4_k_g(const mvqp_q4_k *p, int pc, global const uint *xq, global const float *xd,
-                            global const float *xs)
-{
-    int sa = (pc >> 3) * 8 + (pc & 6), h = pc & 1;
-    uint4 xa = *(global const uint4 *)(xq + sa * 8 + h * 4), xb = *(global const uint4 *)(xq + sa * 8 + 8 + h * 4);
-    const uint M = 0x0F0F0F0Fu;
-    int ia = dp4a_us(p->q.x & M, xa.x, 0), ib = dp4a_us((p->q.x >> 4) & M, xb.x, 0);
-    ia = dp4a_us(p->q.y & M, xa.y, ia); ib = dp4a_us((p->q.y >> 4) & M, xb.y, ib);
-    ia = dp4a_us(p->q.z & M, xa.z, ia); ib = dp4a_us((p->q.z >> 4) & M, xb.z, ib);
-    ia = dp4a_us(p->q.w & M, xa.w, ia); ib = dp4a_us((p->q.w >> 4) & M, xb.w, ib);
-    return p->da * xd[sa] * (float)ia + p->db * xd[sa + 1] * (float)ib - p->ma * xs[2 * sa + h] -
-           p->mb * xs[2 * sa + 2 + h];
+#define DEFINE_DOT_KQ_G(T, LO, HI)                                                                \
+inline float mvq_dot_##T##_g(const mvqp_##T *p, int pc, global const uint *xq, global const float *xd, \
+                             global const float *xs)                                              \
+{                                                                                                 \
+    int sa = (pc >> 3) * 8 + (pc & 6), h = pc & 1;                                                \
+    uint4 xa = *(global const uint4 *)(xq + sa * 8 + h * 4), xb = *(global const uint4 *)(xq + sa * 8 + 8 + h * 4); \
+    const uint M = 0x0F0F0F0Fu;                                                                   \
+    int ia = dp4a_us(LO(x), xa.x, 0), ib = dp4a_us(HI(x), xb.x, 0);                               \
+    ia = dp4a_us(LO(y), xa.y, ia); ib = dp4a_us(HI(y), xb.y, ib);                                 \
+    ia = dp4a_us(LO(z), xa.z, ia); ib = dp4a_us(HI(z), xb.z, ib);                                 \
+    ia = dp4a_us(LO(w), xa.w, ia); ib = dp4a_us(HI(w), xb.w, ib);                                 \
+    return p->da * xd[sa] * (float)ia + p->db * xd[sa + 1] * (float)ib - p->ma * xs[2 * sa + h] -  \
+           p->mb * xs[2 * sa + 2 + h];                                                            \
 }
+
+/* q4_k keeps its nibbles packed until the dot (4 registers a piece, not 8) */
+#define Q4K_LO(c) (p->q.c & M)
+#define Q4K_HI(c) ((p->q.c >> 4) & M)
+DEFINE_DOT_KQ(q4_k, local, _l, Q4K_LO, Q4K_HI)
+DEFINE_DOT_KQ_G(q4_k, Q4K_LO, Q4K_HI)
+
+/* ---- q5_k: 176-byte super-blocks: d, dmin (f16), scales[12] (q4_k's packing), qh[32], qs[128]; a
+ * piece is q4_k's (qs bytes 16pc'.., sub-blocks 2p and 2p + 1) with bits 2p and 2p + 1 of qh bytes
+ * 16h..16h + 15 as the values' fifth bits */
+typedef struct mvqp_q5_k { uint4 a, b; float da, ma, db, mb; } mvqp_q5_k;
+
+inline mvqp_q5_k mvq_ld_q5_k(global const uchar *row, int pc)
+{
+    global const uchar *b = row + (pc >> 3) * 176;
+    int c = pc & 7, j = c & 6;
+    uint4 h = *(global const uint4 *)b;
+    uint4 q = *(global const uint4 *)(b + 48 + 16 * c), qh = *(global const uint4 *)(b + 16 + 16 * (c & 1));
+    const uint M = 0x0F0F0F0Fu, B = 0x01010101u;
+    mvqp_q5_k p;
+    p.a = (q & M) | (((qh >> (uint)j) & B) << 4);
+    p.b = ((q >> 4) & M) | (((qh >> (uint)(j + 1)) & B) << 4);
+    q4k_scale_min(h, j, &p.da, &p.ma);
+    q4k_scale_min(h, j + 1, &p.db, &p.mb);
+    return p;
+}
+
+#define Q5K_LO(c) p->a.c
+#define Q5K_HI(c) p->b.c
+DEFINE_DOT_KQ(q5_k, local, _l, Q5K_LO, Q5K_HI)
+DEFINE_DOT_KQ_G(q5_k, Q5K_LO, Q5K_HI)
 
 
 /* A 2-byte-aligned block of 2 + 4n bytes (an f16 then n words: q8_0, q5_0): returns the f16 bits
@@ -142,15 +175,82 @@ inline float mvq_dot_q5_0##SFX(const mvqp_q5_0 *p, int pc, AS const uint *xq, AS
 DEFINE_DOT_Q5_0(local, _l)
 DEFINE_DOT_Q5_0(global, _g)
 
+/* ---- q6_k: 210-byte super-blocks, only 2-byte aligned: ql[128], qh[64], int8 scales[16], d (f16).
+ * Piece pc is sub-block j = pc & 7 of super-block pc / 8; with h = j / 4 and c = j & 3, value i is
+ * nibble c / 2 of ql[64h + 32(c & 1) + i] below bits 2c, 2c + 1 of qh[32h + i], stored plus 32;
+ * values 0-15 take scale 8h + 2c, values 16-31 the next one (deq32_q6_k). */
+typedef struct mvqp_q6_k { uint v[8]; float da, db; } mvqp_q6_k;
+
+/* the 8 words of 32 bytes at 2-byte aligned p, from aligned loads within p - 2 .. p + 35 (both of
+ * q6_k's runs are followed by 4 more bytes of the super-block); no branch: lanes differ in alignment */
+inline void ld32_a2(global const uchar *p, uint *w)
+{
+    uint sh = ((uint)(ulong)p & 2) * 8;
+    global const uint *a = (global const uint *)((ulong)p & ~(ulong)3);
+    uint prev = a[0];
+    for (int i = 0; i < 8; i++) {
+        uint next = a[i + 1];
+        w[i] = (uint)((((ulong)next << 32) | prev) >> sh);
+        prev = next;
+    }
+}
+
+inline mvqp_q6_k mvq_ld_q6_k(global const uchar *row, int pc)
+{
+    global const uchar *b = row + (pc >> 3) * 210;
+    int j = pc & 7, h = j >> 2, c = j & 3;
+    uint ql[8], qh[8];
+    ld32_a2(b + 64 * h + 32 * (c & 1), ql);
+    ld32_a2(b + 128 + 32 * h, qh);
+    uint sc = *(global const ushort *)(b + 192 + 8 * h + 2 * c);
+    float d = h2f(*(global const ushort *)(b + 208));
+    int ls = 4 * (c >> 1), hs = 2 * c;
+    mvqp_q6_k p;
+    for (int i = 0; i < 8; i++) p.v[i] = ((ql[i] >> ls) & 0x0F0F0F0Fu) | (((qh[i] >> hs) & 0x03030303u) << 4);
+    p.da = d * (float)(char)(sc & 255);
+    p.db = d * (float)(char)(sc >> 8);
+    return p;
+}
+
+/* the 8 words of X of piece pc: x4 reads them as two 16-byte loads (global; 32-byte aligned) */
+#define Q6K_DOT_TAIL                                                                              \
+    int ia = 0, ib = 0;                                                                           \
+    for (int i = 0; i < 4; i++) ia = dp4a_us(p->v[i], x[i], ia);                                  \
+    for (int i = 0; i < 4; i++) ib = dp4a_us(p->v[4 + i], x[4 + i], ib);                          \
+    return xd[pc] * (p->da * (float)ia + p->db * (float)ib) - 32.0f * (p->da * xs[2 * pc] + p->db * xs[2 * pc + 1]);
+
+inline float mvq_dot_q6_k_l(const mvqp_q6_k *p, int pc, local const uint *xq, local const float *xd,
+                            local const float *xs)
+{
+    local const uint *x = xq + pc * 8;
+    Q6K_DOT_TAIL
+}
+
+inline float mvq_dot_q6_k_g(const mvqp_q6_k *p, int pc, global const uint *xq, global const float *xd,
+                            global const float *xs)
+{
+    uint4 x0 = *(global const uint4 *)(xq + pc * 8), x1 = *(global const uint4 *)(xq + pc * 8 + 4);
+    uint x[8] = { x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w };
+    Q6K_DOT_TAIL
+}
+
 /* the passes ahead whose pieces each mvqg lane prefetches into L2, per type: one pays on q4_k, q8_0
  * lost, and mvq (X staged) has no long weight stream */
 #define MVQG_PF_q4_k 1
 #define MVQG_PF_q8_0 0
 #define MVQG_PF_q5_0 0
+#define MVQG_PF_q6_k 0
+#define MVQG_PF_q5_k 0
 /* the bytes of piece pc of a row (for the L2 prefetch): its nibbles or values */
 inline global const uchar *mvq_at_q4_k(global const uchar *row, int pc) { return row + (pc >> 3) * 144 + 16 + 16 * (pc & 7); }
 inline global const uchar *mvq_at_q8_0(global const uchar *row, int pc) { return row + pc * 34; }
 inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return row + pc * 22; }
+inline global const uchar *mvq_at_q5_k(global const uchar *row, int pc) { return row + (pc >> 3) * 176 + 48 + 16 * (pc & 7); }
+inline global const uchar *mvq_at_q6_k(global const uchar *row, int pc)
+{
+    int j = pc & 7;
+    return row + (pc >> 3) * 210 + 64 * (j >> 2) + 32 * (j & 1);
+}
 
 /* 8 bytes at p, which is 2 bytes past a 4-byte boundary, from aligned loads that stay within
  * p - 2 .. p + 7 (the last piece is a 2-byte load: p + 7 may end the buffer) */

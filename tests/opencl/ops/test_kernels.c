@@ -419,7 +419,7 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok) { multi_case
 static void test_matmul_geglu(void)
 {
     reseed(__func__);
-    static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_F16 };
+    static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         const golden *g = golden_of(types[i]);
         CHECK(g != NULL, "no golden %s", type_name(types[i]));
@@ -543,7 +543,7 @@ static void moe_case(const golden *g, uint32_t n_exp, uint32_t rows_e, uint32_t 
 static void test_moe_products(void)
 {
     reseed(__func__);
-    static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0 };
+    static const uint32_t types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         const golden *g = golden_of(types[i]);
         CHECK(g != NULL, "no golden %s", type_name(types[i]));

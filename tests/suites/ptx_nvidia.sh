@@ -1,0 +1,25 @@
+#!/bin/sh
+# The NVIDIA-only kernel paths (inline PTX, int8 dot products, tensor cores), which PoCL never builds,
+# compiled for sm_90a without a GPU (tools/ptx_check.sh: clang to PTX, then ptxas): every program and
+# KV type builds, and the int8 decode kernels of every int8 type exist and spill nothing.
+cd "$(dirname "$0")/../.." || exit 1
+if ! command -v clang >/dev/null || ! command -v ptxas >/dev/null; then
+  echo "ptx_nvidia: no clang or ptxas here (the CUDA toolkit): not checked"; exit 0
+fi
+out=$(sh tools/ptx_check.sh -v all 2>&1); rc=$?
+echo "$out" | grep '^ptx_check'
+if [ $rc -eq 0 ]; then echo "PASS ptx_programs_build"; else echo "FAIL ptx_programs_build: $(echo "$out" | grep -v '^  ' | head -5 | tr '\n' ' ')"; fi
+# the int8 decode families per type: types.cl's CLG_TYPES_Q8
+types=$(sed -n 's/^#define CLG_TYPES_Q8(X) //p; s/^#define CLG_TYPES_Q8_MMQ8(X) //p' opencl/kernels/types.cl |
+        grep -o 'X([a-z0-9_]*' | sed 's/X(//' | sort -u)
+bad=""
+for t in $types; do
+  for f in mvq mvqg mvqn mvqe; do
+    line=$(echo "$out" | grep -m1 "^  ${f}_$t ")
+    [ -n "$line" ] || { bad="$bad ${f}_$t:missing"; continue; }
+    set -- $line
+    [ "$4" = 0 ] || bad="$bad ${f}_$t:$4-bytes-spilled"
+  done
+done
+if [ -z "$bad" ] && [ -n "$types" ]; then echo "PASS ptx_int8_decode_kernels ($(echo $types))"
+else echo "FAIL ptx_int8_decode_kernels:$bad"; fi
