@@ -11,6 +11,7 @@
 #include "chat.h"
 #include "chat_reply.h"
 #include "choice.h"
+#include "draw.h"
 #include "clock.h"
 #include "gguf.h"
 #include "kv.h"
@@ -46,6 +47,7 @@ struct engine {
     cl_event staged;      /* the last upload from the staging: a step that wrote no output may still queue it */
     float *h_logits;
     choice_plan choice;   /* allow masks, biases and logprobs of the step's choice rows */
+    draw_plan draw;       /* its sampled rows drawn from their best values on the device */
     void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
     const tensor_maker *make; /* synthetic model: makes the weights its header has no data for */
 };
@@ -256,7 +258,8 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     e->h_logits = malloc(sizeof(float) * hp->n_vocab);
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
-    if (choice_create(&e->choice, &e->rt, hp->n_vocab, n_seq, why, sizeof why)) { ERR("%s", why); goto fail; }
+    if (choice_create(&e->choice, &e->rt, hp->n_vocab, n_seq, why, sizeof why) ||
+        draw_create(&e->draw, &e->rt, hp->n_vocab, n_seq, why, sizeof why)) { ERR("%s", why); goto fail; }
     /* the file's chat template when clgemma knows it; else the family's, said once */
     gguf_str tmpl;
     char note[512];
@@ -322,6 +325,7 @@ void engine_destroy(engine *e)
     if (!e) return;
     if (e->rt_ok) clFinish(e->rt.q);
     choice_destroy(&e->choice);
+    draw_destroy(&e->draw);
     fwd_bufs_destroy(&e->b);
     kv_destroy(&e->kv);
     ops_destroy(&e->o);
@@ -519,6 +523,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     choice_constrain(&e->choice, &e->o, b->logits, r0, n_out);
     op_argmax(&e->o, b->logits, n_out, nv, b->argmax);
     choice_logprobs(&e->choice, &e->o, b->logits, r0, n_out);
+    draw_launch(&e->draw, &e->o, b->logits, r0, n_out);
     if (ops_status(&e->o, err, errlen)) return -1;
     e->enqueue_s += monotonic_seconds() - tq;
     int32_t ids[256];
@@ -538,7 +543,8 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
         if (sampler_is_greedy(it->smp)) {
             it->token_out = ids[r];
             if (it->n_logprobs > 0) choice_fill(&e->choice, (int32_t)(r0 + r), it);
-        } else {
+        } else if ((it->token_out = draw_pick(&e->draw, (int32_t)(r0 + r), it->smp)) < 0) {
+            /* a row the device did not draw for: the whole row to the host */
             ce = clEnqueueReadBuffer(q, b->logits, CL_TRUE, 4 * (size_t)r * nv, 4 * (size_t)nv, e->h_logits, 0, NULL,
                                      NULL);
             if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
@@ -608,6 +614,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
      * and max_out outputs */
     size_t t = 0, r = 0;
     choice_begin(&e->choice);
+    draw_begin(&e->draw);
     for (int i = 0; i < n; i++) {
         engine_item *it = &items[i];
         for (int k = 0; k < it->n_tokens; k++, t++) {
@@ -617,10 +624,12 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             int want = it->logits_all || (k == it->n_tokens - 1 && (it->smp || it->logits));
             if (want && k == it->n_tokens - 1 && it->smp && choice_wanted(it))
                 choice_add(&e->choice, it, (int32_t)r, sampler_is_greedy(it->smp));
+            if (want && k == it->n_tokens - 1) draw_add(&e->draw, it, (int32_t)r);
             if (want) { refs[r] = (out_ref){ i, k, t }; r++; }
         }
     }
     if (!rc) rc = choice_upload(&e->choice, e->rt.q, err, errlen);
+    if (!rc) rc = draw_upload(&e->draw, e->rt.q, err, errlen);
     size_t t0 = 0, r0 = 0;
     while (!rc && t0 < total) {
         size_t tn = 0, rn = 0, rr = r0;

@@ -15,6 +15,12 @@ struct sampler {
     uint32_t *count;        /* occurrences per token in the window */
     int32_t *cand;          /* scratch: candidate ids */
     float *cval;
+    uint32_t kmax;          /* the candidates a draw takes (cand_k) */
+    float *cv, *w;          /* scratch of kmax: candidates' values, their weights */
+    int32_t *ci;            /* and ids (a draw from the device's candidates) */
+    float *pv;              /* the penalized window's values, ids in pi */
+    int32_t *pi;
+    size_t pcap;
 };
 
 void sampler_params_default(sampler_params *p)
@@ -35,7 +41,12 @@ int sampler_create(sampler **out, const sampler_params *p, uint32_t n_vocab)
     s->count = calloc(n_vocab, sizeof *s->count);
     s->cand = malloc(n_vocab * sizeof *s->cand);
     s->cval = malloc(n_vocab * sizeof *s->cval);
-    if (!s->count || !s->cand || !s->cval) { sampler_destroy(s); return -1; }
+    s->kmax = p->top_k > 0 && (uint32_t)p->top_k < n_vocab ? (uint32_t)p->top_k : (n_vocab < 1024 ? n_vocab : 1024);
+    if (s->kmax < 1) s->kmax = 1;
+    s->cv = malloc(s->kmax * sizeof *s->cv);
+    s->w = malloc(s->kmax * sizeof *s->w);
+    s->ci = malloc(s->kmax * sizeof *s->ci);
+    if (!s->count || !s->cand || !s->cval || !s->cv || !s->w || !s->ci) { sampler_destroy(s); return -1; }
     *out = s;
     return 0;
 }
@@ -44,6 +55,7 @@ void sampler_destroy(sampler *s)
 {
     if (!s) return;
     free(s->hist); free(s->count); free(s->cand); free(s->cval);
+    free(s->cv); free(s->w); free(s->ci); free(s->pv); free(s->pi);
     free(s);
 }
 
@@ -90,6 +102,13 @@ static double next_u01(sampler *s)
     return (double)(z >> 11) / 9007199254740992.0;
 }
 
+/* a window token's value after the penalties, seen c times */
+static float penalized(const sampler_params *p, float l, uint32_t c)
+{
+    if (p->repetition_penalty != 1.0f) l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
+    return l - ((float)c * p->frequency_penalty + p->presence_penalty);
+}
+
 static void apply_penalties(sampler *s, float *logits)
 {
     const sampler_params *p = &s->p;
@@ -99,10 +118,7 @@ static void apply_penalties(sampler *s, float *logits)
         int32_t t = s->hist[i];
         uint32_t c = s->count[t];
         if (c == 0 || c > 0x7fffffff) continue;
-        float l = logits[t];
-        if (p->repetition_penalty != 1.0f) l = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
-        l -= (float)c * p->frequency_penalty + p->presence_penalty;
-        logits[t] = l;
+        logits[t] = penalized(p, logits[t], c);
         s->count[t] |= 0x80000000u; /* mark as done */
     }
     for (size_t i = 0; i < s->hist_n; i++) s->count[s->hist[i]] &= 0x7fffffffu;
@@ -145,6 +161,44 @@ static void top_sorted(int32_t *ids, size_t n, size_t k, const float *v)
     qsort_r(ids, k, sizeof *ids, cmp_desc, (void *)v);
 }
 
+/* the choice from the k best values of the processed row, val[i] of token ids[i], best first (ties to the
+ * lower id) */
+static int32_t choose_from(sampler *s, const float *val, const int32_t *ids, size_t k)
+{
+    const sampler_params *p = &s->p;
+    if (p->temperature <= 0.0f) return ids[0];
+    /* softmax over the candidates at temperature 1 for top-p/min-p, as llama.cpp's chain does */
+    float mx = val[0];
+    double sum = 0;
+    for (size_t i = 0; i < k; i++) { s->w[i] = expf(val[i] - mx); sum += s->w[i]; }
+    size_t keep = k;
+    if (p->top_p < 1.0f && p->top_p > 0.0f) {
+        double c = 0;
+        for (size_t i = 0; i < k; i++) {
+            c += s->w[i] / sum;
+            if (c >= p->top_p) { keep = i + 1; break; }
+        }
+    }
+    if (p->min_p > 0.0f) {
+        size_t m = 1;
+        while (m < keep && s->w[m] >= p->min_p * s->w[0]) m++;
+        keep = m;
+    }
+    double tot = 0;
+    size_t last = 0; /* the last candidate of weight > 0: masked (-inf) tokens weigh 0 and are never drawn */
+    for (size_t i = 0; i < keep; i++) {
+        s->w[i] = expf((val[i] - mx) / p->temperature);
+        tot += s->w[i];
+        if (s->w[i] > 0) last = i;
+    }
+    double r = next_u01(s) * tot, c = 0;
+    for (size_t i = 0; i <= last; i++) {
+        c += s->w[i];
+        if (r < c) return ids[i];
+    }
+    return ids[last];
+}
+
 /* the choice from a row whose penalties are applied */
 static int32_t choose(sampler *s, const float *logits)
 {
@@ -158,39 +212,86 @@ static int32_t choose(sampler *s, const float *logits)
     }
     for (uint32_t i = 0; i < n; i++) s->cand[i] = (int32_t)i;
     /* without top-k, a softmax tail beyond the best 1024 is below any useful top-p/min-p cut */
-    size_t k = p->top_k > 0 && (uint32_t)p->top_k < n ? (size_t)p->top_k : (n < 1024 ? n : 1024);
+    size_t k = s->kmax;
     top_sorted(s->cand, n, k, logits);
-    if (k > n) k = n;
-    /* softmax over the candidates at temperature 1 for top-p/min-p, as llama.cpp's chain does */
-    float mx = logits[s->cand[0]];
-    double sum = 0;
-    for (size_t i = 0; i < k; i++) { s->cval[i] = expf(logits[s->cand[i]] - mx); sum += s->cval[i]; }
-    size_t keep = k;
-    if (p->top_p < 1.0f && p->top_p > 0.0f) {
-        double c = 0;
-        for (size_t i = 0; i < k; i++) {
-            c += s->cval[i] / sum;
-            if (c >= p->top_p) { keep = i + 1; break; }
+    for (size_t i = 0; i < k; i++) s->cv[i] = logits[s->cand[i]];
+    return choose_from(s, s->cv, s->cand, k);
+}
+
+uint32_t sampler_cand_k(const sampler *s) { return s->p.temperature <= 0.0f ? 1 : s->kmax; }
+
+int sampler_pen_tokens(sampler *s, const int32_t *next, int n_next, int32_t *ids, int cap)
+{
+    if (!has_penalties(&s->p)) return 0;
+    size_t lim = s->p.penalty_last_n > 0 ? (size_t)s->p.penalty_last_n : 0;
+    size_t from = lim && (size_t)n_next > lim ? (size_t)n_next - lim : 0;
+    int n = 0;
+    /* the window's tokens and the next ones it may take in, each once (count's top bit marks) */
+    for (size_t pass = 0; pass < 2; pass++) {
+        size_t m = pass ? (size_t)n_next : s->hist_n;
+        for (size_t i = pass ? from : 0; i < m; i++) {
+            int32_t t = pass ? next[i] : s->hist[i];
+            if (t < 0 || (uint32_t)t >= s->n_vocab || s->count[t] & 0x80000000u) continue;
+            if (n < cap) ids[n] = t;
+            n++;
+            s->count[t] |= 0x80000000u;
         }
     }
-    if (p->min_p > 0.0f) {
-        size_t m = 1;
-        while (m < keep && s->cval[m] >= p->min_p * s->cval[0]) m++;
-        keep = m;
+    for (int i = 0; i < n && i < cap; i++) s->count[ids[i]] &= 0x7fffffffu;
+    return n <= cap ? n : -1;
+}
+
+static int cmp_pen(const void *a, const void *b, void *ctx)
+{
+    const sampler *s = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float u = s->pv[x], v = s->pv[y];
+    if (u != v) return u < v ? 1 : -1;
+    return s->pi[x] - s->pi[y];
+}
+
+int32_t sampler_sample_cands(sampler *s, const float *val, const int32_t *id, uint32_t m, const int32_t *pid,
+                             const float *pval, int np)
+{
+    size_t k = sampler_cand_k(s);
+    if (k > m) k = m;
+    if (!has_penalties(&s->p)) return choose_from(s, val, id, k);
+    /* the window's tokens at their penalized values, best first */
+    if (s->pcap < s->hist_n) {
+        float *v = realloc(s->pv, s->hist_n * sizeof *v);
+        if (v) s->pv = v;
+        int32_t *q = realloc(s->pi, 2 * s->hist_n * sizeof *q);
+        if (q) s->pi = q;
+        if (!v || !q) return id[0];
+        s->pcap = s->hist_n;
     }
-    double tot = 0;
-    size_t last = 0; /* the last candidate of weight > 0: masked (-inf) tokens weigh 0 and are never drawn */
-    for (size_t i = 0; i < keep; i++) {
-        s->cval[i] = expf((logits[s->cand[i]] - mx) / p->temperature);
-        tot += s->cval[i];
-        if (s->cval[i] > 0) last = i;
+    size_t nw = 0;
+    for (size_t i = 0; i < s->hist_n; i++) {
+        int32_t t = s->hist[i];
+        uint32_t c = s->count[t];
+        if (c == 0 || c > 0x7fffffff) continue;
+        float raw = -INFINITY;
+        for (int j = 0; j < np; j++)
+            if (pid[j] == t) { raw = pval[j]; break; }
+        s->pv[nw] = penalized(&s->p, raw, c);
+        s->pi[nw++] = t;
+        s->count[t] |= 0x80000000u;
     }
-    double r = next_u01(s) * tot, c = 0;
-    for (size_t i = 0; i <= last; i++) {
-        c += s->cval[i];
-        if (r < c) return s->cand[i];
+    for (size_t i = 0; i < s->hist_n; i++) s->count[s->hist[i]] &= 0x7fffffffu;
+    int32_t *order = s->pi + s->pcap;
+    for (size_t i = 0; i < nw; i++) order[i] = (int32_t)i;
+    qsort_r(order, nw, sizeof *order, cmp_pen, s);
+    /* merged with the device's best of the other tokens (window tokens there carry raw values) */
+    size_t a = 0, b = 0, o = 0;
+    while (o < k && (a < m || b < nw)) {
+        while (a < m && s->count[id[a]] > 0) a++;
+        int take_b = b < nw && (a >= m || s->pv[order[b]] > val[a] ||
+                                (s->pv[order[b]] == val[a] && s->pi[order[b]] < id[a]));
+        if (!take_b && a >= m) break;
+        s->cv[o] = take_b ? s->pv[order[b]] : val[a];
+        s->ci[o++] = take_b ? s->pi[order[b++]] : id[a++];
     }
-    return s->cand[last];
+    return choose_from(s, s->cv, s->ci, o ? o : 1);
 }
 
 int32_t sampler_sample(sampler *s, float *logits)

@@ -1,6 +1,7 @@
 /* sampler.h — logits processing and token choice for one sequence.
- * The engine picks greedy tokens on the device; a sampler whose settings are not plain greedy
- * gets the row of logits on the host (see engine_step). No OpenCL here. */
+ * The engine picks greedy tokens on the device; a sampler whose settings are not plain greedy draws
+ * from the row's best values found on the device (sampler_sample_cands), or from the whole row on the
+ * host when it asks for logprobs (see engine_step). No OpenCL here. */
 #ifndef CLGEMMA_SAMPLER_H
 #define CLGEMMA_SAMPLER_H
 
@@ -31,6 +32,19 @@ int  sampler_is_greedy(const sampler *s);
 void sampler_accept(sampler *s, int32_t token);
 /* choose a token from a row of n_vocab logits (modified in place: penalties applied) */
 int32_t sampler_sample(sampler *s, float *logits);
+
+/* Drawing from the device's best candidates instead of the whole row (engine_step: sampled rows without
+ * logprobs). sampler_cand_k: how many of the processed row's best values a draw takes (top_k, else 1024;
+ * 1 when greedy with penalties). sampler_pen_tokens: the tokens whose values the penalties change once
+ * next[0..n_next) is accepted, each once, into ids; their count (0 without penalties), or -1 when more
+ * than cap (draw from the whole row then). sampler_sample_cands (after sampler_accept of the step's
+ * tokens): the choice from the m >= k + n_pen best values val of tokens id (best first, ties to the lower
+ * id; or the whole row) and the values pval of the tokens pid[0..np) sampler_pen_tokens listed; the same
+ * token sampler_sample draws from the whole row. */
+uint32_t sampler_cand_k(const sampler *s);
+int sampler_pen_tokens(sampler *s, const int32_t *next, int n_next, int32_t *ids, int cap);
+int32_t sampler_sample_cands(sampler *s, const float *val, const int32_t *id, uint32_t m, const int32_t *pid,
+                             const float *pval, int np);
 
 #define SAMPLER_MAX_LOGPROBS 20 /* OpenAI's top_logprobs at most */
 /* The log-probabilities of the distribution a token was drawn from: log-softmax of the logits after

@@ -134,3 +134,93 @@ kernel void logprobs_final(global const float *pm, global const float *ps, globa
         }
     }
 }
+
+/* ---- sampled rows: the best values of a row, so the draw reads kilobytes, not the row (opencl/draw.c) */
+
+#define SMP_MAXK 2048 /* OPS_SAMPLE_MAXK */
+
+/* a float's order as an unsigned key (NaN lowest) and back */
+inline uint smp_key(float v)
+{
+    uint u = as_uint(v);
+    return isnan(v) ? 0u : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline float smp_val(uint k) { return as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
+/* One group per row j (x row desc[4j] - row0): its desc[4j + 1] best values, ties to the lower index,
+ * sorted best first into out[(d0 + j) * 2 * SMP_MAXK ...] (values, then indices as int bits); then the row's
+ * values at the desc[4j + 3] tokens listed from pen[desc[4j + 2]] into pval at the same offset. The
+ * k-th best key by radix select (four 8-bit passes of a local histogram), the keys above it and as many
+ * equal to it as still needed (the lowest indices, in order, unless every one is taken or it is -inf,
+ * whose tokens weigh nothing in a draw), then a bitonic sort in local memory. */
+kernel void sample_topk(global const float *x, uint n, global const int *desc, uint d0, uint row0,
+                        global const int *pen, global float *pval, global uint *out, local uint *hist,
+                        local uint *ck, local int *ci, local uint *sh)
+{
+    uint j = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    global const int *d = desc + 4 * (d0 + j);
+    global const float *xr = x + (size_t)(d[0] - (int)row0) * n;
+    uint K = min(min((uint)d[1], n), (uint)SMP_MAXK), prefix = 0, mask = 0, need = K, ties = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (uint b = lid; b < 256; b += L) hist[b] = 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint i = lid; i < n; i += L) {
+            uint key = smp_key(xr[i]);
+            if ((key & mask) == prefix) atomic_inc(&hist[(key >> shift) & 255u]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) {
+            uint c = 0, b = 255;
+            while (b > 0 && c + hist[b] < need) c += hist[b--];
+            sh[0] = b; sh[1] = need - c; sh[2] = hist[b];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        prefix |= sh[0] << shift;
+        mask |= 255u << shift;
+        need = sh[1];
+        ties = sh[2];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    uint T = prefix, above = K - need;
+    int any_eq = ties == need || T == smp_key(-INFINITY);
+    if (lid == 0) sh[3] = sh[4] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = lid; i < n; i += L) {
+        uint key = smp_key(xr[i]);
+        if (key > T) {
+            uint p = atomic_inc(&sh[3]);
+            ck[p] = key;
+            ci[p] = (int)i;
+        } else if (key == T && any_eq) {
+            uint p = atomic_inc(&sh[4]);
+            if (p < need) { ck[above + p] = key; ci[above + p] = (int)i; }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!any_eq && lid == 0) /* finite ties past the cut: rare, so one item takes the lowest indices */
+        for (uint i = 0, t = 0; i < n && t < need; i++)
+            if (smp_key(xr[i]) == T) { ck[above + t] = T; ci[above + t] = (int)i; t++; }
+    uint M = 1;
+    while (M < K) M <<= 1;
+    for (uint i = K + lid; i < M; i += L) { ck[i] = 0; ci[i] = 0x7fffffff; }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* bitonic sort, best first: a before b when its key is higher, or equal with the lower index */
+    for (uint size = 2; size <= M; size <<= 1)
+        for (uint stride = size >> 1; stride > 0; stride >>= 1) {
+            for (uint t = lid; t < M / 2; t += L) {
+                uint a = 2 * stride * (t / stride) + (t % stride), b = a + stride;
+                int b_first = ck[b] > ck[a] || (ck[b] == ck[a] && ci[b] < ci[a]);
+                if (((a & size) == 0) == b_first) {
+                    uint tk = ck[a]; ck[a] = ck[b]; ck[b] = tk;
+                    int ti = ci[a]; ci[a] = ci[b]; ci[b] = ti;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    global uint *o = out + (size_t)(d0 + j) * 2 * SMP_MAXK;
+    for (uint i = lid; i < K; i += L) {
+        o[i] = as_uint(smp_val(ck[i]));
+        o[SMP_MAXK + i] = (uint)ci[i];
+    }
+    for (int i = (int)lid; i < d[3]; i += (int)L) pval[d[2] + i] = xr[pen[d[2] + i]];
+}

@@ -16,7 +16,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_GEMM] = "gemm (CLBlast)", [K_MV_ANY] = "g4_mv_any", [K_ROUTER] = "g4_router_topk",
     [K_MOE_UP] = "g4_moe_up", [K_GEGLU_SPLIT] = "g4_geglu_split", [K_MOE_DOWN] = "g4_moe_down",
     [K_PLE_GATE] = "g4_ple_gate", [K_MOE_SORT] = "g4_moe_sort", [K_MOE_COMBINE] = "g4_moe_combine",
-    [K_LOGITS_CONSTRAIN] = "logits_constrain", [K_LOGPROBS] = "logprobs",
+    [K_LOGITS_CONSTRAIN] = "logits_constrain", [K_LOGPROBS] = "logprobs", [K_SAMPLE_TOPK] = "sample_topk",
     [K_MVQ] = "mvq (int8 dot GEMV)",
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",

@@ -34,7 +34,7 @@ enum op_kernel {
     K_NORM_FUSE,
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     K_MV_ANY, K_ROUTER, K_MOE_UP, K_GEGLU_SPLIT, K_MOE_DOWN, K_PLE_GATE, K_MOE_SORT, K_MOE_COMBINE,
-    K_LOGITS_CONSTRAIN, K_LOGPROBS,
+    K_LOGITS_CONSTRAIN, K_LOGPROBS, K_SAMPLE_TOPK,
     K_MVQ,            /* NVIDIA only from here on */
     K_MMT, K_MMT_CVT,
     K_MMQ8, K_Q8X,
@@ -129,6 +129,7 @@ typedef struct ops_rows {      /* rows.c */
 typedef struct ops_logits {    /* logits.c */
     cl_kernel constrain;       /* token mask and logit bias of choice rows, in place */
     cl_kernel lp_part, lp_final; /* log-sum-exp and top k per row, in two stages like argmax */
+    cl_kernel sample_topk;     /* a sampled row's best values, sorted */
     cl_mem lp_m, lp_s, lp_v, lp_i; /* stage 1's partials (grown on demand) */
     size_t lp_m_bytes, lp_s_bytes, lp_v_bytes, lp_i_bytes;
 } ops_logits;
@@ -320,6 +321,14 @@ int op_logits_constrain(ops *o, cl_mem x, uint32_t n, cl_mem rules, uint32_t d0,
  * the row's finite values); ties to the lower id, as op_argmax */
 int op_logprobs(ops *o, cl_mem x, uint32_t n, cl_mem ids, uint32_t roff, uint32_t nrows, uint32_t row0, uint32_t k,
                 cl_mem out);
+
+#define OPS_SAMPLE_MAXK 2048 /* SMP_MAXK in logits.cl */
+/* sampled rows' candidates: nrows rows of x as 4-int descriptors from d0 on describe them ({row, k,
+ * pen_off, n_pen}; row relative to row0): row d0 + j of out (2 * OPS_SAMPLE_MAXK words) gets the row's k
+ * (<= OPS_SAMPLE_MAXK) best values sorted best first (ties to the lower id), then their ids; pval gets
+ * the row's values at the n_pen tokens pen[pen_off ...] */
+int op_sample_topk(ops *o, cl_mem x, uint32_t n, cl_mem desc, uint32_t d0, uint32_t nrows, uint32_t row0, cl_mem pen,
+                   cl_mem pval, cl_mem out);
 
 /* moe.c: z [ntok][n_exp] router logits -> sel/wsel [ntok][n_used] (n_exp <= 256) */
 int op_router_topk(ops *o, cl_mem z, uint32_t n_exp, uint32_t n_used, cl_mem exp_scale, cl_mem sel, cl_mem wsel,

@@ -5,6 +5,7 @@
  * rotation), qkv_rope (and its warp-per-row form), geglu, gather_rows, softcap, add_rows,
  * scale_rows, argmax_part + argmax_final. Attention: test_kernels_attn.c. */
 #include "kernels_fixture.h"
+#include <float.h>
 
 /* ------------------------------------------------------------------ RMSNorm */
 
@@ -602,6 +603,88 @@ static void test_argmax_rows(void)
     clReleaseMemObject(X); clReleaseMemObject(Y);
 }
 
+/* op_sample_topk: rows of n values, each with its k best wanted (and the values at a few tokens), against
+ * a host sort by value, ties to the lower index: exact ids and values. Kinds: random; 7 levels only (ties
+ * at the cut, finite); a masked row (all but 20 at -inf, k past them); k = n; k = 1; NaN-free extremes. */
+typedef struct { float v; int32_t i; } vi_pair;
+static int cmp_vi(const void *a, const void *b)
+{
+    const vi_pair *x = a, *y = b;
+    if (x->v != y->v) return x->v < y->v ? 1 : -1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static void sample_topk_case(uint32_t rows, uint32_t n)
+{
+    enum { MAXK = OPS_SAMPLE_MAXK, NPEN = 5 };
+    float *x = malloc((size_t)rows * n * 4);
+    int32_t *req = calloc((size_t)4 * rows + (size_t)rows * NPEN, 4);
+    uint32_t *kk = malloc(rows * 4);
+    for (uint32_t r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * n;
+        uint32_t kind = r % 6, k = 1 + irand(n < 1024 ? n : 1024);
+        for (uint32_t i = 0; i < n; i++) xr[i] = nrand();
+        if (kind == 1) for (uint32_t i = 0; i < n; i++) xr[i] = (float)irand(7);
+        if (kind == 2) {
+            for (uint32_t i = 0; i < n; i++) xr[i] = -INFINITY;
+            for (uint32_t j = 0; j < 20 && j < n; j++) xr[irand(n)] = nrand();
+            k = n < 100 ? n : 100;
+        }
+        if (kind == 3) k = n < MAXK ? n : MAXK;
+        if (kind == 4) k = 1;
+        if (kind == 5) { xr[0] = -FLT_MAX; xr[n - 1] = FLT_MAX; xr[n / 2] = INFINITY; }
+        kk[r] = k;
+        int32_t *d = req + 4 * r;
+        d[0] = (int32_t)r; d[1] = (int32_t)k; d[2] = (int32_t)(4 * rows + r * NPEN); d[3] = NPEN;
+        for (int j = 0; j < NPEN; j++) req[d[2] + j] = (int32_t)irand(n);
+    }
+    size_t words = (size_t)rows * 2 * MAXK, nreq = (size_t)4 * rows + (size_t)rows * NPEN;
+    uint32_t *out = malloc(words * 4);
+    float *pv = malloc(nreq * 4);
+    cl_mem X = dbuf((size_t)rows * n * 4, x), R = dbuf(nreq * 4, req), P = dbuf(nreq * 4, NULL), Y = dbuf(words * 4, NULL);
+    /* rows split over two launches, as two chunks of a step */
+    uint32_t h = rows / 2;
+    OPOK(op_sample_topk(&O, X, n, R, 0, h, 0, R, P, Y));
+    OPOK(op_sample_topk(&O, X, n, R, h, rows - h, 0, R, P, Y));
+    dread(Y, out, words * 4);
+    dread(P, pv, nreq * 4);
+    vi_pair *ref = malloc((size_t)n * sizeof *ref);
+    uint32_t bad = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        for (uint32_t i = 0; i < n; i++) ref[i] = (vi_pair){ xr[i], (int32_t)i };
+        qsort(ref, n, sizeof *ref, cmp_vi);
+        const uint32_t *o = out + (size_t)r * 2 * MAXK;
+        /* -inf entries weigh nothing in a draw: any of them may fill the tail, so only their values count */
+        for (uint32_t i = 0; i < kk[r]; i++) {
+            float v;
+            memcpy(&v, &o[i], 4);
+            int ok = v == ref[i].v && (v == -INFINITY || (int32_t)o[MAXK + i] == ref[i].i);
+            if (!ok && ++bad <= 4)
+                CHECK(0, "sample_topk n %u row %u (kind %u, k %u) rank %u: got (%g, %d), want (%g, %d)", n, r, r % 6,
+                      kk[r], i, v, (int32_t)o[MAXK + i], ref[i].v, ref[i].i);
+        }
+        for (int j = 0; j < NPEN; j++) {
+            int32_t t = req[4 * rows + r * NPEN + j];
+            if (pv[4 * rows + r * NPEN + j] != xr[t] && ++bad <= 4)
+                CHECK(0, "sample_topk row %u: penalized token %d read %g, row has %g", r, t, pv[4 * rows + r * NPEN + j],
+                      xr[t]);
+        }
+    }
+    CHECK(bad == 0, "sample_topk %u rows x %u: %u wrong", rows, n, bad);
+    free(x); free(req); free(kk); free(out); free(pv); free(ref);
+    cl_mem ms[] = { X, R, P, Y };
+    for (size_t i = 0; i < 4; i++) clReleaseMemObject(ms[i]);
+}
+
+static void test_sample_topk(void)
+{
+    reseed(__func__);
+    sample_topk_case(12, 3000 + irand(100));
+    sample_topk_case(6, 40);        /* fewer values than a group has items */
+    sample_topk_case(6, 262144);    /* a Gemma vocabulary */
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(void)
@@ -621,6 +704,7 @@ int main(void)
     RUN_TEST(test_softcap);
     RUN_TEST(test_add_scale);
     RUN_TEST(test_argmax_rows);
+    RUN_TEST(test_sample_topk);
     fixture_teardown();
     CHECK_EXIT();
 }
