@@ -81,7 +81,7 @@ row() { # model row clgemma llama: ratio = clgemma / llama (start: llama / clgem
 a, b = '$3', '$4'
 try:
     a, b = float(a), float(b)
-    print('%.2f' % ((b / a) if '$2' == 'start' else (a / b)))
+    print('%.2f' % ((b / a) if '$2'.startswith('start') else (a / b)))
 except ValueError: print('-')")
   printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "$r" | tee -a $out/vs_llama.md
 }
