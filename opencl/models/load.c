@@ -127,13 +127,13 @@ int tensor_upload(const model_src *src, const gguf_tensor *t, const char *name, 
                   char *err, size_t errlen)
 {
     if (!t->data && !(src->make && src->make->fill)) return ERR("model: tensor '%s' has no data in the file", name);
-    *m = rt_alloc(src->rt, t->nbytes, t->data, err, errlen);
+    int staged = t->data && src->up;
+    char why[256] = "";
+    *m = rt_alloc(src->rt, t->nbytes, staged ? NULL : t->data, why, sizeof why);
     if (*m && !t->data && src->make->fill(src->rt, *m, t, err, errlen)) return -1;
-    if (!*m) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", err);
-        return ERR("model: uploading '%s' (%.1f MiB): %s", name, t->nbytes / 1048576.0, why);
-    }
+    /* a failed put keeps its error in the uploader, which finishing reports */
+    if (*m && staged && upload_put(src->up, *m, 0, t->data, t->nbytes)) upload_finish(src->up, why, sizeof why);
+    if (!*m || why[0]) return ERR("model: uploading '%s' (%.1f MiB): %s", name, t->nbytes / 1048576.0, why);
     *bytes += t->nbytes;
     return 0;
 }

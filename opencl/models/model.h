@@ -8,6 +8,7 @@
 #include "gguf.h"
 #include "ops.h"
 #include "kv.h"
+#include "upload.h"
 
 typedef struct model_hparams {
     char arch[32];
@@ -74,11 +75,13 @@ typedef struct tensor_maker {
     gguf_bytes_fn bytes;      /* the same bytes on the host (tables kept in host memory) */
 } tensor_maker;
 
-/* what an architecture's loader reads: the file, the device, the maker of missing contents (or NULL) */
+/* what an architecture's loader reads: the file, the device, the maker of missing contents (or NULL),
+ * the uploader of the file's tensors (NULL: each buffer is made from the mapping itself) */
 typedef struct model_src {
     const gguf_file *f;
     cl_runtime *rt;
     const tensor_maker *make;
+    uploader *up;
 } model_src;
 
 /* A file's KV cache shape from its metadata alone (no weights, no device): per layer the width of
