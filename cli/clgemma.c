@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "engine.h"
 #include "options.h"
+#include "spec.h"
 #include "synth_gguf.h"
 
 /* the options that size the engine: device, context, chunk, sequences, cache and its type */
@@ -177,19 +178,30 @@ static int cmd_generate(const cli_args *a)
     double t0 = monotonic_seconds(), t1 = t0;
     engine_item it = { .seq = seq, .tokens = ids, .n_tokens = n, .smp = smp };
     int produced = 0;
+    spec_run sr = { 0 };
+    if (a->draft_max > 0 && spec_begin(&sr, ids, n, a->draft_max, smp)) cli_die("%s", sr.err);
     if (n_predict > 0) {
         step_or_die(e, &it, 1);
         t1 = monotonic_seconds();
-        for (;;) {
-            int32_t tok = it.token_out;
-            engine_stop v = engine_should_stop(e, seq, tok, produced, n_predict);
-            if (v == ENGINE_STOP_TOKEN) break;
-            emit(e, &ts, tok, a->ids, produced == 0);
-            produced++;
-            if (v == ENGINE_STOP_LENGTH) break;
+        int32_t tok = it.token_out;
+        for (int done = 0; !done;) {
+            /* tok, then the drafts the target accepted after it, each as plain decoding would have it */
+            int32_t out[SPEC_MAX_DRAFT + 1];
+            int n_out = sr.on ? spec_next(&sr, e, seq, tok, out) : (out[0] = tok, 1);
+            for (int i = 0; i < n_out && !done; i++) {
+                engine_stop v = engine_should_stop(e, seq, out[i], produced, n_predict);
+                if (v == ENGINE_STOP_TOKEN) { done = 1; break; }
+                emit(e, &ts, out[i], a->ids, produced == 0);
+                produced++;
+                if (v == ENGINE_STOP_LENGTH) done = 1;
+            }
+            if (done) break;
+            if (n_out < 0) cli_die("%s", sr.err);
+            if (sr.on) { tok = sr.next; continue; }
             it.tokens = &tok;
             it.n_tokens = 1;
             step_or_die(e, &it, 1);
+            tok = it.token_out;
         }
     }
     char tail[16];
@@ -200,6 +212,10 @@ static int cmd_generate(const cli_args *a)
     fprintf(stderr, "clgemma: %s | load %.2f s | prompt %d tok %.1f tok/s | generated %d tok %.1f tok/s\n", in->device,
             in->load_seconds, n, n / (t1 - t0 > 0 ? t1 - t0 : 1e-9), produced,
             produced > 1 ? (produced - 1) / (t2 - t1) : 0.0);
+    if (sr.on)
+        fprintf(stderr, "clgemma: speculation: %d steps, %d drafted, %d accepted (%.0f%%)\n", sr.steps, sr.drafted,
+                sr.accepted, sr.drafted ? 100.0 * sr.accepted / sr.drafted : 0.0);
+    spec_end(&sr);
     sampler_destroy(smp);
     free(ids);
     engine_destroy(e);

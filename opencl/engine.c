@@ -459,6 +459,18 @@ void engine_kv_usage(const engine *e, engine_kv_stats *out)
                               KV_BLOCK };
 }
 
+int engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char *err, size_t errlen)
+{
+    if (seq < 0 || (uint32_t)seq >= e->kv.n_seq || e->kv.seq_len[seq] < 0) return ERR("invalid sequence %d", seq);
+    if (len < 0 || len >= e->kv.seq_len[seq])
+        return ERR("truncate sequence %d to %d tokens: it holds %d", seq, len, e->kv.seq_len[seq]);
+    if (len > 0 && !tokens) return ERR("truncate: no tokens");
+    if (kv_truncate(&e->kv, seq, (uint32_t)len, tokens))
+        return ERR("truncate sequence %d by %d tokens: more than its sliding-window ring keeps", seq,
+                   e->kv.seq_len[seq] - len);
+    return 0;
+}
+
 int engine_seq_len(const engine *e, int seq)
 {
     if (seq < 0 || (uint32_t)seq >= e->kv.n_seq) return -1;
@@ -538,6 +550,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
             ce = clEnqueueReadBuffer(q, b->logits, CL_TRUE, 4 * (size_t)r * nv, 4 * (size_t)nv, dst, 0, NULL, NULL);
             if (ce) return ERR("reading logits failed: %s", rt_errstr(ce));
         }
+        if (it->ids_all) it->ids_all[refs[r0 + r].tok] = ids[r];
         if (!last || !it->smp) continue;
         for (int k = 0; k < it->n_tokens; k++) sampler_accept(it->smp, it->tokens[k]);
         if (sampler_is_greedy(it->smp)) {
@@ -591,8 +604,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
                 return ERR("item %d: token id %d out of range [0, %u)", i, it->tokens[k], e->info.n_vocab);
         char why[160];
         if (choice_check(it, e->info.n_vocab, why, sizeof why)) return ERR("item %d: %s", i, why);
+        if (it->ids_all && (!it->smp || !sampler_is_greedy(it->smp) || choice_wanted(it) || it->logits_all))
+            return ERR("item %d: ids_all needs a greedy sampler and no allow, bias, logprobs or logits_all", i);
         total += it->n_tokens;
-        n_out += it->logits_all ? (size_t)it->n_tokens : (it->smp || it->logits) ? 1 : 0;
+        n_out += it->logits_all || it->ids_all ? (size_t)it->n_tokens : (it->smp || it->logits) ? 1 : 0;
     }
     out_ref *refs = malloc((n_out ? n_out : 1) * sizeof *refs);
     if (staging_free(e)) { free(refs); return ERR("the last step's upload failed"); }
@@ -621,7 +636,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             e->h_ids[t] = it->tokens[k];
             e->h_pos[t] = e->kv.seq_len[it->seq] + k;
             e->h_seq[t] = it->seq;
-            int want = it->logits_all || (k == it->n_tokens - 1 && (it->smp || it->logits));
+            int want = it->logits_all || it->ids_all || (k == it->n_tokens - 1 && (it->smp || it->logits));
             if (want && k == it->n_tokens - 1 && it->smp && choice_wanted(it))
                 choice_add(&e->choice, it, (int32_t)r, sampler_is_greedy(it->smp));
             if (want && k == it->n_tokens - 1) draw_add(&e->draw, it, (int32_t)r);

@@ -303,6 +303,27 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len)
     }
 }
 
+int kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens)
+{
+    uint32_t old = (uint32_t)kv->seq_len[seq];
+    if (kv->seq_len[seq] < 0 || len >= old) return -1;
+    /* a ring holds window + spare keys: dropping more than the spare would leave ring blocks holding keys
+     * of positions past len where the window before len needs older ones */
+    const kv_pool *r = &kv->pool[KV_RING];
+    uint64_t ring = (uint64_t)r->ring * KV_BLOCK;
+    if (r->table && old > ring && ring < (uint64_t)kv->sizes.ring_window + (old - len) + KV_BLOCK) return -1;
+    kv_trim(kv, seq, len);
+    if (kv->prefix.cap && len / KV_BLOCK < old / KV_BLOCK) { /* a whole block went: its chain with it */
+        uint64_t h = kv->seed;
+        for (uint32_t b = 0; b < len / KV_BLOCK; b++) h = prefix_hash(h, tokens + (size_t)b * KV_BLOCK, KV_BLOCK);
+        kv->chain[seq] = h;
+        memcpy(kv->part + (size_t)seq * KV_BLOCK, tokens + (size_t)(len / KV_BLOCK) * KV_BLOCK,
+               (len % KV_BLOCK) * sizeof *kv->part);
+    }
+    kv_commit(kv, seq, len);
+    return 0;
+}
+
 void kv_seq_free(kv_cache *kv, int seq)
 {
     if (seq < 0 || (uint32_t)seq >= kv->n_seq || kv->seq_len[seq] < 0) return;

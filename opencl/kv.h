@@ -161,6 +161,12 @@ void kv_abort(kv_cache *kv);
 int  kv_reserve(kv_cache *kv, int seq, uint32_t new_len);
 /* gives back blocks beyond len (undo of a failed reserve) */
 void kv_trim(kv_cache *kv, int seq, uint32_t len);
+/* seq (committed) shortened to len < its length, tokens[0, len) its tokens (the prefix cache's chain is
+ * rebuilt from them where a whole block goes): rejected draft tokens. Blocks a dropped tail completed stay
+ * registered under their tokens (their contents are those tokens'); the next write copies a shared one.
+ * A sliding-window ring that came round keeps the keys len needs only when at most its spare (ring -
+ * window - a block) goes: -1 otherwise, or for len >= the length. */
+int  kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens);
 /* enqueues the pending block copies, then uploads the block tables that changed */
 int  kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen);
 kv_view kv_layer_k(const kv_cache *kv, uint32_t l);

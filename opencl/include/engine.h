@@ -199,6 +199,11 @@ void engine_seq_free(engine *e, int seq);      /* releases its KV blocks */
  * in use or src is not a live sequence. */
 int  engine_seq_fork(engine *e, int src);
 int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
+/* Speculative decoding's rollback: seq's cache cut back to its first len tokens (len < engine_seq_len),
+ * tokens[0, len) being them, as if the rest had never been stepped (drafts the target rejected). At most
+ * the sliding-window rings' spare may go at once (fit_seq_chunk tokens: far more than a draft); 0, or -1
+ * with err (nothing changed). */
+int  engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char *err, size_t errlen);
 /* Automatic prefix caching: every whole KV block a step writes (engine_kv_stats.block_tokens tokens)
  * stays registered under the tokens from position 0 through it, after its sequence is freed too,
  * until the pool needs the block (least recently released first). A new sequence that already holds
@@ -235,6 +240,9 @@ typedef struct engine_item {
                                 (n_tokens * n_vocab when logits_all); the chosen row after allow and bias */
     int logits_all;
     int32_t token_out;       /* output */
+    int32_t *ids_all;        /* NULL, or n_tokens entries: the greedy choice after every token of the item
+                                (draft verification; a greedy sampler, no allow, bias or logprobs); the
+                                last is token_out */
     /* Constraints on the choice (smp set; zeroed: none). They apply on the device to the row the
      * token is chosen from, before the choice: greedy rows are still argmaxed there, other rows
      * download the processed row, to which the sampler adds its penalties. Rows of logits_all
