@@ -481,7 +481,9 @@ static void test_timing(void) {
         }
         CHECK(n > 0, "%s: encode failed", runs[r].what);
         double mbs = l / 1048576.0 / (best / 1e3);
-        CHECK(mbs > 2 / scale, "%s: %.2f MB/s", runs[r].what, mbs);
+        /* a floor against quadratic blowups (which would be orders below it), not a benchmark: one long
+         * line runs at 1.9-2.1 MB/s on these 2 cores as their clock varies */
+        CHECK(mbs > 1 / scale, "%s: %.2f MB/s", runs[r].what, mbs);
         printf("  encode %-14s %7zu bytes -> %7d ids  %7.1f ms cpu (%.1f wall)  %.1f MB/s, %.0f ns/id\n", runs[r].what, l, n,
                best, best_wall, mbs, best * 1e6 / n);
     }
