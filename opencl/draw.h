@@ -34,7 +34,8 @@ int  draw_upload(draw_plan *d, cl_command_queue q, char *err, size_t errlen);
 /* for a chunk holding output rows [r0, r0 + rn) of x: the launch and its non-blocking reads (the chunk's
  * blocking read of its ids waits for them). Sticky errors in o. */
 int  draw_launch(draw_plan *d, ops *o, cl_mem x, uint32_t r0, uint32_t rn);
-/* the token of output row `row` if draw_add took it (after sampler_accept of the step's tokens), else -1 */
+/* the token of output row `row` if draw_add took it (after sampler_accept of the step's tokens), else -1 (the
+ * caller draws from the whole row) */
 int32_t draw_pick(draw_plan *d, int32_t row, sampler *smp);
 
 #endif

@@ -257,12 +257,12 @@ int32_t sampler_sample_cands(sampler *s, const float *val, const int32_t *id, ui
     if (k > m) k = m;
     if (!has_penalties(&s->p)) return choose_from(s, val, id, k);
     /* the window's tokens at their penalized values, best first */
-    if (s->pcap < s->hist_n) {
+    if (s->pcap < s->hist_n) { /* out of memory: the caller draws from the whole row instead */
         float *v = realloc(s->pv, s->hist_n * sizeof *v);
         if (v) s->pv = v;
         int32_t *q = realloc(s->pi, 2 * s->hist_n * sizeof *q);
         if (q) s->pi = q;
-        if (!v || !q) return id[0];
+        if (!v || !q) return -1;
         s->pcap = s->hist_n;
     }
     size_t nw = 0;

@@ -40,7 +40,7 @@ int32_t sampler_sample(sampler *s, float *logits);
  * than cap (draw from the whole row then). sampler_sample_cands (after sampler_accept of the step's
  * tokens): the choice from the m >= k + n_pen best values val of tokens id (best first, ties to the lower
  * id; or the whole row) and the values pval of the tokens pid[0..np) sampler_pen_tokens listed; the same
- * token sampler_sample draws from the whole row. */
+ * token sampler_sample draws from the whole row; -1 (nothing drawn) when out of memory. */
 uint32_t sampler_cand_k(const sampler *s);
 int sampler_pen_tokens(sampler *s, const int32_t *next, int n_next, int32_t *ids, int cap);
 int32_t sampler_sample_cands(sampler *s, const float *val, const int32_t *id, uint32_t m, const int32_t *pid,

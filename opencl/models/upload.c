@@ -3,7 +3,6 @@
  * slot, so a norm vector costs one queued write and no wait. */
 #include "upload.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "errf.h"
+#include "workers.h"
 
 enum {
     UPLOAD_SLOTS = 4,
@@ -22,12 +22,6 @@ enum {
 #define UPLOAD_ALIGN ((size_t)256)        /* where a put starts in a slot: aligned for the DMA engine */
 #define UPLOAD_PART_ALIGN ((size_t)4096)  /* the threads' parts start on pages of the mapping */
 
-typedef struct copier {
-    struct uploader *u;
-    int part;                    /* its part of each copy (the caller takes part 0) */
-    pthread_t th;
-} copier;
-
 struct uploader {
     cl_runtime *rt;
     size_t slot_bytes;
@@ -38,12 +32,8 @@ struct uploader {
     int cur;                     /* the slot being filled */
     size_t used;                 /* its bytes taken */
     /* the copy threads and the copy in progress */
-    copier cp[UPLOAD_THREADS];
-    int n_th, parts;
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    unsigned job;                /* bumped per copy, so a thread does its part once */
-    int busy, quit;
+    workers *w;
+    int parts;
     uint8_t *dst;
     const uint8_t *src;
     size_t n;
@@ -65,52 +55,26 @@ __attribute__((format(printf, 2, 3))) static int fail(uploader *u, const char *f
 
 /* ---- the copy threads ----------------------------------------------------------------------- */
 
-static void copy_part(const uploader *u, int part)
+static void copy_part(void *ctx, int part)
 {
+    const uploader *u = ctx;
     size_t per = round_up((u->n + u->parts - 1) / u->parts, UPLOAD_PART_ALIGN);
     size_t a = per * (size_t)part;
     if (a >= u->n) return;
     memcpy(u->dst + a, u->src + a, per < u->n - a ? per : u->n - a);
 }
 
-static void *copier_main(void *arg)
-{
-    copier *c = arg;
-    uploader *u = c->u;
-    unsigned seen = 0;
-    pthread_mutex_lock(&u->mu);
-    for (;;) {
-        while (!u->quit && u->job == seen) pthread_cond_wait(&u->go, &u->mu);
-        if (u->quit) break;
-        seen = u->job;
-        pthread_mutex_unlock(&u->mu);
-        copy_part(u, c->part);
-        pthread_mutex_lock(&u->mu);
-        if (--u->busy == 0) pthread_cond_signal(&u->done);
-    }
-    pthread_mutex_unlock(&u->mu);
-    return NULL;
-}
-
 /* dst = src[0, n), a contiguous part per thread: their page faults on the file run in parallel */
 static void copy(uploader *u, uint8_t *dst, const uint8_t *src, size_t n)
 {
-    if (u->n_th == 0 || n < UPLOAD_PAR_MIN) {
+    if (n < UPLOAD_PAR_MIN) {
         memcpy(dst, src, n);
         return;
     }
-    pthread_mutex_lock(&u->mu);
     u->dst = dst;
     u->src = src;
     u->n = n;
-    u->busy = u->n_th;
-    u->job++;
-    pthread_cond_broadcast(&u->go);
-    pthread_mutex_unlock(&u->mu);
-    copy_part(u, 0);
-    pthread_mutex_lock(&u->mu);
-    while (u->busy) pthread_cond_wait(&u->done, &u->mu);
-    pthread_mutex_unlock(&u->mu);
+    workers_run(u->w, u->parts, copy_part, u);
 }
 
 /* ---- the slots ------------------------------------------------------------------------------ */
@@ -143,9 +107,6 @@ int upload_create(uploader **out, cl_runtime *rt, uint64_t total, char *err, siz
     uploader *u = calloc(1, sizeof *u);
     if (!u) return ERR("upload: out of memory");
     u->rt = rt;
-    pthread_mutex_init(&u->mu, NULL);
-    pthread_cond_init(&u->go, NULL);
-    pthread_cond_init(&u->done, NULL);
     /* a share of the total per slot, within [64 KiB, 64 MiB]: a small model pins no more than itself */
     size_t slot = round_up((size_t)((total + UPLOAD_SLOTS - 1) / UPLOAD_SLOTS), UPLOAD_SLOT_MIN);
     if (slot < UPLOAD_SLOT_MIN) slot = UPLOAD_SLOT_MIN;
@@ -166,14 +127,10 @@ int upload_create(uploader **out, cl_runtime *rt, uint64_t total, char *err, siz
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     u->parts = cpus < 1 ? 1 : cpus > UPLOAD_THREADS ? UPLOAD_THREADS : (int)cpus;
-    for (; u->n_th < u->parts - 1; u->n_th++) {
-        copier *c = &u->cp[u->n_th];
-        c->u = u;
-        c->part = u->n_th + 1;
-        if (pthread_create(&c->th, NULL, copier_main, c)) {
-            upload_destroy(u);
-            return ERR("upload: cannot start a copy thread");
-        }
+    char why[128];
+    if (workers_create(&u->w, u->parts - 1, why, sizeof why)) {
+        upload_destroy(u);
+        return ERR("upload: %s", why);
     }
     *out = u;
     return 0;
@@ -189,14 +146,7 @@ void upload_destroy(uploader *u)
         if (u->stage[s]) clReleaseMemObject(u->stage[s]);
     }
     clFinish(u->rt->q);
-    pthread_mutex_lock(&u->mu);
-    u->quit = 1;
-    pthread_cond_broadcast(&u->go);
-    pthread_mutex_unlock(&u->mu);
-    for (int i = 0; i < u->n_th; i++) pthread_join(u->cp[i].th, NULL);
-    pthread_mutex_destroy(&u->mu);
-    pthread_cond_destroy(&u->go);
-    pthread_cond_destroy(&u->done);
+    workers_destroy(u->w);
     free(u);
 }
 
