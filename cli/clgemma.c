@@ -324,26 +324,48 @@ static void check_finite(engine *e, engine_item *items, int B, int32_t *next)
     free(lg);
 }
 
-static int cmd_bench(const cli_args *a)
+/* bench --draft K: one decode step whose items each carry K random draft tokens after their token,
+ * verified (ids_all) and all rejected: the worst case of speculation's cost, the step and the cut. hist:
+ * B rows of stride tokens, each the sequence's pos tokens so far; the step's token is appended. */
+static void draft_step(engine *e, engine_item *items, int B, int K, int32_t *hist, size_t stride, int pos,
+                       uint64_t *r)
+{
+    int32_t vt[256][1 + 16], ids[256][1 + 16];
+    uint32_t nv = engine_get_info(e)->n_vocab;
+    for (int b = 0; b < B; b++) {
+        vt[b][0] = hist[(size_t)b * stride + (size_t)pos] = items[b].tokens[0];
+        for (int k = 1; k <= K; k++) {
+            *r = *r * 6364136223846793005ull + 1442695040888963407ull;
+            vt[b][k] = 2 + (int32_t)((*r >> 33) % (nv - 2));
+        }
+        items[b].tokens = vt[b];
+        items[b].n_tokens = 1 + K;
+        items[b].ids_all = ids[b];
+    }
+    step_or_die(e, items, B);
+    char err[512];
+    for (int b = 0; b < B; b++) {
+        items[b].ids_all = NULL;
+        items[b].token_out = ids[b][0];
+        if (engine_seq_truncate(e, items[b].seq, pos + 1, hist + (size_t)b * stride, err, sizeof err))
+            cli_die("%s", err);
+    }
+}
+
+/* one bench figure set (a JSON line): -r repetitions of the prefill and nd decode steps of B sequences,
+ * each step verifying K draft tokens per sequence (bench --draft) */
+static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt, sampler **smp, double load_s)
 {
     int B = a->batch, np = a->n_prompt_bench, nd = a->n_predict >= 0 ? a->n_predict : 128;
-    cli_args a2 = *a;
-    if (a2.ctx == 0) a2.ctx = np + nd + 8;
-    double tl = monotonic_seconds();
-    engine *e = load(&a2, B);
-    double load_s = monotonic_seconds() - tl;
     const engine_info *in = engine_get_info(e);
-    int32_t *prompt = malloc(sizeof(int32_t) * np);
-    if (!prompt) cli_die("%s", "out of memory");
-    uint64_t r = 12345;
-    for (int i = 0; i < np; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; prompt[i] = 2 + (int32_t)((r >> 33) % (in->n_vocab - 2)); }
-    sampler_params gp;
-    sampler_params_default(&gp);
-    sampler *smp[256];
-    for (int b = 0; b < B; b++)
-        if (sampler_create(&smp[b], &gp, in->n_vocab)) cli_die("%s", "out of memory");
+    uint64_t r = 54321;
     double pp[1000], tg[1000];
     double enq_ms[1000];
+    /* --draft: each sequence's tokens so far (the prompt, then one accepted token a step), for the cut */
+    int32_t *hist = K ? malloc(sizeof(int32_t) * (size_t)B * (size_t)(np + nd + 1)) : NULL;
+    if (K && !hist) cli_die("%s", "out of memory");
+    for (int b = 0; K && b < B; b++) memcpy(hist + (size_t)b * (size_t)(np + nd + 1), prompt, sizeof(int32_t) * np);
+    if (K && (int)in->n_ctx < np + nd + K + 1) cli_die("%s", "bench --draft: --ctx leaves no room for the drafts");
     for (int rep = 0; rep < a->reps; rep++) {
         int seqs[256];
         engine_item items[256];
@@ -372,7 +394,8 @@ static int cmd_bench(const cli_args *a)
                 items[b].tokens = &next[b];
                 items[b].n_tokens = 1;
             }
-            step_or_die(e, items, B);
+            if (K) draft_step(e, items, B, K, hist, (size_t)(np + nd + 1), np + s, &r);
+            else step_or_die(e, items, B);
         }
         double dt = monotonic_seconds() - t1;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
@@ -385,15 +408,48 @@ static int cmd_bench(const cli_args *a)
         if (a->synthetic && last) check_finite(e, items, B, next);
         for (int b = 0; b < B; b++) engine_seq_free(e, seqs[b]);
     }
+    free(hist);
     qsort(pp, (size_t)a->reps, sizeof *pp, cmp_d);
     qsort(tg, (size_t)a->reps, sizeof *tg, cmp_d);
     qsort(enq_ms, (size_t)a->reps, sizeof *enq_ms, cmp_d);
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"batch\":%d,\"reps\":%d,"
            "\"prefill_tok_s\":%.2f,\"prefill_min\":%.2f,\"prefill_max\":%.2f,"
            "\"decode_tok_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"enqueue_ms_per_step\":%.3f,"
-           "\"load_s\":%.3f}\n",
+           "\"draft\":%d,\"step_ms\":%.4f,\"load_s\":%.3f}\n",
            in->name, in->device, np, nd, B, a->reps, pp[a->reps / 2], pp[0], pp[a->reps - 1], tg[a->reps / 2], tg[0],
-           tg[a->reps - 1], enq_ms[a->reps / 2], load_s);
+           tg[a->reps - 1], enq_ms[a->reps / 2], K, tg[a->reps / 2] > 0 ? 1e3 * B / tg[a->reps / 2] : 0.0, load_s);
+}
+
+static int cmd_bench(const cli_args *a)
+{
+    int B = a->batch, np = a->n_prompt_bench, nd = a->n_predict >= 0 ? a->n_predict : 128;
+    cli_args a2 = *a;
+    int drafts[17], n_drafts = 0;
+    for (const char *d = a->bench_drafts ? a->bench_drafts : "0"; *d;) {
+        char *end;
+        long k = strtol(d, &end, 10);
+        if (end == d || k < 0 || k > 16 || n_drafts == 17 || (*end && *end != ','))
+            cli_die("bench --draft %s: give draft lengths 0..16, comma-separated", a->bench_drafts);
+        drafts[n_drafts++] = (int)k;
+        d = *end ? end + 1 : end;
+    }
+    int k_most = 0;
+    for (int i = 0; i < n_drafts; i++) k_most = drafts[i] > k_most ? drafts[i] : k_most;
+    if (a2.ctx == 0) a2.ctx = np + nd + k_most + 8;
+    double tl = monotonic_seconds();
+    engine *e = load(&a2, B);
+    double load_s = monotonic_seconds() - tl;
+    const engine_info *in = engine_get_info(e);
+    int32_t *prompt = malloc(sizeof(int32_t) * np);
+    if (!prompt) cli_die("%s", "out of memory");
+    uint64_t r = 12345;
+    for (int i = 0; i < np; i++) { r = r * 6364136223846793005ull + 1442695040888963407ull; prompt[i] = 2 + (int32_t)((r >> 33) % (in->n_vocab - 2)); }
+    sampler_params gp;
+    sampler_params_default(&gp);
+    sampler *smp[256];
+    for (int b = 0; b < B; b++)
+        if (sampler_create(&smp[b], &gp, in->n_vocab)) cli_die("%s", "out of memory");
+    for (int i = 0; i < n_drafts; i++) bench_run(e, a, drafts[i], prompt, smp, load_s);
     for (int b = 0; b < B; b++) sampler_destroy(smp[b]);
     free(prompt);
     engine_destroy(e);

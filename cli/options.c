@@ -86,6 +86,9 @@ static const cli_option OPTIONS[] = {
       "tokens of the KV cache's full-attention layers, all sequences together (default: from the memory left)" },
     { "-r", NULL, "N", B(BENCH), K_INT, F(reps), 1, 1000, "repetitions; medians are reported (default 3)" },
     { "-b", NULL, "N", B(BENCH), K_INT, F(batch), 1, 256, "sequences decoded together (default 1)" },
+    { "--draft", NULL, "K[,K...]", B(BENCH), K_STR, F(bench_drafts), 0, 0,
+      "each decode step also verifies K (0..16) draft tokens per sequence and rolls them back: speculation's "
+      "cost; a list gives a line per K from one load (default 0)" },
     { "--profile", NULL, NULL, B(BENCH), K_FLAG, F(profile), 0, 0, "per-kernel times of the last repetition" },
     { "--set", NULL, "NAME=VALUE", B(BENCH), K_SET, F(settings), 0, 0,
       "a measurement setting: an ops policy threshold (docs/PERF.md); repeatable" },

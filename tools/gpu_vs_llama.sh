@@ -12,6 +12,8 @@
 #   32 tokens each after 128-token prompts (llama-batched-bench -npp 128 -ntg 32 -npl N -kvu; clgemma bench
 #   -b N -p 128 -n 32), b1_8k / b1_32k = decode after 8,192 / 32,768 tokens, p8k / p32k = prompts of that many,
 #   start = process start to one generated token (llama-completion -n 1 against clgemma generate -n 1).
+# MODELS "build" only builds llama.cpp (waiting for it); ROWS "none" only writes the files (with KEEP=1, for
+# later calls on the same machine). The table's header is written once per $OUT.
 # Every figure is the median of 3 runs (llama-bench's samples_ts; batched-bench and start-up run 3 times);
 # llama.cpp: -ngl 99 -fa on, its defaults otherwise. Rows go to $OUT/vs_llama.md as they are measured, so a
 # run cut short keeps what it has. llama.cpp is built once per machine into LLAMA_DIR (default /tmp/lcpp)
@@ -85,8 +87,11 @@ try:
 except ValueError: print('-')")
   printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "$r" | tee -a $out/vs_llama.md
 }
-echo "| model | row | clgemma | llama.cpp | ratio |" | tee $out/vs_llama.md
-echo "| --- | --- | --- | --- | --- |" | tee -a $out/vs_llama.md
+if [ "$models" = build ]; then llama_ready; exit; fi
+if [ ! -f $out/vs_llama.md ] && [ "$rows" != none ]; then
+  echo "| model | row | clgemma | llama.cpp | ratio |" | tee $out/vs_llama.md
+  echo "| --- | --- | --- | --- | --- |" | tee -a $out/vs_llama.md
+fi
 for m in $models; do
   file=$work/$m.gguf
   case $m in
@@ -101,6 +106,7 @@ for m in $models; do
         { tail -3 $out/synth-$m.log; exit 1; } ;;
     *) echo "gpu_vs_llama: unknown model $m" >&2; exit 1 ;;
   esac
+  [ "$rows" = none ] && continue
   llama_ready || exit 1
   for r in $rows; do
     case $r in
