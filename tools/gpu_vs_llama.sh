@@ -30,7 +30,7 @@ export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/cc}
 cg=build/clgemma; [ -x .gpu/now/clgemma ] && cg=.gpu/now/clgemma
 [ -x $cg ] || { echo "gpu_vs_llama: no clgemma binary (.gpu/now/clgemma or build/clgemma)" >&2; exit 1; }
 bin=$lcpp/build/bin
-if [ ! -x $bin/llama-bench ] || [ ! -x $bin/llama-batched-bench ] || [ ! -x $bin/llama-completion ]; then
+if [ "$rows" != none ] && { [ ! -x $bin/llama-bench ] || [ ! -x $bin/llama-batched-bench ] || [ ! -x $bin/llama-completion ]; }; then
   ( t0=$(date +%s)
     mkdir -p $lcpp && tar -xJf .gpu/llama-slim.tar.xz -C $lcpp &&
     cmake -S $lcpp/llama.cpp -B $lcpp/build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
