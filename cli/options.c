@@ -59,7 +59,7 @@ static const cli_option OPTIONS[] = {
     { "--ids", NULL, NULL, SAMPLING, K_FLAG, F(ids), 0, 0, "print token ids, not text" },
     { "--draft-max", NULL, "K", B(GENERATE), K_INT, F(draft_max), 0, 16,
       "speculative decoding: drafts of up to K tokens looked up in the prompt and output so far, verified in one "
-      "step (greedy only; default 0: off)" },
+      "step; sampled output keeps plain sampling's distribution (default 0: off)" },
     { "-o", NULL, "FILE", B(LOGITS) | B(SYNTH), K_STR, F(out_path), 0, 0, "output file" },
     { "--temp", NULL, "T", SAMPLING, K_FLOAT, F(sp.temperature), 0, 100, "temperature (default 0: greedy)" },
     { "--top-k", NULL, "K", SAMPLING, K_INT, F(sp.top_k), 0, 1 << 20, "keep the K most likely (default 0: off)" },

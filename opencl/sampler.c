@@ -161,12 +161,11 @@ static void top_sorted(int32_t *ids, size_t n, size_t k, const float *v)
     qsort_r(ids, k, sizeof *ids, cmp_desc, (void *)v);
 }
 
-/* the choice from the k best values of the processed row, val[i] of token ids[i], best first (ties to the
- * lower id) */
-static int32_t choose_from(sampler *s, const float *val, const int32_t *ids, size_t k)
+/* the weights of the k best values of the processed row (val best first, temperature > 0) into s->w: the
+ * candidates top-p and min-p keep, their count returned; *tot their sum, *last the last of weight > 0 */
+static size_t weigh(sampler *s, const float *val, size_t k, double *tot_out, size_t *last_out)
 {
     const sampler_params *p = &s->p;
-    if (p->temperature <= 0.0f) return ids[0];
     /* softmax over the candidates at temperature 1 for top-p/min-p, as llama.cpp's chain does */
     float mx = val[0];
     double sum = 0;
@@ -191,6 +190,19 @@ static int32_t choose_from(sampler *s, const float *val, const int32_t *ids, siz
         tot += s->w[i];
         if (s->w[i] > 0) last = i;
     }
+    *tot_out = tot;
+    *last_out = last;
+    return keep;
+}
+
+/* the choice from the k best values of the processed row, val[i] of token ids[i], best first (ties to the
+ * lower id) */
+static int32_t choose_from(sampler *s, const float *val, const int32_t *ids, size_t k)
+{
+    if (s->p.temperature <= 0.0f) return ids[0];
+    double tot;
+    size_t last;
+    weigh(s, val, k, &tot, &last);
     double r = next_u01(s) * tot, c = 0;
     for (size_t i = 0; i <= last; i++) {
         c += s->w[i];
@@ -299,6 +311,30 @@ int32_t sampler_sample(sampler *s, float *logits)
     apply_penalties(s, logits);
     return choose(s, logits);
 }
+
+int sampler_dist(sampler *s, float *logits, const int32_t **ids, const float **prob)
+{
+    apply_penalties(s, logits);
+    *ids = s->cand;
+    *prob = s->w;
+    if (s->p.temperature <= 0.0f) { /* the argmax, ties to the lower id, as choose() takes it */
+        s->cand[0] = choose(s, logits);
+        s->w[0] = 1.0f;
+        return 1;
+    }
+    /* choose()'s candidates and weights, normalized instead of drawn from */
+    uint32_t n = s->n_vocab;
+    for (uint32_t i = 0; i < n; i++) s->cand[i] = (int32_t)i;
+    size_t k = s->kmax, last;
+    top_sorted(s->cand, n, k, logits);
+    for (size_t i = 0; i < k; i++) s->cv[i] = logits[s->cand[i]];
+    double tot;
+    weigh(s, s->cv, k, &tot, &last);
+    for (size_t i = 0; i <= last; i++) s->w[i] = (float)(s->w[i] / tot);
+    return (int)last + 1;
+}
+
+double sampler_uniform(sampler *s) { return next_u01(s); }
 
 /* the log-softmax of logits / t: the n best into lp (masked tokens never listed); returns the
  * row's max and log of its sum, for the caller's chosen token */

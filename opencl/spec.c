@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NGRAM_MIN 2 /* a single shared token drafts too often wrongly */
-#define NGRAM_MAX 5
-
 int spec_ngram_draft(const int32_t *hist, int n, int n_min, int n_max, int k_max, int32_t *draft)
 {
     if (k_max > SPEC_MAX_DRAFT) k_max = SPEC_MAX_DRAFT;
@@ -34,6 +31,45 @@ int spec_accept_greedy(const int32_t *draft, int k, const int32_t *ids)
     return a;
 }
 
+/* a draw from p[0, n) of tokens ids without token skip, renormalized; -1 when nothing else has weight */
+static int32_t draw_without(sampler *s, const int32_t *ids, const float *p, int n, int32_t skip)
+{
+    double tot = 0, c = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] != skip) tot += p[i];
+    if (!(tot > 0)) return -1;
+    double r = sampler_uniform(s) * tot;
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == skip || !(p[i] > 0)) continue;
+        c += p[i];
+        last = i;
+        if (r < c) return ids[i];
+    }
+    return ids[last]; /* r at the rounded total's edge */
+}
+
+int spec_accept_sampled(sampler *s, float *rows, uint32_t n_vocab, const int32_t *draft, int k, int32_t *next)
+{
+    for (int i = 0;; i++) {
+        const int32_t *ids;
+        const float *p;
+        int n = sampler_dist(s, rows + (size_t)i * n_vocab, &ids, &p);
+        if (i == k) {
+            int32_t t = draw_without(s, ids, p, n, -1);
+            *next = t >= 0 ? t : ids[0];
+            return k;
+        }
+        double pd = 0;
+        for (int j = 0; j < n; j++)
+            if (ids[j] == draft[i]) { pd = p[j]; break; }
+        /* the residual max(0, p - q) of a point-mass draft is p without the draft */
+        int32_t t = sampler_uniform(s) < pd ? draft[i] : draw_without(s, ids, p, n, draft[i]);
+        if (t >= 0 && t != draft[i]) { *next = t; return i; }
+        sampler_accept(s, draft[i]);
+    }
+}
+
 static int hist_push(spec_run *r, const int32_t *t, int n)
 {
     if (r->n_hist + n > r->cap) {
@@ -51,8 +87,8 @@ static int hist_push(spec_run *r, const int32_t *t, int n)
 int spec_begin(spec_run *r, const int32_t *prompt, int n, int k_max, sampler *smp)
 {
     memset(r, 0, sizeof *r);
-    if (!smp || !sampler_is_greedy(smp)) {
-        snprintf(r->err, sizeof r->err, "drafts are verified for greedy decoding only (temperature 0, no penalties)");
+    if (!smp) {
+        snprintf(r->err, sizeof r->err, "drafts are verified against a sampler: none given");
         return -1;
     }
     r->k_max = k_max < 1 ? 1 : k_max > SPEC_MAX_DRAFT ? SPEC_MAX_DRAFT : k_max;
@@ -61,22 +97,54 @@ int spec_begin(spec_run *r, const int32_t *prompt, int n, int k_max, sampler *sm
     return hist_push(r, prompt, n);
 }
 
+/* vt[0, k + 1) stepped on seq: the draft vt[1, k + 1) verified; the accepted count, the next choice into
+ * *next; -1 with r->err */
+static int verify(spec_run *r, engine *e, int seq, const int32_t *vt, int k, int32_t *next)
+{
+    engine_item it = { .seq = seq, .tokens = vt, .n_tokens = k + 1, .smp = r->smp };
+    int32_t ids[SPEC_MAX_DRAFT + 1];
+    if (sampler_is_greedy(r->smp)) { /* the choices argmaxed on the device: ids back, not rows */
+        it.ids_all = ids;
+        if (engine_step(e, &it, 1, r->err, sizeof r->err)) return -1;
+        int a = spec_accept_greedy(vt + 1, k, ids);
+        *next = ids[a];
+        return a;
+    }
+    if (k == 0) { /* nothing to verify: the engine's own draw (from the device's best values) */
+        if (engine_step(e, &it, 1, r->err, sizeof r->err)) return -1;
+        *next = it.token_out;
+        return 0;
+    }
+    uint32_t nv = engine_get_info(e)->n_vocab;
+    size_t need = (size_t)(k + 1) * nv;
+    if (need > r->rows_cap) {
+        float *p = realloc(r->rows, sizeof *p * need);
+        if (!p) { snprintf(r->err, sizeof r->err, "out of memory"); return -1; }
+        r->rows = p;
+        r->rows_cap = need;
+    }
+    /* the rows come back raw and the sampler is fed here: it must never see a rejected draft */
+    it.smp = NULL;
+    it.logits = r->rows;
+    it.logits_all = 1;
+    if (engine_step(e, &it, 1, r->err, sizeof r->err)) return -1;
+    sampler_accept(r->smp, vt[0]);
+    return spec_accept_sampled(r->smp, r->rows, nv, vt + 1, k, next);
+}
+
 int spec_next(spec_run *r, engine *e, int seq, int32_t tok, int32_t *out)
 {
     int len0 = engine_seq_len(e, seq);
     if (hist_push(r, &tok, 1)) return -1;
     /* drafts stay clear of the context's end, where plain decoding's length stop must decide */
     int room = (int)engine_get_info(e)->n_ctx - len0 - 2, k_lim = room / 2 < r->k_max ? room / 2 : r->k_max;
-    int32_t vt[SPEC_MAX_DRAFT + 1], ids[SPEC_MAX_DRAFT + 1];
-    int k = k_lim > 0 ? spec_ngram_draft(r->hist, r->n_hist, NGRAM_MIN, NGRAM_MAX, k_lim, vt + 1) : 0;
+    int32_t vt[SPEC_MAX_DRAFT + 1];
+    int k = k_lim > 0 ? spec_ngram_draft(r->hist, r->n_hist, SPEC_NGRAM_MIN, SPEC_NGRAM_MAX, k_lim, vt + 1) : 0;
     vt[0] = tok;
-    engine_item it = { .seq = seq, .tokens = vt, .n_tokens = k + 1, .smp = r->smp, .ids_all = ids };
-    if (engine_step(e, &it, 1, r->err, sizeof r->err)) return -1;
-    int a = spec_accept_greedy(vt + 1, k, ids);
-    if (hist_push(r, vt + 1, a)) return -1;
+    int a = verify(r, e, seq, vt, k, &r->next);
+    if (a < 0 || hist_push(r, vt + 1, a)) return -1;
     if (a < k && engine_seq_truncate(e, seq, r->n_hist, r->hist, r->err, sizeof r->err)) return -1;
     memcpy(out, vt, sizeof *vt * (size_t)(a + 1));
-    r->next = ids[a];
     r->steps++;
     r->drafted += k;
     r->accepted += a;
@@ -86,5 +154,6 @@ int spec_next(spec_run *r, engine *e, int seq, int32_t tok, int32_t *out)
 void spec_end(spec_run *r)
 {
     free(r->hist);
+    free(r->rows);
     memset(r, 0, sizeof *r);
 }

@@ -32,6 +32,13 @@ int  sampler_is_greedy(const sampler *s);
 void sampler_accept(sampler *s, int32_t token);
 /* choose a token from a row of n_vocab logits (modified in place: penalties applied) */
 int32_t sampler_sample(sampler *s, float *logits);
+/* Speculative sampling (spec.h) draws from the distribution itself. sampler_dist: the one sampler_sample
+ * draws from for a row (penalties applied to logits in place, then the cuts and the temperature): the n
+ * tokens of weight > 0, best first, into *ids with their probabilities (sum 1) into *p; temperature 0: the
+ * best alone at 1. Both point into the sampler's scratch, valid until its next call; nothing is drawn.
+ * sampler_uniform: a draw in [0, 1) from the sampler's seeded generator, the one its choices use. */
+int sampler_dist(sampler *s, float *logits, const int32_t **ids, const float **p);
+double sampler_uniform(sampler *s);
 
 /* Drawing from the device's best candidates instead of the whole row (engine_step: sampled rows without
  * logprobs). sampler_cand_k: how many of the processed row's best values a draw takes (top_k, else 1024;

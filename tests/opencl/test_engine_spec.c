@@ -10,7 +10,7 @@
  *     prefix blocks (the chain rebuilt from its tokens) with the cold rows.
  *     Past the wrap, a cut of more than the ring's spare is refused.
  *   test_errors: truncating to its length or more, an unknown sequence and ids_all with a sampling sampler
- *     fail with a message and change nothing. */
+ *     fail with a message and change nothing; spec_begin without a sampler fails. */
 #include "check.h"
 #include "engine.h"
 #include "logit_rows.h"
@@ -181,7 +181,7 @@ static void test_errors(void)
     CHECK(engine_seq_len(E, s) == 8, "a refused step changed the length to %d", engine_seq_len(E, s));
     sampler_destroy(hot);
     spec_run r;
-    CHECK(spec_begin(&r, t, 8, 4, NULL) != 0 && r.err[0], "spec_begin without a greedy sampler accepted");
+    CHECK(spec_begin(&r, t, 8, 4, NULL) != 0 && r.err[0], "spec_begin without a sampler accepted");
     engine_seq_free(E, s);
 }
 

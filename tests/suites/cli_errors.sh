@@ -41,7 +41,6 @@ case_ unknown_command "unknown command" $CLI fly
 case_ unknown_setting "MMT_MIN_GROUP=" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set MMT_MIN_GROUP=0
 case_ setting_out_of_range "MMQ8P_STAGES takes a whole number from 2 to 4" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set MMQ8P_STAGES=9
 case_ setting_outside_bench "only for bench" $CLI generate -m "$M" -p hi --set MMT_MIN_GROUPS=0
-case_ draft_with_sampling "greedy" $CLI generate -m $M -p hi -n 4 --draft-max 4 --temp 0.8
 case_ draft_out_of_range "draft-max" $CLI generate -m $M -p hi --draft-max 99
 case_ bench_draft_list "draft lengths 0..16" $CLI bench -m $M --draft 2,x
 exit $fails
