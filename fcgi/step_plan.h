@@ -13,7 +13,9 @@
  *      blocks ends on a block boundary of its sequence (what the rounding drops goes to the next
  *      prompt), so the prefix cache registers whole blocks as chunks complete;
  *   5. decoding sequences' drafts (speculative decoding: spec_step.h) take what the prompts left, in
- *      order, each cut to what is left (its first tokens), so drafts never slow a prompt's prefill. */
+ *      order, each cut to what is left (its first tokens), so drafts never slow a prompt's prefill;
+ *      and no more than the output rows of one forward leave (every draft token is a row; a decoder
+ *      and a prompt chunk count one each), so drafts never cost a second forward. */
 #ifndef CLGEMMA_FCGI_STEP_PLAN_H
 #define CLGEMMA_FCGI_STEP_PLAN_H
 
@@ -32,6 +34,7 @@ typedef struct step_rule {
     int budget;     /* tokens per step (>= 1) */
     int min_chunk;  /* the oldest prompt's least chunk (>= 1) */
     int block;      /* KV block tokens (>= 1) */
+    int rows;       /* output rows one forward holds (engine_info.max_rows; 0: no limit) */
 } step_rule;
 
 /* Fills take[i] for the n sequences (in admission order): tokens it feeds this step (a decoder: 1 +

@@ -10,6 +10,7 @@ usage; /metrics shows drafts proposed and accepted; the sampled and logprobs req
 import json
 import os
 import threading
+import time
 
 from e2e import MODEL, auth, http, metrics, run_all, sse_events, test
 
@@ -119,17 +120,23 @@ def together():
 if PHASE == "plain":
     @test
     def plain_worker_answers():
-        ref = {name: answer(name) for name in CASES}
+        ref, took = {}, {}
+        for name in CASES:
+            t0 = time.monotonic()
+            ref[name] = answer(name)
+            took[name] = time.monotonic() - t0
         for name in STOPPED:  # cut by a stop string (not the end token: the base model goes on)
             assert ref[name]["finishes"] == ["stop"] and ref[name]["usage"]["completion_tokens"] < 30, (name, ref[name])
         assert ref["list_max37"]["usage"]["completion_tokens"] == 37 and ref["list_max37"]["finishes"] == ["length"]
         ref.update({name: answer(name, PLAIN_ONLY) for name in PLAIN_ONLY})
+        t0 = time.monotonic()
         ref["together"] = together()
+        took["together"] = time.monotonic() - t0
         for name, a in ref.items():
             if name != "together":
                 print(f"  {name}: {a['usage']['completion_tokens']} tokens, {a['finishes']}: {a['texts'][0][:60]!r}")
         with open(REF, "w") as f:
-            json.dump(ref, f)
+            json.dump({"answers": ref, "seconds": took}, f)
 
     @test
     def plain_worker_drafts_nothing():
@@ -138,24 +145,27 @@ if PHASE == "plain":
             assert h.get("/health").json()["spec"] == {"mode": "off", "draft_max": 8}
 else:
     with open(REF) as f:
-        REFS = json.load(f)
+        REFS, SECONDS = (lambda d: (d["answers"], d["seconds"]))(json.load(f))
 
     @test
     def answers_and_usage_equal_the_plain_workers():
         bad = []
         for name in CASES:
-            before = spec_counts()
+            before, t0 = spec_counts(), time.monotonic()
             a = answer(name)
-            after = spec_counts()
+            took, after = time.monotonic() - t0, spec_counts()
             print(f"  {name}: {after[2] - before[2]} of {after[1] - before[1]} drafted tokens accepted in "
-                  f"{after[0] - before[0]} verifications; {a['usage']['completion_tokens']} tokens")
+                  f"{after[0] - before[0]} verifications; {a['usage']['completion_tokens']} tokens in {took:.1f}s "
+                  f"(plain worker {SECONDS[name]:.1f}s)")
             if a != REFS[name]:
                 bad.append(f"{name}: {a} != {REFS[name]}")
         assert not bad, bad
 
     @test
     def requests_at_once_equal_the_plain_workers():
+        t0 = time.monotonic()
         got = together()
+        print(f"  three at once: {time.monotonic() - t0:.1f}s (plain worker {SECONDS['together']:.1f}s)")
         assert got == REFS["together"], (got, REFS["together"])
 
     @test

@@ -10,7 +10,7 @@
 #include "check.h"
 #include "step_plan.h"
 
-static const step_rule RULE = { 64, 32, 32 };
+static const step_rule RULE = { 64, 32, 32, 0 };
 
 static step_want dec(void) { return (step_want){ 0, 1, 0, 0, 0 }; }
 static step_want drf(int draft) { return (step_want){ 0, 1, 0, 0, draft }; }
@@ -38,7 +38,7 @@ static void test_decoders_over_the_budget_leave_the_oldest_prompt_a_block(void)
     enum { N = 302 }; /* 300 decoders and two prompts */
     step_want w[N];
     int take[N];
-    step_rule r = { 256, 32, 32 };
+    step_rule r = { 256, 32, 32, 0 };
     for (int i = 0; i < N; i++) w[i] = dec();
     w[100] = prm(4000, 0, 0);
     w[200] = prm(4000, 0, 0);
@@ -52,7 +52,7 @@ static void test_decoders_over_the_budget_leave_the_oldest_prompt_a_block(void)
 
 static void test_long_chunks_end_on_block_boundaries(void)
 {
-    step_rule r = { 512, 32, 32 };
+    step_rule r = { 512, 32, 32, 0 };
     step_want w[3] = { dec(), prm(2000, 64, 0), prm(2000, 0, 0) };
     int take[3];
     step_plan(w, 3, &r, take);
@@ -88,12 +88,17 @@ static void test_drafts_take_what_prompts_leave(void)
     n = step_plan(w, 4, &RULE, take);
     CHECK(take[0] == 1 && take[2] == 1 && take[1] == 61 && n == 64, "%d %d %d (%d)", take[0], take[1], take[2], n);
     step_want d[3] = { drf(16), drf(16), drf(16) }; /* no prompt: cut to the budget in order */
-    step_rule r = { 24, 32, 32 };
+    step_rule r = { 24, 32, 32, 0 };
     n = step_plan(d, 3, &r, take);
     CHECK(take[0] == 17 && take[1] == 6 && take[2] == 1 && n == 24, "%d %d %d (%d)", take[0], take[1], take[2], n);
     d[0].cap = 5; /* a sequence's cap holds its token and draft together */
     n = step_plan(d, 1, &RULE, take);
     CHECK(take[0] == 5 && n == 5, "capped: %d", take[0]);
+    step_want m[4] = { drf(8), prm(40, 0, 0), drf(8), drf(8) }; /* a forward's 16 rows: 3 decoders, a chunk, 12 */
+    step_rule rr = { 512, 32, 32, 16 };
+    n = step_plan(m, 4, &rr, take);
+    CHECK(take[0] == 9 && take[2] == 5 && take[3] == 1 && take[1] == 40 && n == 55, "rows: %d %d %d %d (%d)", take[0],
+          take[1], take[2], take[3], n);
 }
 
 static void test_random_walk_every_prompt_finishes(void)
@@ -107,7 +112,7 @@ static void test_random_walk_every_prompt_finishes(void)
         int len = 1 + (int)((rs >> 33) % 3000);
         w[i] = i % 3 == 0 ? drf(i % 2 ? 8 : 0) : prm(len, 0, i % 5 == 1 ? 16 : 0);
     }
-    step_rule r = { 100, 32, 32 };
+    step_rule r = { 100, 32, 32, 0 };
     for (int left = 1; left && steps < 100000; steps++) {
         int n = step_plan(w, N, &r, take), oldest = -1, decoders = 0;
         for (int i = 0; i < N; i++) {
