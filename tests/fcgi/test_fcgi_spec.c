@@ -7,8 +7,9 @@
  *   test_sched_equals_plain: on the tiny Gemma 4 fixture (random weights: its greedy text repeats, so drafts
  *     are taken), the same jobs through a scheduler with --spec ngram and one without give the same tokens
  *     and ends per choice: greedy n=1 and n=2, max_tokens ending inside a draft, a prompt running into the
- *     context's end, beside a sampled job and a logprobs job (which decode plainly); the counters show
- *     drafts proposed and accepted, and none for the jobs that may not draft. */
+ *     context's end, beside a sampled job and a logprobs job (which decode plainly), in a KV cache of 10
+ *     blocks that admission shares out (a draft past a reservation would find it full and end its choice
+ *     early); the counters show drafts proposed and accepted, and none for the jobs that may not draft. */
 #include "check.h"
 #include "clock.h"
 #include "metrics.h"
@@ -173,7 +174,7 @@ int main(void)
     RUN_TEST(test_room);
     RUN_TEST(test_seq);
     check_current = "setup";
-    engine_opts o = { .n_ctx = CTX, .max_seqs = 4 };
+    engine_opts o = { .n_ctx = CTX, .max_seqs = 4, .kv_tokens = 320 }; /* 10 blocks: jobs wait for reservations */
     if (engine_load(&E, FIXTURE, &o, err, sizeof err)) { printf("FAIL setup: %s\n", err); return 1; }
     RUN_TEST(test_sched_equals_plain);
     engine_destroy(E);
