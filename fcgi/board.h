@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define BOARD_MAGIC 0x31616d6d65676c63ull /* "clgemma1" */
-#define BOARD_VERSION 3                   /* bump when the layout or a histogram's bounds change */
+#define BOARD_VERSION 4                   /* bump when the layout or a histogram's bounds change */
 
 enum metric_endpoint { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
 enum metric_cancel { CANCEL_CLIENT_GONE, CANCEL_DRAIN, CANCEL_REASONS };
@@ -56,6 +56,7 @@ typedef struct board {
     _Atomic uint64_t cancels[CANCEL_REASONS];
     _Atomic uint64_t engine_errors;
     _Atomic uint64_t prefill_chunks;       /* prompt pieces fed to the engine, one per step a prompt is in */
+    _Atomic uint64_t spec_steps, spec_draft_tokens, spec_accepted_tokens; /* drafts verified; their tokens; taken */
     /* gauges */
     _Atomic uint64_t active, queued;
     _Atomic uint64_t device_bytes, device_total, n_ctx;

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "engine.h"
+#include "spec_step.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,6 +18,8 @@ void config_defaults(server_config *c)
     c->max_queue = -1;         /* derived from max_seqs */
     c->queue_timeout = 30;
     c->prefix_cache = 1;
+    c->spec = SPEC_MODE_DEFAULT;
+    c->draft_max = SPEC_DRAFT_DEFAULT;
     c->threads = 0;            /* derived from both */
     c->drain_timeout = 60;
     c->default_max_tokens = 1024;
@@ -55,6 +58,11 @@ void config_usage(const char *prog)
         "                          0: every prompt is computed whole (default 1)\n"
         "      --kv-type T         the KV cache's type: f16 (default), q8_0 (1.9x the tokens in the same\n"
         "                          memory), q4 (3.6x; llama.cpp's q4_0), at some accuracy: README\n"
+        "      --spec MODE         speculative decoding: ngram (greedy requests without logprobs, logit_bias\n"
+        "                          or response_format feed drafts copied from their prompt and output, verified\n"
+        "                          in the same step; output unchanged) or off (default %s)\n"
+        "      --draft-max K       draft tokens a sequence feeds a step at most, 1..%d (default %d); each\n"
+        "                          sequence's length adapts to what the model accepts\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -71,7 +79,8 @@ void config_usage(const char *prog)
         "                          the unix listening socket; with a TCP listener and none given, each\n"
         "                          worker shows only itself)\n"
         "      --config FILE       read options from FILE (key = value, same names), then the command line\n"
-        "  -v, --verbose           engine progress on stderr\n", prog);
+        "  -v, --verbose           engine progress on stderr\n", prog, spec_mode_name(SPEC_MODE_DEFAULT), SPEC_MAX_DRAFT,
+        SPEC_DRAFT_DEFAULT);
 }
 
 static int parse_int(const char *v, long lo, long hi, long *out)
@@ -133,6 +142,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("default-max-tokens", default_max_tokens, 0, 1 << 24)
     INT_OPT("request-timeout", request_timeout, 0, 86400)
     INT_OPT("max-body", max_body, 1024, 1L << 30)
+    INT_OPT("draft-max", draft_max, 1, SPEC_MAX_DRAFT)
 #undef INT_OPT
     if (!strcmp(key, "kv-type")) {
         if ((x = engine_kv_type_parse(v)) < 0) {
@@ -140,6 +150,14 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
             return -1;
         }
         c->kv_type = (int)x;
+        return 0;
+    }
+    if (!strcmp(key, "spec")) {
+        if ((x = spec_mode_parse(v)) < 0) {
+            snprintf(err, errlen, "--spec: expected ngram or off, got '%s'", v);
+            return -1;
+        }
+        c->spec = (int)x;
         return 0;
     }
     if (!strcmp(key, "socket-mode")) {

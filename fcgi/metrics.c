@@ -59,6 +59,14 @@ static const struct scalar_row {
     { "clgemma_prefill_chunks_total", "counter",
       "Prompt chunks fed to the engine: one per step a prompt is in (the step token budget cuts long ones).",
       offsetof(board, prefill_chunks) },
+    { "clgemma_spec_steps_total", "counter",
+      "Speculative decoding: drafts verified, one per decoding sequence and step that fed one (--spec).",
+      offsetof(board, spec_steps) },
+    { "clgemma_spec_draft_tokens_total", "counter", "Speculative decoding: draft tokens proposed and verified.",
+      offsetof(board, spec_draft_tokens) },
+    { "clgemma_spec_accepted_tokens_total", "counter",
+      "Speculative decoding: draft tokens the model agreed with (output without a step of their own).",
+      offsetof(board, spec_accepted_tokens) },
     { "clgemma_prefix_cache_prompt_tokens_total", "counter",
       "Prompt tokens of the prompts started (each once, whatever its n), the prefix cache's lookups.",
       offsetof(board, prefix_tokens) },
@@ -154,6 +162,13 @@ void metrics_cancel(metrics *m, enum metric_cancel why)
 
 void metrics_engine_error(metrics *m) { ADD(m->b->engine_errors, 1); }
 void metrics_prefill_chunks(metrics *m, int chunks) { ADD(m->b->prefill_chunks, (uint64_t)(chunks > 0 ? chunks : 0)); }
+
+void metrics_spec(metrics *m, int proposed, int accepted)
+{
+    ADD(m->b->spec_steps, 1);
+    ADD(m->b->spec_draft_tokens, (uint64_t)(proposed > 0 ? proposed : 0));
+    ADD(m->b->spec_accepted_tokens, (uint64_t)(accepted > 0 ? accepted : 0));
+}
 void metrics_state(metrics *m, enum board_state s) { SET(m->b->state, (uint64_t)s); }
 
 void metrics_load(metrics *m, int active, int queued)

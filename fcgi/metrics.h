@@ -29,6 +29,7 @@ void metrics_tpot(metrics *m, double seconds);          /* time per output token
 void metrics_cancel(metrics *m, enum metric_cancel why);
 void metrics_prefix(metrics *m, long prompt_tokens, long cached_tokens); /* a prompt's sequence started */
 void metrics_prefill_chunks(metrics *m, int chunks);   /* prompt pieces a step fed */
+void metrics_spec(metrics *m, int proposed, int accepted); /* a sequence's draft verified: its tokens, those taken */
 void metrics_engine_error(metrics *m);
 
 /* gauges the owner publishes */

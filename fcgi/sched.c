@@ -13,6 +13,7 @@
 #include "admit.h"
 #include "clock.h"
 #include "log.h"
+#include "spec_step.h"
 #include "step_plan.h"
 
 enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
@@ -35,6 +36,7 @@ typedef struct job_choice {
     atomic_int stop;          /* the reader has what it wanted from it */
     int held;                 /* it counts in its prompt's KV reservation */
     int32_t *toks;            /* generated tokens, capacity the group's max_tokens */
+    spec_seq sp;              /* its drafts (off unless the job may take them: spec_step.h) */
     engine_logprobs *lps;     /* theirs, when n_logprobs > 0 */
     int n_toks, n_read;
     enum job_end end;
@@ -86,7 +88,9 @@ struct sched {
     double queue_timeout;     /* seconds a job may wait for its first prompt to start (0: no limit) */
     double pass_s;            /* how long a waiting job may be passed by later ones that fit */
     int step_tokens, block; /* the step's token budget; KV block tokens (prompt chunks end on them) */
+    int spec, draft_max;    /* sched_opts' */
     int seq_chunk;          /* one sequence's tokens in one forward at most (engine_fit.seq_chunk) */
+    int n_ctx;              /* the engine's context per sequence */
     uint32_t n_vocab;
     kv_budget kv;             /* the KV blocks running prompts are promised (promises: the engine thread's) */
     pthread_t thread;
@@ -123,6 +127,7 @@ static void job_free(gen_job *j)
         free(ch->allow);
         free(ch->toks);
         free(ch->lps);
+        spec_seq_free(&ch->sp);
     }
     for (int g = 0; j->g && g < j->n_groups; g++) {
         free(j->g[g].prompt);
@@ -272,8 +277,9 @@ static void publish_counts(sched *s)
 }
 
 /* the job's groups and choices for spec; 0, or -1 out of memory (job_free undoes it) */
-static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab)
+static int job_fill(gen_job *j, const job_spec *spec, const sched *s)
 {
+    uint32_t n_vocab = s->n_vocab;
     j->n_groups = spec->n_prompts;
     j->n = spec->n;
     j->n_choices = spec->n_prompts * spec->n;
@@ -303,6 +309,9 @@ static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab)
         if (!(ch->toks = malloc(max * sizeof *ch->toks)) || sampler_create(&ch->smp, &sp, n_vocab)) return -1;
         if (ch->con && !(ch->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *ch->allow))) return -1;
         if (spec->n_logprobs > 0 && !(ch->lps = malloc(max * sizeof *ch->lps))) return -1;
+        int drafts = sampler_is_greedy(ch->smp) && !spec->n_logprobs && !spec->n_bias && !ch->con; /* ids_all's terms */
+        const job_prompt *jp = &spec->prompts[c / j->n];
+        if (spec_seq_init(&ch->sp, s->spec, s->draft_max, drafts, jp->ids, jp->n, jp->max_tokens)) return -1;
     }
     if (spec->n_bias > 0) {
         if (!(j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) return -1;
@@ -330,7 +339,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
         return big ? SCHED_TOO_BIG : SCHED_ENOMEM;
     }
     pthread_cond_init(&j->cv, NULL); /* from here job_free undoes everything */
-    if (job_fill(j, spec, s->n_vocab)) {
+    if (job_fill(j, spec, s)) {
         if (!j->ch)
             for (int c = 0; spec->con && c < j->n_choices; c++) constraint_destroy(spec->con[c]);
         job_free(j);
@@ -498,6 +507,7 @@ static void after_step(sched *s, int i, int32_t tok, double t)
     ch->t_last_out = t;
     ch->n_gen++;
     ch->last = tok; /* fed back next step; the engine shows it to the sampler then */
+    spec_seq_push(&ch->sp, tok);
     job_push(j, c, tok);
     if (v == ENGINE_STOP_LENGTH) run_end(s, i, JOB_LENGTH, NULL);
 }
@@ -559,6 +569,8 @@ static void fill_item(engine_item *it, const run *r, int k)
         it->logits_all = j->prompt_lp;
         it->logits = j->prompt_lp || ch->fed + k == g->n_prompt ? g->rows : NULL; /* rows only where read */
         if (ch->fed + k < g->n_prompt) return; /* a chunk of the prompt: no choice yet */
+    } else if (k > 1) { /* its token and a draft (spec_step.h) */
+        spec_seq_item(&ch->sp, it, ch->seq, k);
     } else {
         it->tokens = &ch->last;
         it->n_tokens = 1;
@@ -610,13 +622,14 @@ static int plan_step(sched *s)
 {
     for (int i = 0; i < s->n_runs; i++) {
         gen_job *j = s->active[i].j;
-        const job_choice *ch = &j->ch[s->active[i].c];
-        int prompt = ch->phase == PH_PROMPT;
+        job_choice *ch = &j->ch[s->active[i].c];
+        int prompt = ch->phase == PH_PROMPT, max = j->g[s->active[i].c / j->n].max_tokens;
+        int draft = prompt ? 0 : spec_seq_draft(&ch->sp, spec_room(s->n_ctx, engine_seq_len(s->eng, ch->seq), max, ch->n_gen));
         s->want[i] = (step_want){ prompt, prompt ? j->g[s->active[i].c / j->n].n_prompt - ch->fed : 1, ch->fed,
-                                  j->prompt_lp ? PLP_PIECE : s->seq_chunk }; /* the rows buffer holds PLP_PIECE;
-                                  * a longer chunk would take the engine several forwards */
+                                  j->prompt_lp ? PLP_PIECE : s->seq_chunk, draft }; /* the rows buffer holds
+                                  * PLP_PIECE; a longer chunk would take the engine several forwards */
     }
-    step_rule rule = { s->step_tokens, s->block, s->block };
+    step_rule rule = { s->step_tokens, s->block, s->block, (int)engine_get_info(s->eng)->max_rows };
     step_plan(s->want, s->n_runs, &rule, s->take);
     int m = 0, chunks = 0;
     for (int i = 0; i < s->n_runs; i++) {
@@ -652,6 +665,9 @@ static void step_all(sched *s)
     for (int k = 0; k < n; k++) { /* forks join the end of the list: not this step's */
         int i = s->irun[k];
         gen_job *j = s->active[i].j;
+        if (!failed[k] && s->items[k].ids_all &&
+            spec_seq_accept(&j->ch[s->active[i].c].sp, s->eng, s->m, &s->items[k], err, sizeof err))
+            failed[k] = -1;
         if (failed[k] == ENGINE_KV_FULL) { /* admission should make this impossible: end cleanly */
             log_line("engine", "%s: the sequence ends as if at max_tokens", err);
             run_end(s, i, JOB_LENGTH, NULL);
@@ -663,6 +679,9 @@ static void step_all(sched *s)
             run_end(s, i, JOB_ERROR, msg);
         } else if (j->ch[s->active[i].c].phase == PH_PROMPT) {
             prompt_done(s, i, &s->items[k], t);
+        } else if (s->items[k].ids_all) { /* the accepted draft, then the target's next: as plain decoding's */
+            const spec_seq *q = &j->ch[s->active[i].c].sp;
+            for (int r = 0; s->active[i].j && r < q->n_out; r++) after_step(s, i, q->out[r], t); /* to a stop */
         } else {
             after_step(s, i, s->items[k].token_out, t);
         }
@@ -772,6 +791,9 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     kv_budget_init(&s->kv, e);
     s->step_tokens = o->step_tokens > 0 ? o->step_tokens : (int)engine_get_info(e)->fit.max_batch;
     s->seq_chunk = (int)engine_get_info(e)->fit.seq_chunk;
+    s->n_ctx = (int)engine_get_info(e)->n_ctx;
+    s->spec = o->spec;
+    s->draft_max = o->draft_max > 0 ? o->draft_max : SPEC_DRAFT_DEFAULT;
     engine_kv_stats kv;
     engine_kv_usage(e, &kv);
     s->block = kv.block_tokens > 0 ? (int)kv.block_tokens : 1;

@@ -25,6 +25,8 @@ typedef struct sched_opts {
     double pass_s;   /* seconds a job that does not fit may be passed by later ones that do; 0: a
                       * quarter of queue_timeout (the rest is the running ones' time to make room),
                       * SCHED_PASS_S without one. Tests set it; the server leaves it 0 */
+    int spec;        /* enum spec_mode (spec_step.h): drafts for the choices that may take them */
+    int draft_max;   /* their most draft tokens a step, 1..SPEC_MAX_DRAFT (0: SPEC_DRAFT_DEFAULT) */
 } sched_opts;
 
 #define SCHED_PASS_S 8.0

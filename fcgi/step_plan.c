@@ -1,4 +1,4 @@
-/* step_plan.c — a step's token budget shared out: decoders, then prompt chunks (step_plan.h). */
+/* step_plan.c — a step's token budget shared out: decoders, prompt chunks, then drafts (step_plan.h). */
 #include "step_plan.h"
 
 static int min2(int a, int b) { return a < b ? a : b; }
@@ -19,6 +19,17 @@ int step_plan(const step_want *w, int n, const step_rule *r, int *take)
         if (k < w[i].rest && k >= STEP_ALIGN_BLOCKS * r->block) k = (w[i].pos + k) / r->block * r->block - w[i].pos;
         take[i] = k;
         used += k;
+    }
+    int rows = 0;
+    for (int i = 0; i < n; i++) rows += take[i] > 0;
+    for (int i = 0; i < n; i++) { /* drafts: the budget the prompts left, within a forward's rows */
+        if (w[i].prompt || w[i].draft <= 0) continue;
+        int k = min2(w[i].draft, r->budget - used > 0 ? r->budget - used : 0);
+        if (r->rows > 0) k = min2(k, r->rows - rows > 0 ? r->rows - rows : 0);
+        if (w[i].cap > 0) k = min2(k, w[i].cap - 1);
+        take[i] += k;
+        used += k;
+        rows += k;
     }
     return used;
 }

@@ -11,7 +11,11 @@
  *   3. later prompts take min(their rest, their cap, what is left), nothing once the budget is spent;
  *   4. a chunk that leaves part of its prompt for a later step and spans at least STEP_ALIGN_BLOCKS
  *      blocks ends on a block boundary of its sequence (what the rounding drops goes to the next
- *      prompt), so the prefix cache registers whole blocks as chunks complete. */
+ *      prompt), so the prefix cache registers whole blocks as chunks complete;
+ *   5. decoding sequences' drafts (speculative decoding: spec_step.h) take what the prompts left, in
+ *      order, each cut to what is left (its first tokens), so drafts never slow a prompt's prefill;
+ *      and no more than the output rows of one forward leave (every draft token is a row; a decoder
+ *      and a prompt chunk count one each), so drafts never cost a second forward. */
 #ifndef CLGEMMA_FCGI_STEP_PLAN_H
 #define CLGEMMA_FCGI_STEP_PLAN_H
 
@@ -22,17 +26,19 @@ typedef struct step_want {
     int prompt;   /* 1: in its prompt (chunked); 0: decoding (one token) */
     int rest;     /* prompt tokens not yet fed (>= 1) */
     int pos;      /* tokens already in its KV cache: where its chunk starts */
-    int cap;      /* most prompt tokens one step may take (0: no cap) */
+    int cap;      /* most tokens one step may take (0: no cap) */
+    int draft;    /* decoding: draft tokens it would feed after its one (0: none) */
 } step_want;
 
 typedef struct step_rule {
     int budget;     /* tokens per step (>= 1) */
     int min_chunk;  /* the oldest prompt's least chunk (>= 1) */
     int block;      /* KV block tokens (>= 1) */
+    int rows;       /* output rows one forward holds (engine_info.max_rows; 0: no limit) */
 } step_rule;
 
-/* Fills take[i] for the n sequences (in admission order): tokens it feeds this step, 0 when it sits
- * the step out. Returns the step's tokens. */
+/* Fills take[i] for the n sequences (in admission order): tokens it feeds this step (a decoder: 1 +
+ * the draft tokens it got), 0 when it sits the step out. Returns the step's tokens. */
 int step_plan(const step_want *w, int n, const step_rule *r, int *take);
 
 #endif

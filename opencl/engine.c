@@ -256,6 +256,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         ERR("%s", why);
         goto fail;
     }
+    e->info.max_rows = max_out;
     e->h_logits = malloc(sizeof(float) * hp->n_vocab);
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
     if (choice_create(&e->choice, &e->rt, hp->n_vocab, n_seq, why, sizeof why) ||

@@ -127,6 +127,8 @@ typedef struct engine_info {
     int int8_decode;         /* decode steps (one token per sequence) of q4_k / q8_0 / q5_0 weights round X
                               * to int8 (mvq_T up to 4 sequences, mmq8_T up to 16); prompts never do */
     engine_fit fit;          /* how it fits the device: fit.n_seq sequences, the KV pools' blocks */
+    uint32_t max_rows;       /* output rows (tokens whose logits or choice are read) one forward holds: a step
+                              * with more runs as several forwards */
 } engine_info;
 
 /* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */

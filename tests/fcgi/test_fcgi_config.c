@@ -10,6 +10,7 @@
 #include "check.h"
 #include "config.h"
 #include "engine.h"
+#include "spec_step.h"
 
 /* parses a NULL-terminated argument list after the program name */
 static int parse(server_config *c, char *err, size_t errlen, ...)
@@ -85,6 +86,8 @@ static void test_bad_values_name_the_option(void)
         { "--bogus", "1", "unknown option" },       { "--max-batch", NULL, "needs a value" },
         { "--queue-timeout", "-1", "--queue-timeout" }, { "--kv-tokens", "many", "--kv-tokens" },
         { "--kv-type", "q5", "--kv-type" },         { "--kv-type", "F16", "--kv-type" },
+        { "--spec", "eagle", "--spec" },            { "--spec", "", "--spec" },
+        { "--draft-max", "0", "--draft-max" },      { "--draft-max", "17", "--draft-max" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         server_config c;
@@ -108,6 +111,18 @@ static void test_kv_type(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         CHECK(parse(&c, err, sizeof err, "-m", "m", "--kv-type", cases[i].val, NULL) == 0 && c.kv_type == cases[i].type,
               "--kv-type %s: %d (%s)", cases[i].val, c.kv_type, err);
+}
+
+static void test_spec(void)
+{
+    server_config c;
+    char err[256];
+    CHECK(parse(&c, err, sizeof err, "-m", "m", NULL) == 0 && c.spec == SPEC_MODE_DEFAULT &&
+          c.draft_max == SPEC_DRAFT_DEFAULT, "defaults: %d %d", c.spec, c.draft_max);
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "ngram", "--draft-max=16", NULL) == 0 && c.spec == SPEC_NGRAM &&
+          c.draft_max == 16, "ngram 16: %d %d (%s)", c.spec, c.draft_max, err);
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "off", "--draft-max", "1", NULL) == 0 && c.spec == SPEC_OFF &&
+          c.draft_max == 1, "off 1: %d %d (%s)", c.spec, c.draft_max, err);
 }
 
 static void test_finish_checks(void)
@@ -167,6 +182,7 @@ int main(void)
     RUN_TEST(test_options_both_spellings);
     RUN_TEST(test_bad_values_name_the_option);
     RUN_TEST(test_kv_type);
+    RUN_TEST(test_spec);
     RUN_TEST(test_finish_checks);
     RUN_TEST(test_file_then_command_line);
     RUN_TEST(test_protocol);

@@ -1,0 +1,93 @@
+/* spec_step.c — see spec_step.h. */
+#include "spec_step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NGRAM_MIN 2 /* spec.c's: a single shared token drafts too often wrongly */
+#define NGRAM_MAX 5
+
+static const char *const mode_names[SPEC_MODES] = { "off", "ngram" };
+
+int spec_mode_parse(const char *name)
+{
+    for (int m = 0; m < SPEC_MODES; m++)
+        if (!strcmp(name, mode_names[m])) return m;
+    return -1;
+}
+
+const char *spec_mode_name(int mode) { return mode >= 0 && mode < SPEC_MODES ? mode_names[mode] : "?"; }
+
+static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int spec_seq_init(spec_seq *q, int mode, int k_max, int eligible, const int32_t *prompt, int n, int max_tokens)
+{
+    memset(q, 0, sizeof *q);
+    if (mode == SPEC_OFF || !eligible) return 0;
+    q->cap = n + max_tokens;
+    if (!(q->hist = malloc((size_t)q->cap * sizeof *q->hist))) return -1;
+    memcpy(q->hist, prompt, (size_t)n * sizeof *q->hist);
+    q->n_hist = n;
+    q->k_max = clamp(k_max, 1, SPEC_MAX_DRAFT);
+    q->k = (q->k_max + 1) / 2; /* the first draft neither hopes nor fears */
+    return 0;
+}
+
+void spec_seq_free(spec_seq *q)
+{
+    free(q->hist);
+    q->hist = NULL;
+}
+
+void spec_seq_push(spec_seq *q, int32_t tok)
+{
+    if (q->hist && q->n_hist < q->cap) q->hist[q->n_hist++] = tok;
+}
+
+int spec_room(int n_ctx, int len, int max_tokens, int n_gen)
+{
+    int ctx = n_ctx - len - 2, out = max_tokens - n_gen - 1; /* the fed token's own room, then one more */
+    int r = ctx < out ? ctx : out;
+    return r > 0 ? r : 0;
+}
+
+int spec_seq_draft(spec_seq *q, int room)
+{
+    q->n_draft = 0;
+    if (!q->hist || q->n_hist < 1) return 0;
+    int k = q->k < room ? q->k : room;
+    q->feed[0] = q->hist[q->n_hist - 1];
+    if (k > 0) q->n_draft = spec_ngram_draft(q->hist, q->n_hist, NGRAM_MIN, NGRAM_MAX, k, q->feed + 1);
+    return q->n_draft;
+}
+
+void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take)
+{
+    it->seq = seq;
+    it->tokens = q->feed;
+    it->n_tokens = take;
+    it->ids_all = q->ids;
+}
+
+int spec_k_next(int k, int k_max, int proposed, int accepted)
+{
+    if (proposed <= 0) return k; /* no draft: nothing learnt */
+    return accepted >= proposed ? clamp(2 * k, 1, k_max) : clamp(accepted + 1, 1, k_max);
+}
+
+int spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen)
+{
+    int k = it->n_tokens - 1, a = spec_accept_greedy(q->feed + 1, k, q->ids);
+    if (a < k) {
+        /* the cache keeps hist (the fed token last) and the accepted draft: written ahead, the scheduler's
+         * spec_seq_push of each output writes the same tokens there again */
+        memcpy(q->hist + q->n_hist, q->feed + 1, (size_t)a * sizeof *q->hist);
+        if (engine_seq_truncate(e, it->seq, q->n_hist + a, q->hist, err, errlen)) return -1;
+    }
+    memcpy(q->out, q->feed + 1, (size_t)a * sizeof *q->out);
+    q->out[a] = q->ids[a];
+    q->n_out = a + 1;
+    q->k = spec_k_next(q->k, q->k_max, k, a);
+    metrics_spec(m, k, a);
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* spec_step.h — prompt-lookup speculative decoding of the scheduler's decoding sequences (issue 22):
+ * a choice that may take drafts (greedy, no logprobs, logit_bias or allow mask: what engine_item.ids_all
+ * verifies) feeds its token with a draft of up to k tokens (the longest 2-5 token suffix of its prompt
+ * and output that occurred before, and what followed it: spec.h), verified in the same step; the draft's
+ * longest prefix the target agrees with and the target's next token come out, the rejected positions are
+ * cut from the KV cache. The scheduler hands the tokens out one at a time through its one path (stops,
+ * max_tokens, the channel), so output and usage are plain greedy decoding's token for token.
+ *
+ * The draft length k adapts per sequence (spec_k_next): a draft accepted whole doubles it, one the
+ * target rejected part of sets it to the accepted count + 1; 1 <= k <= --draft-max.
+ *
+ * Bookkeeping only: the scheduler owns the engine, the budget (step_plan.h) and the output. */
+#ifndef CLGEMMA_FCGI_SPEC_STEP_H
+#define CLGEMMA_FCGI_SPEC_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "metrics.h"
+#include "spec.h"
+
+enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_MODES };
+
+/* the worker's default: off until GPU measurements say where drafts pay */
+#define SPEC_MODE_DEFAULT SPEC_OFF
+#define SPEC_DRAFT_DEFAULT 8 /* --draft-max, 1..SPEC_MAX_DRAFT */
+
+/* "off" / "ngram" to its mode; -1 for any other name */
+int spec_mode_parse(const char *name);
+const char *spec_mode_name(int mode);
+
+/* one choice's drafting state (engine thread) */
+typedef struct spec_seq {
+    int32_t *hist;            /* prompt, then every token output: drafts copy from it, a cut keeps its head */
+    int n_hist, cap;          /* NULL hist: the choice never drafts */
+    int k, k_max;             /* draft length now, and its most */
+    int n_draft;              /* this step's draft (feed[1..]) */
+    int32_t feed[SPEC_MAX_DRAFT + 1]; /* the choice's token, then the draft: the step's item */
+    int32_t ids[SPEC_MAX_DRAFT + 1];  /* the target's choice after each of them (ids_all) */
+    int32_t out[SPEC_MAX_DRAFT + 1];  /* after spec_seq_accept: the tokens the step yields, in order */
+    int n_out;
+} spec_seq;
+
+/* Readies q for a choice of a prompt of n tokens that generates up to max_tokens: with mode on and
+ * the choice eligible, hist holds the prompt and has room for all of it; otherwise q stays off.
+ * 0, or -1 out of memory. */
+int  spec_seq_init(spec_seq *q, int mode, int k_max, int eligible, const int32_t *prompt, int n, int max_tokens);
+void spec_seq_free(spec_seq *q);
+/* a token the choice output (what the next step feeds), appended to its history */
+void spec_seq_push(spec_seq *q, int32_t tok);
+/* The draft behind tok (the token the step feeds, last in hist) of at most room tokens: the room the
+ * context and max_tokens leave (spec_room). Returns its length (0: none; the item is a plain one). */
+int  spec_seq_draft(spec_seq *q, int room);
+/* Draft tokens a sequence may take: its outputs stay within max_tokens (n_gen of them so far) and its
+ * cache one short of n_ctx (len now), where plain decoding's length stop decides alone. */
+int  spec_room(int n_ctx, int len, int max_tokens, int n_gen);
+/* The step's item for the choice: feed[0] and its first take - 1 draft tokens with ids_all. */
+void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take);
+/* The accept step, after the item went through: out[0, n_out) gets the accepted draft tokens then the
+ * target's next one; the rejected positions are cut from the item's sequence (its tokens from hist), k
+ * adapts, m counts the draft. 0, or -1 with err when the cut fails. Greedy rows compare ids_all; sampled
+ * rows (logits_all and a rejection-sampling acceptance) plug in here. */
+int  spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen);
+/* the adaptive rule: the next k after a draft of `proposed` tokens of which `accepted` were taken */
+int  spec_k_next(int k, int k_max, int proposed, int accepted);
+
+#endif
