@@ -41,6 +41,7 @@ struct engine {
     uint32_t max_batch, seq_chunk; /* tokens of a forward; of one sequence in it (fit_seq_chunk) */
     int profiling;
     double enqueue_s;       /* host time spent enqueuing steps (engine_enqueue_seconds) */
+    int step_drafts;        /* this step's items are single tokens or drafts (engine_item.draft) */
     /* host staging for one step */
     int32_t *h_ids, *h_pos, *h_seq, *h_out;
     size_t h_cap;
@@ -521,10 +522,11 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, &e->staged);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
     fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0 };
-    /* int8 activations only for decode steps (one token per sequence): prompt logits keep the
+    /* int8 activations only for decode steps (one token per sequence, or drafts): prompt logits keep the
      * f16/f32 accuracy the goldens hold them to (int8 X moved Gemma 3's by up to 0.48, over 0.35) */
     int decode = 1;
     for (uint32_t i = 1; i < ntok && decode; i++) decode = e->h_seq[t0 + i] != e->h_seq[t0 + i - 1];
+    if (e->step_drafts) decode = 1;
     e->o.act_int8 = decode;
     double tq = monotonic_seconds();
     ops_clear(&e->o); /* a failed step's error is not this one's */
@@ -590,6 +592,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
 {
     if (n <= 0) return ERR("empty batch");
     size_t total = 0, n_out = 0;
+    int drafts = 1; /* every item one token or a draft: decode's precision */
     for (int i = 0; i < n; i++) {
         engine_item *it = &items[i];
         if (it->seq < 0 || (uint32_t)it->seq >= e->kv.n_seq || e->kv.seq_len[it->seq] < 0)
@@ -608,6 +611,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         if (it->ids_all && (!it->smp || !sampler_is_greedy(it->smp) || choice_wanted(it) || it->logits_all))
             return ERR("item %d: ids_all needs a greedy sampler and no allow, bias, logprobs or logits_all", i);
         total += it->n_tokens;
+        drafts = drafts && (it->n_tokens == 1 || it->draft || it->ids_all);
         n_out += it->logits_all || it->ids_all ? (size_t)it->n_tokens : (it->smp || it->logits) ? 1 : 0;
     }
     out_ref *refs = malloc((n_out ? n_out : 1) * sizeof *refs);
@@ -624,6 +628,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             return ENGINE_KV_FULL;
         }
     }
+    e->step_drafts = drafts;
     kv_step_begin(&e->kv);
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);
     /* flatten tokens item by item; a chunk holds at most max_batch tokens, seq_chunk of one sequence

@@ -127,6 +127,7 @@ static int verify(spec_run *r, engine *e, int seq, const int32_t *vt, int k, int
     it.smp = NULL;
     it.logits = r->rows;
     it.logits_all = 1;
+    it.draft = 1;
     if (engine_step(e, &it, 1, r->err, sizeof r->err)) return -1;
     sampler_accept(r->smp, vt[0]);
     return spec_accept_sampled(r->smp, r->rows, nv, vt + 1, k, next);

@@ -245,6 +245,9 @@ typedef struct engine_item {
     int32_t *ids_all;        /* NULL, or n_tokens entries: the greedy choice after every token of the item
                                 (draft verification; a greedy sampler, no allow, bias or logprobs); the
                                 last is token_out */
+    int draft;               /* 1: tokens after the first are a draft being verified (ids_all implies it): a
+                                step of drafts and single tokens keeps decode's precision (int8 activations
+                                on GPUs), so its rows are those decoding a token a step gives */
     /* Constraints on the choice (smp set; zeroed: none). They apply on the device to the row the
      * token is chosen from, before the choice: greedy rows are still argmaxed there, other rows
      * download the processed row, to which the sampler adds its penalties. Rows of logits_all
