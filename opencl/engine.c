@@ -182,6 +182,7 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
                        opts->kv_type },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, e->max_batch };
+    in.c.max_chunk = e->seq_chunk = fit_seq_chunk(&in.c, e->max_batch, in.room);
     kv_fit_plan p;
     int rc = kv_fit(&in, &p, err, errlen);
     if (!rc) {
@@ -245,7 +246,6 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     const model_hparams *hp = &e->m.hp;
     uint32_t n_ctx = fit_ctx(opts, hp->n_ctx_train);
     e->max_batch = fit_max_batch(opts, &dev, wbytes);
-    e->seq_chunk = fit_seq_chunk(e->max_batch);
     size_t scratch = e->m.max_weight_elems;
     size_t out_tile = (size_t)hp->n_embd * 4096; /* logits GEMM in tiles of 4096 vocab rows */
     if (scratch < out_tile) scratch = out_tile;

@@ -27,7 +27,14 @@ uint32_t fit_max_batch(const engine_opts *opts, const fit_device *d, uint64_t we
     return opts->max_batch_tokens > 0 ? (uint32_t)opts->max_batch_tokens : d->is_gpu && spare >= (16ull << 30) ? 2048 : 512;
 }
 
-uint32_t fit_seq_chunk(uint32_t max_batch) { return max_batch < FIT_SEQ_CHUNK ? max_batch : FIT_SEQ_CHUNK; }
+uint32_t fit_seq_chunk(const kv_config *c, uint32_t max_batch, uint64_t room)
+{
+    if (max_batch <= FIT_SEQ_CHUNK || c->n_seq == 0) return max_batch < FIT_SEQ_CHUNK ? max_batch : FIT_SEQ_CHUNK;
+    kv_config whole = *c;
+    whole.max_chunk = max_batch;
+    kv_sizes s = kv_plan(&whole);
+    return (uint64_t)c->n_seq * s.ring_per_seq <= room / FIT_RING_SHARE ? max_batch : FIT_SEQ_CHUNK;
+}
 
 uint64_t fit_kv_room(const fit_device *d, uint64_t weight_bytes)
 {
@@ -192,9 +199,10 @@ int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, 
     fit_device d = { rt.is_gpu, rt.global_mem, rt.max_alloc };
     uint32_t max_batch = fit_max_batch(opts, &d, out->weight_bytes);
     kv_fit_in in = { { lay.n_layer, lay.dims, lay.window, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0,
-                       fit_ctx(opts, lay.n_ctx_train), fit_seq_chunk(max_batch), opts->kv_type },
+                       fit_ctx(opts, lay.n_ctx_train), 0, opts->kv_type },
                      fit_kv_room(&d, out->weight_bytes), rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, max_batch };
+    in.c.max_chunk = fit_seq_chunk(&in.c, max_batch, in.room);
     kv_fit_plan p = { 0 };
     /* the load's own checks: weights first, then the cache */
     int weights_fit = fit_weights(rt.device_name, &d, out->weight_bytes, big, why, sizeof why) == 0;

@@ -22,11 +22,15 @@ typedef struct fit_device {
 uint32_t fit_ctx(const engine_opts *opts, uint32_t n_ctx_train);
 /* opts->max_batch_tokens, else 2048 on a GPU with 16 GiB to spare after the weights, else 512 */
 uint32_t fit_max_batch(const engine_opts *opts, const fit_device *d, uint64_t weight_bytes);
-/* one sequence's tokens in one forward at most: min(max_batch, FIT_SEQ_CHUNK). A sliding-window ring
- * holds its window and this many more, so a smaller share than the forward keeps the rings (most of a
- * Gemma 4's KV per sequence) small; a step's budget goes to several prompts' chunks instead */
+/* One sequence's tokens in one forward at most. A sliding-window ring holds its window and this many
+ * more: the whole forward (max_batch) where c names its sequences (c->n_seq > 0) and their rings at that
+ * size take at most a quarter of room (a prompt then runs in forwards of max_batch: 26B-A4B's prefill of
+ * 2,048 tokens 7,595 -> 14k tok/s on the H200); else min(max_batch, FIT_SEQ_CHUNK), which keeps the rings
+ * (most of a Gemma 4's KV per sequence) small when memory is shared out among many sequences, a step's
+ * budget going to several prompts' chunks instead. c->max_chunk is ignored. */
 #define FIT_SEQ_CHUNK 512
-uint32_t fit_seq_chunk(uint32_t max_batch);
+#define FIT_RING_SHARE 4 /* rings of whole forwards may take 1/this of the room */
+uint32_t fit_seq_chunk(const kv_config *c, uint32_t max_batch, uint64_t room);
 /* -1 with err when the weights cannot live on the device: more than its memory, or largest (the
  * largest tensor, or NULL) over one buffer; refused early, with numbers, rather than half-way */
 int fit_weights(const char *device_name, const fit_device *d, uint64_t weight_bytes, const gguf_tensor *largest,

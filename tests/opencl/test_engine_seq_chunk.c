@@ -4,11 +4,13 @@
  * rings intact.
  *
  * On the Gemma 4 fixture (tests/fixtures/gemma4_dense.gguf: sliding window 8), prefix cache off:
- *   test_rings_and_rows: an engine with forwards of 2048 tokens plans rings of 544 tokens (17 blocks:
- *     window 8 + 512 - 1, rounded up), not 2080; one step of two prompts (1,300 and 700 tokens) gives
- *     each prompt's last row as an engine with forwards of 64 tokens gives it prefilling each alone,
- *     within TOL and with the same greedy token, and so do 4 decode steps after. Without the cap the
- *     1,300 tokens would go through one forward and overwrite their own ring: rows far off.
+ *   test_rings_and_rows: an engine with forwards of 2048 tokens whose sequences are sized from memory
+ *     plans rings of 544 tokens (17 blocks: window 8 + 512 - 1, rounded up), not 2080; one step of two
+ *     prompts (1,300 and 700 tokens) gives each prompt's last row as an engine with forwards of 64 tokens
+ *     gives it prefilling each alone, within TOL and with the same greedy token, and so do 4 decode steps
+ *     after. Without the cap the 1,300 tokens would go through one forward and overwrite their own ring:
+ *     rows far off. An engine of 2 named sequences, whose rings of whole forwards fit easily, takes a
+ *     prompt's 2,048 tokens in one forward (seq_chunk 2048) and gives the same rows.
  * TOL: the same rows through other batch shapes (test_engine_fork's TOL_PATH). */
 #include "check.h"
 #include "engine.h"
@@ -26,10 +28,10 @@
 
 static char err[512];
 
-static engine *load(int max_batch)
+static engine *load(int max_batch, int max_seqs)
 {
     engine *e;
-    engine_opts o = { .n_ctx = 2048, .max_seqs = 2, .max_batch_tokens = max_batch, .no_prefix_cache = 1 };
+    engine_opts o = { .n_ctx = 2048, .max_seqs = max_seqs, .max_batch_tokens = max_batch, .no_prefix_cache = 1 };
     if (engine_load(&e, FIXTURE, &o, err, sizeof err)) { CHECK(0, "load (max batch %d): %s", max_batch, err); return NULL; }
     return e;
 }
@@ -71,11 +73,12 @@ static void run(engine *e, int together, int pick, const int32_t *const *prompts
 
 static void test_rings_and_rows(void)
 {
-    engine *big = load(2048), *ref = load(64);
-    if (!big || !ref) { engine_destroy(big); engine_destroy(ref); return; }
-    const engine_fit *f = &engine_get_info(big)->fit;
+    engine *big = load(2048, 0), *whole = load(2048, 2), *ref = load(64, 2);
+    if (!big || !whole || !ref) { engine_destroy(big); engine_destroy(whole); engine_destroy(ref); return; }
+    const engine_fit *f = &engine_get_info(big)->fit, *fw = &engine_get_info(whole)->fit;
     CHECK(f->max_batch == 2048 && f->seq_chunk == 512 && f->ring_tokens == 544, "forwards %u, per sequence %u, ring %u",
           f->max_batch, f->seq_chunk, f->ring_tokens);
+    CHECK(fw->seq_chunk == 2048, "2 named sequences: per sequence %u, ring %u", fw->seq_chunk, fw->ring_tokens);
     uint32_t V = engine_get_info(big)->n_vocab;
     static int32_t a[NA], b[NB];
     uint32_t x = 12345;
@@ -89,19 +92,24 @@ static void test_rings_and_rows(void)
     /* the reference's greedy tokens drive both runs */
     int32_t dec[2][NDEC] = { { 0 } };
     run(ref, 0, 1, prompts, lens, dec, want, V);
-    run(big, 1, 0, prompts, lens, dec, got, V);
-    double worst = 0;
-    for (int s = 0; s < 2; s++)
-        for (int k = 0; k <= NDEC; k++) {
-            double d = dist(got[s][k], want[s][k], V);
-            if (d > worst) worst = d;
-            CHECK(d <= TOL && argmax(got[s][k], V) == argmax(want[s][k], V), "prompt %d row %d: |delta| %.4f, argmax %d vs %d",
-                  s, k, d, argmax(got[s][k], V), argmax(want[s][k], V));
-        }
-    printf("# largest |delta| %.5f (TOL %.2f)\n", worst, TOL);
+    engine *under[2] = { big, whole };
+    for (int u = 0; u < 2; u++) {
+        run(under[u], 1, 0, prompts, lens, dec, got, V);
+        double worst = 0;
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k <= NDEC; k++) {
+                double d = dist(got[s][k], want[s][k], V);
+                if (d > worst) worst = d;
+                CHECK(d <= TOL && argmax(got[s][k], V) == argmax(want[s][k], V),
+                      "%s: prompt %d row %d: |delta| %.4f, argmax %d vs %d", u ? "whole forwards" : "capped", s, k, d,
+                      argmax(got[s][k], V), argmax(want[s][k], V));
+            }
+        printf("# %s: largest |delta| %.5f (TOL %.2f)\n", u ? "whole forwards" : "capped", worst, TOL);
+    }
     for (int s = 0; s < 2; s++)
         for (int k = 0; k <= NDEC; k++) { free(want[s][k]); free(got[s][k]); }
     engine_destroy(big);
+    engine_destroy(whole);
     engine_destroy(ref);
 }
 
