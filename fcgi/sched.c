@@ -629,7 +629,8 @@ static int plan_step(sched *s)
                                   j->prompt_lp ? PLP_PIECE : s->seq_chunk, draft }; /* the rows buffer holds
                                   * PLP_PIECE; a longer chunk would take the engine several forwards */
     }
-    step_rule rule = { s->step_tokens, s->block, s->block, (int)engine_get_info(s->eng)->max_rows };
+    const engine_info *in = engine_get_info(s->eng);
+    step_rule rule = { s->step_tokens, s->block, s->block, (int)in->max_rows, (int)in->draft_rows };
     step_plan(s->want, s->n_runs, &rule, s->take);
     int m = 0, chunks = 0;
     for (int i = 0; i < s->n_runs; i++) {

@@ -20,11 +20,16 @@ int step_plan(const step_want *w, int n, const step_rule *r, int *take)
         take[i] = k;
         used += k;
     }
-    int rows = 0;
-    for (int i = 0; i < n; i++) rows += take[i] > 0;
-    for (int i = 0; i < n; i++) { /* drafts: the budget the prompts left, within a forward's rows */
+    int rows = 0, chunks = 0;
+    for (int i = 0; i < n; i++) {
+        rows += take[i] > 0;
+        chunks += w[i].prompt && take[i] > 0;
+    }
+    int most = r->budget; /* drafts: the budget the prompts left, within a forward's rows */
+    if (!chunks && r->decode_tokens > 0 && r->decode_tokens < most) most = r->decode_tokens;
+    for (int i = 0; i < n; i++) {
         if (w[i].prompt || w[i].draft <= 0) continue;
-        int k = min2(w[i].draft, r->budget - used > 0 ? r->budget - used : 0);
+        int k = min2(w[i].draft, most - used > 0 ? most - used : 0);
         if (r->rows > 0) k = min2(k, r->rows - rows > 0 ? r->rows - rows : 0);
         if (w[i].cap > 0) k = min2(k, w[i].cap - 1);
         take[i] += k;

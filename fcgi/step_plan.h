@@ -15,7 +15,9 @@
  *   5. decoding sequences' drafts (speculative decoding: spec_step.h) take what the prompts left, in
  *      order, each cut to what is left (its first tokens), so drafts never slow a prompt's prefill;
  *      and no more than the output rows of one forward leave (every draft token is a row; a decoder
- *      and a prompt chunk count one each), so drafts never cost a second forward. */
+ *      and a prompt chunk count one each), so drafts never cost a second forward; in a step with no
+ *      prompt chunk, no more than decode_tokens leave (the engine's draft_rows: past it the whole step
+ *      leaves the int8 decode products and costs up to twice as much). */
 #ifndef CLGEMMA_FCGI_STEP_PLAN_H
 #define CLGEMMA_FCGI_STEP_PLAN_H
 
@@ -35,6 +37,8 @@ typedef struct step_rule {
     int min_chunk;  /* the oldest prompt's least chunk (>= 1) */
     int block;      /* KV block tokens (>= 1) */
     int rows;       /* output rows one forward holds (engine_info.max_rows; 0: no limit) */
+    int decode_tokens; /* a step of decoders and drafts only: its tokens at most (engine_info.draft_rows;
+                        * 0: no limit) */
 } step_rule;
 
 /* Fills take[i] for the n sequences (in admission order): tokens it feeds this step (a decoder: 1 +

@@ -311,6 +311,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->device_total = e->rt.global_mem;
     in->tensor_cores = e->o.has_mma;
     in->int8_decode = ops_int8_decode(&e->o);
+    in->draft_rows = in->int8_decode ? ENGINE_DECODE_ROWS : 0;
     types_summary(e->gguf, in->types, sizeof in->types);
     in->load_seconds = monotonic_seconds() - t0;
     e->rt.settings = NULL; /* the caller's strings are only borrowed for the load */

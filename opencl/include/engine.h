@@ -129,7 +129,13 @@ typedef struct engine_info {
     engine_fit fit;          /* how it fits the device: fit.n_seq sequences, the KV pools' blocks */
     uint32_t max_rows;       /* output rows (tokens whose logits or choice are read) one forward holds: a step
                               * with more runs as several forwards */
+    uint32_t draft_rows;     /* tokens a step of single tokens and drafts may hold and still run the int8
+                              * decode products (ENGINE_DECODE_ROWS where int8_decode; 0: no such bound).
+                              * Past it a step runs the prompt's products: H200, 270M at 16 sequences,
+                              * one draft token each doubles the step */
 } engine_info;
+
+#define ENGINE_DECODE_ROWS 16 /* mvq_T up to 4 tokens, mmq8_T up to 16 */
 
 /* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */
 int  engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen);

@@ -2,7 +2,8 @@
  * each; prompts in admission order in what is left; the oldest prompt at least min_chunk; long chunks end on
  * block boundaries, what that drops going to the next prompt; caps (prompt-logprob pieces) respected; and a
  * random walk in which every prompt finishes, no step exceeds the budget but for the oldest prompt's least
- * chunk. Drafts (speculative decoding) take only what the prompts left, each cut to fit, within its cap. */
+ * chunk. Drafts (speculative decoding) take only what the prompts left, each cut to fit, within its cap, and a
+ * step of decoders and drafts only stays within decode_tokens. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 #include "check.h"
 #include "step_plan.h"
 
-static const step_rule RULE = { 64, 32, 32, 0 };
+static const step_rule RULE = { 64, 32, 32, 0, 0 };
 
 static step_want dec(void) { return (step_want){ 0, 1, 0, 0, 0 }; }
 static step_want drf(int draft) { return (step_want){ 0, 1, 0, 0, draft }; }
@@ -38,7 +39,7 @@ static void test_decoders_over_the_budget_leave_the_oldest_prompt_a_block(void)
     enum { N = 302 }; /* 300 decoders and two prompts */
     step_want w[N];
     int take[N];
-    step_rule r = { 256, 32, 32, 0 };
+    step_rule r = { 256, 32, 32, 0, 0 };
     for (int i = 0; i < N; i++) w[i] = dec();
     w[100] = prm(4000, 0, 0);
     w[200] = prm(4000, 0, 0);
@@ -52,7 +53,7 @@ static void test_decoders_over_the_budget_leave_the_oldest_prompt_a_block(void)
 
 static void test_long_chunks_end_on_block_boundaries(void)
 {
-    step_rule r = { 512, 32, 32, 0 };
+    step_rule r = { 512, 32, 32, 0, 0 };
     step_want w[3] = { dec(), prm(2000, 64, 0), prm(2000, 0, 0) };
     int take[3];
     step_plan(w, 3, &r, take);
@@ -88,17 +89,24 @@ static void test_drafts_take_what_prompts_leave(void)
     n = step_plan(w, 4, &RULE, take);
     CHECK(take[0] == 1 && take[2] == 1 && take[1] == 61 && n == 64, "%d %d %d (%d)", take[0], take[1], take[2], n);
     step_want d[3] = { drf(16), drf(16), drf(16) }; /* no prompt: cut to the budget in order */
-    step_rule r = { 24, 32, 32, 0 };
+    step_rule r = { 24, 32, 32, 0, 0 };
     n = step_plan(d, 3, &r, take);
     CHECK(take[0] == 17 && take[1] == 6 && take[2] == 1 && n == 24, "%d %d %d (%d)", take[0], take[1], take[2], n);
     d[0].cap = 5; /* a sequence's cap holds its token and draft together */
     n = step_plan(d, 1, &RULE, take);
     CHECK(take[0] == 5 && n == 5, "capped: %d", take[0]);
     step_want m[4] = { drf(8), prm(40, 0, 0), drf(8), drf(8) }; /* a forward's 16 rows: 3 decoders, a chunk, 12 */
-    step_rule rr = { 512, 32, 32, 16 };
+    step_rule rr = { 512, 32, 32, 16, 0 };
     n = step_plan(m, 4, &rr, take);
     CHECK(take[0] == 9 && take[2] == 5 && take[3] == 1 && take[1] == 40 && n == 55, "rows: %d %d %d %d (%d)", take[0],
           take[1], take[2], take[3], n);
+    step_rule rd = { 512, 32, 32, 0, 16 }; /* decoders and drafts only: 16 tokens (int8 decode products) */
+    n = step_plan(d, 3, &rd, take);
+    CHECK(take[0] == 5 && take[1] == 10 && take[2] == 1 && n == 16, "decode tokens: %d %d %d (%d)", take[0], take[1],
+          take[2], n); /* d[0] capped at 5 above */
+    n = step_plan(m, 4, &rd, take); /* a prompt chunk makes it a prompt step: no such bound */
+    CHECK(take[0] == 9 && take[1] == 40 && take[2] == 9 && take[3] == 9 && n == 67, "with a chunk: %d %d %d %d (%d)",
+          take[0], take[1], take[2], take[3], n);
 }
 
 static void test_random_walk_every_prompt_finishes(void)
@@ -112,7 +120,7 @@ static void test_random_walk_every_prompt_finishes(void)
         int len = 1 + (int)((rs >> 33) % 3000);
         w[i] = i % 3 == 0 ? drf(i % 2 ? 8 : 0) : prm(len, 0, i % 5 == 1 ? 16 : 0);
     }
-    step_rule r = { 100, 32, 32, 0 };
+    step_rule r = { 100, 32, 32, 0, 0 };
     for (int left = 1; left && steps < 100000; steps++) {
         int n = step_plan(w, N, &r, take), oldest = -1, decoders = 0;
         for (int i = 0; i < N; i++) {
