@@ -7,7 +7,7 @@
 #define NGRAM_MIN 2 /* spec.c's: a single shared token drafts too often wrongly */
 #define NGRAM_MAX 5
 
-static const char *const mode_names[SPEC_MODES] = { "off", "ngram" };
+static const char *const mode_names[SPEC_MODES] = { "off", "ngram", "auto" };
 
 int spec_mode_parse(const char *name)
 {
@@ -17,6 +17,12 @@ int spec_mode_parse(const char *name)
 }
 
 const char *spec_mode_name(int mode) { return mode >= 0 && mode < SPEC_MODES ? mode_names[mode] : "?"; }
+
+int spec_mode_effective(int mode, const engine_info *info)
+{
+    if (mode != SPEC_AUTO) return mode;
+    return info->draft_rows > 0 ? SPEC_NGRAM : SPEC_OFF;
+}
 
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -61,6 +67,7 @@ int spec_seq_draft(spec_seq *q, int room)
 {
     q->n_draft = 0;
     if (!q->hist || q->n_hist < 1) return 0;
+    if (q->pause > 0) { q->pause--; return 0; }
     int k = q->k < room ? q->k : room;
     q->feed[0] = q->hist[q->n_hist - 1];
     if (k > 0) q->n_draft = spec_ngram_draft(q->hist, q->n_hist, NGRAM_MIN, NGRAM_MAX, k, q->feed + 1);
@@ -93,6 +100,14 @@ int spec_k_next(int k, int k_max, int proposed, int accepted)
     return accepted >= proposed ? clamp(2 * k, 1, k_max) : clamp(accepted + 1, 1, k_max);
 }
 
+int spec_pause_next(int *wait, int proposed, int accepted)
+{
+    if (proposed <= 0) return 0;
+    if (accepted > 0) { *wait = 0; return 0; }
+    *wait = clamp(2 * *wait, 1, SPEC_PAUSE_MAX);
+    return *wait;
+}
+
 int spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen)
 {
     int k = it->n_tokens - 1, a;
@@ -114,6 +129,7 @@ int spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, c
     q->out[a] = next; /* not fed to the sampler: the next step feeds it */
     q->n_out = a + 1;
     q->k = spec_k_next(q->k, q->k_max, k, a);
+    q->pause = spec_pause_next(&q->wait, k, a);
     metrics_spec(m, k, a);
     return 0;
 }

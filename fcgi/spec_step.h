@@ -25,21 +25,27 @@
 #include "metrics.h"
 #include "spec.h"
 
-enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_MODES };
+enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_AUTO, SPEC_MODES };
 
-/* the worker's default: off until GPU measurements say where drafts pay */
-#define SPEC_MODE_DEFAULT SPEC_OFF
+/* auto: ngram where a step of drafts runs decode's products (engine_info.draft_rows > 0: GPUs with int8
+ * decode), where one draft token costs 10-40% of a step at one sequence (H200); off elsewhere (the CPU
+ * verifies a draft at about a prompt token's cost each) */
+#define SPEC_MODE_DEFAULT SPEC_AUTO
+#define SPEC_PAUSE_MAX 64 /* steps without drafts after drafts rejected whole, at most */
 #define SPEC_DRAFT_DEFAULT 8 /* --draft-max, 1..SPEC_MAX_DRAFT */
 
-/* "off" / "ngram" to its mode; -1 for any other name */
+/* "off" / "ngram" / "auto" to its mode; -1 for any other name */
 int spec_mode_parse(const char *name);
 const char *spec_mode_name(int mode);
+/* the mode a worker runs: auto resolved for its engine (off or ngram) */
+int spec_mode_effective(int mode, const engine_info *info);
 
 /* one choice's drafting state (engine thread) */
 typedef struct spec_seq {
     int32_t *hist;            /* prompt, then every token output: drafts copy from it, a cut keeps its head */
     int n_hist, cap;          /* NULL hist: the choice never drafts */
     int k, k_max;             /* draft length now, and its most */
+    int pause, wait;          /* steps left without drafting; the pause the next draft rejected whole sets */
     int n_draft;              /* this step's draft (feed[1..]) */
     int32_t feed[SPEC_MAX_DRAFT + 1]; /* the choice's token, then the draft: the step's item */
     int32_t ids[SPEC_MAX_DRAFT + 1];  /* greedy: the target's choice after each of them (ids_all) */
@@ -77,5 +83,9 @@ void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take);
 int  spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen);
 /* the adaptive rule: the next k after a draft of `proposed` tokens of which `accepted` were taken */
 int  spec_k_next(int k, int k_max, int proposed, int accepted);
+/* The back-off: after a draft the target rejected whole, no drafts for *wait steps (1, doubling with each
+ * such draft in a row up to SPEC_PAUSE_MAX), so text that does not repeat pays at most one failed draft per
+ * SPEC_PAUSE_MAX steps; an accepted token clears it. Returns the pause. */
+int  spec_pause_next(int *wait, int proposed, int accepted);
 
 #endif

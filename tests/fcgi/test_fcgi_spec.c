@@ -1,6 +1,7 @@
 /* test_fcgi_spec.c — speculative decoding in the worker's scheduler (fcgi/spec_step.c, fcgi/sched.c).
  *   test_k_rule: the draft length doubles on a draft taken whole, falls to the accepted count + 1 on a
- *     rejection, stays 1..k_max, and a step without a draft changes nothing.
+ *     rejection, stays 1..k_max, and a step without a draft changes nothing; drafts rejected whole pause
+ *     drafting 1, 2, 4 ... SPEC_PAUSE_MAX steps, a token taken clears it.
  *   test_room: drafts leave max_tokens' last token and the context's last position to plain decoding.
  *   test_seq: a choice that may not draft (mode off, or not eligible) has no history and never drafts; one
  *     that may drafts the continuation of its latest repeated suffix, at most k and the room; a greedy one's
@@ -48,6 +49,13 @@ static void test_k_rule(void)
     CHECK(spec_k_next(8, 8, 8, 2) == 3 && spec_k_next(8, 8, 5, 0) == 1, "shrink %d %d", spec_k_next(8, 8, 8, 2),
           spec_k_next(8, 8, 5, 0));
     CHECK(spec_k_next(5, 8, 0, 0) == 5 && spec_k_next(1, 1, 1, 1) == 1, "no draft / k_max 1");
+    /* the back-off: pauses of 1, 2, 4 ... 64 steps after drafts rejected whole in a row; a token taken clears it */
+    int wait = 0, p[9];
+    for (int i = 0; i < 9; i++) p[i] = spec_pause_next(&wait, 3, 0);
+    CHECK(p[0] == 1 && p[1] == 2 && p[2] == 4 && p[6] == SPEC_PAUSE_MAX && p[8] == SPEC_PAUSE_MAX, "pauses %d %d %d %d",
+          p[0], p[1], p[2], p[8]);
+    CHECK(spec_pause_next(&wait, 0, 0) == 0 && wait == SPEC_PAUSE_MAX, "no draft: nothing learnt");
+    CHECK(spec_pause_next(&wait, 4, 1) == 0 && wait == 0 && spec_pause_next(&wait, 2, 0) == 1, "cleared by a token");
 }
 
 static void test_room(void)
