@@ -14,7 +14,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 PREFIX=${PREFIX:-$(pwd)}
-: "${CERT:?}" "${CERT_KEY:?}" "${KEYS_FILE:?}"
+: "${CERT:?}" "${CERT_KEY:?}"
+BACKEND_TLS=${BACKEND_TLS:-0}
+# a host behind a front checks the front's certificate, not API keys
+[ "$BACKEND_TLS" = 1 ] && : "${CLIENT_CA:?BACKEND_TLS=1 needs CLIENT_CA}" || : "${KEYS_FILE:?}"
 [ "$(id -u)" -eq 0 ] || { echo "install-systemd.sh: run as root" >&2; exit 1; }
 [ -x build/clgemma-fcgi ] && [ -x build/clgemma ] || { echo "install-systemd.sh: build first (make build/clgemma-fcgi build/clgemma)" >&2; exit 1; }
 case "$PREFIX" in /home/*|/root/*) echo "install-systemd.sh: $PREFIX is hidden from the workers (ProtectHome=yes): install under /opt or /srv" >&2; exit 1 ;; esac
@@ -24,8 +27,10 @@ nginx_user=$(sed -n 's/^[[:space:]]*user[[:space:]]\{1,\}\([^[:space:];]*\).*/\1
 usermod -a -G clgemma "${nginx_user:-www-data}"
 mkdir -p /etc/clgemma
 # the keys: read by nginx's master (root) only; owned by the service user, 0600
-chown clgemma:clgemma "$KEYS_FILE"
-chmod 600 "$KEYS_FILE"
+if [ -n "${KEYS_FILE:-}" ]; then
+  chown clgemma:clgemma "$KEYS_FILE"
+  chmod 600 "$KEYS_FILE"
+fi
 [ -f /etc/clgemma/clgemma.conf ] || sed "s|^model = models/|model = $PREFIX/models/|" conf/clgemma.conf > /etc/clgemma/clgemma.conf
 sed "s|/opt/clgemma|$PREFIX|g" deploy/systemd/clgemma-fcgi@.service > /etc/systemd/system/clgemma-fcgi@.service
 cp deploy/systemd/clgemma.target /etc/systemd/system/clgemma.target
@@ -46,7 +51,8 @@ for dev in $devices; do
   sockets="$sockets /run/clgemma/worker-$n.sock"
   n=$((n + 1))
 done
-RUN_DIR=/etc/clgemma SOCKETS=$sockets CERT=$CERT CERT_KEY=$CERT_KEY KEYS_FILE=$KEYS_FILE KEYS_OWNER=clgemma:clgemma \
+RUN_DIR=/etc/clgemma SOCKETS=$sockets CERT=$CERT CERT_KEY=$CERT_KEY KEYS_FILE=${KEYS_FILE:-} KEYS_OWNER=clgemma:clgemma \
+  BACKEND_TLS=$BACKEND_TLS CLIENT_CA=${CLIENT_CA:-} \
   PROTOCOL=${protocol:-http} HTTPS_PORT=${HTTPS_PORT:-443} BIND=${BIND:-0.0.0.0} LOG_DIR=/var/log/nginx SITE_ONLY=1 sh deploy/render-conf.sh
 ln -sf /etc/clgemma/nginx/clgemma-site.conf /etc/nginx/sites-enabled/clgemma
 systemctl daemon-reload
@@ -55,4 +61,4 @@ while [ "$i" -lt "$n" ]; do systemctl enable --now "clgemma-fcgi@$i.service"; i=
 systemctl enable clgemma.target
 nginx -t && systemctl reload nginx
 echo "clgemma: $n worker(s) enabled on devices: $(echo $devices); nginx site /etc/nginx/sites-enabled/clgemma"
-echo "keys: RUN_DIR=/etc/clgemma KEYS_FILE=$KEYS_FILE KEYS_OWNER=clgemma:clgemma sh deploy/keys.sh add|revoke KEY|list"
+[ -z "${KEYS_FILE:-}" ] || echo "keys: RUN_DIR=/etc/clgemma KEYS_FILE=$KEYS_FILE KEYS_OWNER=clgemma:clgemma sh deploy/keys.sh add|revoke KEY|list"
