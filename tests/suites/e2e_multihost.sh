@@ -37,7 +37,7 @@ cleanup() {
   stop_all
   mkdir -p build/test-logs
   for n in h1 h2 front; do cp "$d/$n/logs/access.log" "build/test-logs/e2e_multihost.$n.access.log" 2>/dev/null; done
-  cp "$d/h1.log" build/test-logs/e2e_multihost.h1.worker.log 2>/dev/null
+  for n in h1 h2; do cp "$d/$n.log" "build/test-logs/e2e_multihost.$n.worker.log" 2>/dev/null; done
   rm -rf "$d"
 }
 trap cleanup EXIT
@@ -117,6 +117,19 @@ else no multihost_front_serves_through_both_hosts "codes$codes, h1 $h1n h2 $h2n:
 if grep -q 'POST /v1/completions HTTP/1.1" 200' "$d/h1/logs/access.log" && grep -q 'POST /v1/completions HTTP/1.1" 200' "$d/h2/logs/access.log"; then
   ok multihost_hosts_log_the_requests
 else no multihost_hosts_log_the_requests "$(tail -n 2 "$d/h1/logs/access.log") | $(tail -n 2 "$d/h2/logs/access.log")"; fi
+# one request id from client to worker: the front's X-Request-Id is the host's and the worker's
+rid=$(curl -s -D - -o /dev/null --cacert "$d/site.pem" "$url/v1/completions" -H "Authorization: Bearer $key" \
+  -H 'Content-Type: application/json' -d '{"model":"gemma-3-270m-q4_k_m","prompt":"Hi","max_tokens":1}' |
+  tr -d '\r' | sed -n 's/^[Xx]-[Rr]equest-[Ii]d: //p')
+sleep 0.2
+if [ -n "$rid" ] && grep -q "rid=$rid " "$d/front/logs/access.log" && cat "$d"/h?/logs/access.log | grep -q "rid=$rid " &&
+   cat "$d"/h?.log | grep -q "rid=$rid "; then
+  ok "multihost_one_request_id_end_to_end ($rid)"
+else no multihost_one_request_id_end_to_end "'$rid' not in the front's, a host's and a worker's log"; fi
+# a client's own X-Request-Id is not taken by the front
+curl -s -o /dev/null --cacert "$d/site.pem" -H 'X-Request-Id: 0123456789abcdef0123456789abcdef' "$url/health"
+grep -q 'rid=0123456789abcdef0123456789abcdef' "$d/front/logs/access.log" &&
+  no multihost_front_ignores_client_request_id "the front logged the client's id" || ok multihost_front_ignores_client_request_id
 # a stream crosses both tiers as events (unbuffered at the front and at the host)
 curl -sN --cacert "$d/site.pem" "$url/v1/completions" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
   -d '{"model":"gemma-3-270m-q4_k_m","prompt":"The capital of France is","max_tokens":6,"stream":true}' > "$d/stream"
