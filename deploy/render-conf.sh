@@ -49,6 +49,7 @@ if [ "$BACKEND_TLS" = 1 ]; then
     ssl_verify_depth 2;"
   key_check="        # no API key here: the front checked it, and the client certificate is the front's"
   rate_limit="        # no per-address limit here: every request comes from the front's address"
+  metrics_access="        # any holder of a certificate of the private CA: the front, a scraper (multihost-ca.sh DIR front NAME)"
   rid_map="map \$http_x_request_id \$clgemma_rid {
     \"~^[0-9a-f]{32}\$\" \$http_x_request_id;  # the front's (only the front gets here)
     default \$request_id;
@@ -66,6 +67,9 @@ else
             return 401;
         }"
   rate_limit="        limit_req zone=clgemma_api burst=$BURST nodelay;"
+  metrics_access="        allow 127.0.0.1;
+        allow ::1;
+        deny all;"
   rid_map="map \$request_id \$clgemma_rid { default \$request_id; }  # a client's X-Request-Id is not taken"
 fi
 
@@ -99,7 +103,7 @@ render() { # template output
       -v CERT_KEY="$CERT_KEY" -v KEYS_MAP="$out/keys.map" -v MAX_BODY="$MAX_BODY" -v RATE="$RATE" \
       -v BURST="$BURST" -v NGINX_WORKERS="$NGINX_WORKERS" -v LOG_DIR="$LOG_DIR" -v READ_TIMEOUT="$READ_TIMEOUT" \
       -v SERVERS="$servers" -v USER_LINE="$user_line" -v LISTEN_V6="$listen_v6" -v KEYS_BLOCK="$keys_map" \
-      -v CLIENT_CERT_LINES="$client_cert" -v KEY_CHECK="$key_check" -v RATE_LIMIT="$rate_limit" -v RID_MAP="$rid_map" \
+      -v CLIENT_CERT_LINES="$client_cert" -v KEY_CHECK="$key_check" -v RATE_LIMIT="$rate_limit" -v RID_MAP="$rid_map" -v METRICS_ACCESS="$metrics_access" \
       -v CLIENT_CERT="${CLIENT_CERT:-}" -v CLIENT_KEY="${CLIENT_KEY:-}" -v HOSTS_CA="${HOSTS_CA:-}" -v SSL_NAME="$SSL_NAME" '
     {
       if ($0 == "@UPSTREAM_SERVERS@") { printf "%s", SERVERS; next }
@@ -108,6 +112,7 @@ render() { # template output
       if ($0 == "@KEY_CHECK@") { print KEY_CHECK; next }
       if ($0 == "@RATE_LIMIT@") { print RATE_LIMIT; next }
       if ($0 == "@REQUEST_ID_MAP@") { print RID_MAP; next }
+      if ($0 == "@METRICS_ACCESS@") { print METRICS_ACCESS; next }
       gsub(/@CLIENT_CERT@/, CLIENT_CERT); gsub(/@CLIENT_KEY@/, CLIENT_KEY); gsub(/@HOSTS_CA@/, HOSTS_CA)
       gsub(/@SSL_NAME@/, SSL_NAME)
       if ($0 == "@USER_LINE@") { print USER_LINE; next }

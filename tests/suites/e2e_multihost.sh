@@ -139,6 +139,13 @@ else no multihost_stream_through_the_front "$(head -c 300 "$d/stream")"; fi
 [ "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$d/site.pem" "$url/v1/models")" = 401 ] &&
   ok multihost_front_needs_the_key || no multihost_front_needs_the_key "the front answered without a key"
 
+# a scraper with its own certificate of the CA reads each host's pool metrics straight from the host
+sh deploy/multihost-ca.sh "$ca" front scraper 2>/dev/null
+code=$(curl -s -o "$d/metrics" -w '%{http_code}' --cacert "$ca/ca.pem" --cert "$ca/scraper.pem" --key "$ca/scraper.key" \
+  --resolve "clgemma-host:$hport:127.0.0.3" "https://clgemma-host:$hport/metrics")
+[ "$code" = 200 ] && grep -q '^clgemma_' "$d/metrics" && ok "multihost_host_metrics_with_a_scraper_certificate ($(grep -c '^clgemma_' "$d/metrics") samples)" ||
+  no multihost_host_metrics_with_a_scraper_certificate "status $code: $(head -c 200 "$d/metrics")"
+
 # straight to a host: no certificate, or one from another CA -> refused (handshake failure or 400)
 refused() { # name, curl options...
   name=$1; shift
