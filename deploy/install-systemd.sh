@@ -58,6 +58,12 @@ ln -sf /etc/clgemma/nginx/clgemma-site.conf /etc/nginx/sites-enabled/clgemma
 systemctl daemon-reload
 i=0
 while [ "$i" -lt "$n" ]; do systemctl enable --now "clgemma-fcgi@$i.service"; i=$((i + 1)); done
+# workers of an earlier install beyond this host's devices now (a GPU fewer): stopped, their files gone
+for f in /etc/clgemma/worker-*.env; do
+  [ -f "$f" ] || continue
+  i=${f#/etc/clgemma/worker-}; i=${i%.env}
+  [ "$i" -lt "$n" ] || { systemctl disable --now "clgemma-fcgi@$i.service" || true; rm -f "$f"; }
+done
 systemctl enable clgemma.target
 nginx -t && systemctl reload nginx
 echo "clgemma: $n worker(s) enabled on devices: $(echo $devices); nginx site /etc/nginx/sites-enabled/clgemma"
