@@ -8,7 +8,9 @@
 #   KEYS_FILE    API keys, one per line            (required; deploy/keys.sh makes the map)
 #   MAX_BODY     client_max_body_size in bytes (default 1048576)
 #   RATE, BURST  requests/s per client address and burst (default 50, 100)
-#   NGINX_WORKERS (default 1)   LOG_DIR (default $RUN_DIR/nginx/logs)
+#   NGINX_WORKERS (default auto: one per core; least_conn's counts are shared through the upstream's zone)
+#   WORKER_CONNECTIONS per nginx worker (default 8192; worker_rlimit_nofile twice that)
+#   LOG_DIR (default $RUN_DIR/nginx/logs)
 #   READ_TIMEOUT proxy_/fastcgi_read_timeout in seconds (default 600; above the workers' request-timeout)
 #   PROTOCOL     http (proxy_pass, default) or fastcgi (fastcgi_pass): what the workers speak (--protocol)
 #   SITE_ONLY=1  render only the site (for a system nginx), into $RUN_DIR/nginx too
@@ -33,7 +35,8 @@ BIND=${BIND:-127.0.0.1}
 MAX_BODY=${MAX_BODY:-1048576}
 RATE=${RATE:-50}
 BURST=${BURST:-100}
-NGINX_WORKERS=${NGINX_WORKERS:-1}
+NGINX_WORKERS=${NGINX_WORKERS:-auto}
+WORKER_CONNECTIONS=${WORKER_CONNECTIONS:-8192}
 READ_TIMEOUT=${READ_TIMEOUT:-600}
 PROTOCOL=${PROTOCOL:-http}
 case "$PROTOCOL" in http|fastcgi) ;; *) echo "render-conf: PROTOCOL must be http or fastcgi, not '$PROTOCOL'" >&2; exit 1 ;; esac
@@ -101,7 +104,7 @@ user_line=""
 render() { # template output
   awk -v RUN_DIR="$RUN_DIR" -v HTTPS_PORT="$HTTPS_PORT" -v BIND="$BIND" -v CERT="$CERT" \
       -v CERT_KEY="$CERT_KEY" -v KEYS_MAP="$out/keys.map" -v MAX_BODY="$MAX_BODY" -v RATE="$RATE" \
-      -v BURST="$BURST" -v NGINX_WORKERS="$NGINX_WORKERS" -v LOG_DIR="$LOG_DIR" -v READ_TIMEOUT="$READ_TIMEOUT" \
+      -v BURST="$BURST" -v NGINX_WORKERS="$NGINX_WORKERS" -v WORKER_CONNECTIONS="$WORKER_CONNECTIONS" -v LOG_DIR="$LOG_DIR" -v READ_TIMEOUT="$READ_TIMEOUT" \
       -v SERVERS="$servers" -v USER_LINE="$user_line" -v LISTEN_V6="$listen_v6" -v KEYS_BLOCK="$keys_map" \
       -v CLIENT_CERT_LINES="$client_cert" -v KEY_CHECK="$key_check" -v RATE_LIMIT="$rate_limit" -v RID_MAP="$rid_map" -v METRICS_ACCESS="$metrics_access" \
       -v CLIENT_CERT="${CLIENT_CERT:-}" -v CLIENT_KEY="${CLIENT_KEY:-}" -v HOSTS_CA="${HOSTS_CA:-}" -v SSL_NAME="$SSL_NAME" '
@@ -120,7 +123,8 @@ render() { # template output
       gsub(/@RUN_DIR@/, RUN_DIR); gsub(/@HTTPS_PORT@/, HTTPS_PORT); gsub(/@BIND@/, BIND)
       gsub(/@CERT@/, CERT); gsub(/@CERT_KEY@/, CERT_KEY); gsub(/@KEYS_MAP@/, KEYS_MAP)
       gsub(/@MAX_BODY@/, MAX_BODY); gsub(/@RATE@/, RATE); gsub(/@BURST@/, BURST)
-      gsub(/@NGINX_WORKERS@/, NGINX_WORKERS); gsub(/@LOG_DIR@/, LOG_DIR); gsub(/@READ_TIMEOUT@/, READ_TIMEOUT)
+      gsub(/@NGINX_WORKERS@/, NGINX_WORKERS); gsub(/@WORKER_CONNECTIONS@/, WORKER_CONNECTIONS)
+      gsub(/@RLIMIT_NOFILE@/, 2 * WORKER_CONNECTIONS); gsub(/@LOG_DIR@/, LOG_DIR); gsub(/@READ_TIMEOUT@/, READ_TIMEOUT)
       print
     }' "$1" > "$2.new"
   if grep -n '@[A-Z_]*@' "$2.new" >&2; then echo "render-conf: unfilled names in $2" >&2; exit 1; fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """loadgen.py — replays one fixed request trace against an OpenAI-compatible server (clgemma through nginx,
 llama-server, vLLM) at arrival rates ramped until saturation, and reports per rate: output throughput,
-TTFT and inter-token latency percentiles, rejected requests and prefix-cache hits.
+TTFT and inter-token latency percentiles, rejected requests (a stream cut before [DONE] counts as one) and
+prefix-cache hits. "sat tok/s" is the throughput while every request is admitted (until the last first token),
+without the drain of the longest answers that ends a finite trace.
 
 The trace (issue 20's): N requests (200), prompt lengths 50..4,000 tokens with a long tail (log-normal,
 median ~350), outputs 20..500 tokens (log-normal, median ~100), 30% of them opening with one shared
@@ -11,7 +13,7 @@ vocabularies; the report gives the tokens the server counted). Requests are stre
 both servers do the same work on the same file; a request arrives every 1/rate seconds ("inf": all at once).
 
   tools/loadgen.py --url http://127.0.0.1:8080 --model NAME --rates 2,4,8,16,inf [--requests 200]
-                   [--api-key KEY] [--label clgemma] [--json out.json] [--scale 0.05]
+                   [--api-key KEY] [--cacert CERT] [--label clgemma] [--json out.json] [--scale 0.05]
 
 Hits: usage.prompt_tokens_details.cached_tokens where the server reports it (clgemma, vLLM, recent
 llama-server), else llama-server's timings.cache_n; "-" when neither comes back.
@@ -21,6 +23,7 @@ import asyncio
 import json
 import math
 import random
+import ssl
 import statistics
 import sys
 import time
@@ -74,7 +77,8 @@ async def one(client, args, prompt, max_tokens, t_sched, res):
     if t_sched > now:
         await asyncio.sleep(t_sched - now)
     t0 = time.monotonic()
-    r = {"start": t0, "status": 0, "ttft": None, "gaps": [], "out": 0, "prompt": 0, "cached": None, "end": None}
+    r = {"start": t0, "status": 0, "ttft": None, "gaps": [], "times": [], "out": 0, "prompt": 0, "cached": None,
+         "end": None, "done": False}
     try:
         async with client.stream("POST", args.url.rstrip("/") + "/v1/completions", json=body, headers=headers) as resp:
             r["status"] = resp.status_code
@@ -94,6 +98,7 @@ async def one(client, args, prompt, max_tokens, t_sched, res):
                             continue
                         data = line[5:].strip()
                         if data == "[DONE]":
+                            r["done"] = True
                             continue
                         d = json.loads(data)
                         if "error" in d:
@@ -106,6 +111,7 @@ async def one(client, args, prompt, max_tokens, t_sched, res):
                             else:
                                 r["gaps"].append(t - last)
                             last = t
+                            r["times"].append(t)
                         u = d.get("usage")
                         if u:
                             r["out"] = u.get("completion_tokens", 0)
@@ -116,6 +122,9 @@ async def one(client, args, prompt, max_tokens, t_sched, res):
                         tm = d.get("timings")
                         if tm and r["cached"] is None and tm.get("cache_n") is not None:
                             r["cached"] = tm["cache_n"]
+        if r["status"] == 200 and not r["done"]:  # a cut stream is a failure, whatever its status line said
+            r["status"] = -1
+            r["error"] = "stream ended before [DONE]"
     except (httpx.HTTPError, json.JSONDecodeError) as e:
         r["status"] = -1
         r["error"] = repr(e)
@@ -126,7 +135,8 @@ async def one(client, args, prompt, max_tokens, t_sched, res):
 async def run_rate(args, reqs, rate):
     res = []
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout), limits=limits) as client:
+    verify = ssl.create_default_context(cafile=args.cacert) if args.cacert else True
+    async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout), limits=limits, verify=verify) as client:
         t0 = time.monotonic() + 0.1
         dt = 0 if rate == math.inf else 1.0 / rate
         await asyncio.gather(*(one(client, args, p, o, t0 + i * dt, res) for i, (p, o, _) in enumerate(reqs)))
@@ -137,9 +147,18 @@ async def run_rate(args, reqs, rate):
     ttft = [r["ttft"] for r in ok if r["ttft"] is not None]
     prompt = sum(r["prompt"] for r in ok)
     cached = [r["cached"] for r in ok if r["cached"] is not None]
+    # saturated throughput: tokens streamed until the last request's first token (every request admitted,
+    # the servers full), over that time; the drain after it is one long request's tail, not capacity
+    t_start = min(r["start"] for r in res)
+    firsts = [r["times"][0] for r in ok if r["times"]]
+    sat = 0.0
+    if firsts and max(firsts) > t_start:
+        t_full = max(firsts)
+        toks = sum(r["out"] / len(r["times"]) * sum(1 for t in r["times"] if t <= t_full) for r in ok if r["times"])
+        sat = toks / (t_full - t_start)
     return {"rate": "inf" if rate == math.inf else rate, "requests": len(res), "ok": len(ok),
             "rejected": len(res) - len(ok), "span_s": span, "output_tokens": out, "prompt_tokens": prompt,
-            "throughput": out / span if span > 0 else 0.0,
+            "throughput": out / span if span > 0 else 0.0, "sat_throughput": sat,
             "ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99),
             "itl_p50": pct(gaps, 0.5), "itl_p99": pct(gaps, 0.99),
             "hit_rate": sum(cached) / prompt if cached and prompt else None,
@@ -151,6 +170,7 @@ def main():
     ap.add_argument("--url", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--api-key", default="")
+    ap.add_argument("--cacert", default="", help="the CA certificate that signed an https server's (make serve's)")
     ap.add_argument("--rates", default="1,2,4,8,inf", help="requests per second, comma-separated; inf: all at once")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--seed", type=int, default=20)
@@ -163,14 +183,14 @@ def main():
     rows = []
     print(f"{args.label or args.url}: {len(reqs)} requests, "
           f"{sum(s for _, _, s in reqs)} opening with the shared system prompt", flush=True)
-    print("rate   ok  rej  out tok/s  TTFT p50   p99     ITL p50  p99      hit", flush=True)
+    print("rate   ok  rej  out tok/s  sat tok/s  TTFT p50   p99     ITL p50  p99      hit", flush=True)
     for rs in args.rates.split(","):
         rate = math.inf if rs.strip() == "inf" else float(rs)
         row = asyncio.run(run_rate(args, reqs, rate))
         row["label"] = args.label
         rows.append(row)
         hit = "-" if row["hit_rate"] is None else f"{row['hit_rate']:.2f}"
-        print(f"{rs:>5} {row['ok']:4d} {row['rejected']:4d} {row['throughput']:10.1f} "
+        print(f"{rs:>5} {row['ok']:4d} {row['rejected']:4d} {row['throughput']:10.1f} {row['sat_throughput']:10.1f} "
               f"{row['ttft_p50']:8.3f} {row['ttft_p99']:8.3f}  {row['itl_p50'] * 1e3:7.1f} {row['itl_p99'] * 1e3:8.1f} ms "
               f"{hit}", flush=True)
         if row["errors"]:
