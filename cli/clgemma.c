@@ -532,8 +532,7 @@ static int cmd_info(const cli_args *a)
 
 static int cmd_devices(const cli_args *a)
 {
-    (void)a;
-    return engine_list_devices() > 0 ? 0 : 1;
+    return engine_list_devices(a->plain) > 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)

@@ -57,6 +57,8 @@ static const cli_option OPTIONS[] = {
     { "--chat", NULL, NULL, SAMPLING | B(TOKENIZE) | B(LOGITS), K_FLAG, F(chat), 0, 0,
       "the prompt as one user message through the model's chat template" },
     { "--ids", NULL, NULL, SAMPLING, K_FLAG, F(ids), 0, 0, "print token ids, not text" },
+    { "--plain", NULL, NULL, B(DEVICES), K_FLAG, F(plain), 0, 0,
+      "one line a device, \"P:D TYPE MEMORY_BYTES NAME\" (TYPE GPU, CPU or other), for scripts" },
     { "--draft-max", NULL, "K", B(GENERATE), K_INT, F(draft_max), 0, 16,
       "speculative decoding: drafts of up to K tokens looked up in the prompt and output so far, verified in one "
       "step; sampled output keeps plain sampling's distribution (default 0: off)" },

@@ -3,8 +3,9 @@
 # certificate and an API key, start the workers (spawn-fcgi) and nginx (TLS, unprivileged port,
 # as the current user, prefix under .run/), wait for /health, then print the URL, the key and a
 # curl command that works as pasted. `make stop` (deploy/stop.sh) stops all of it.
-# Environment: CLGEMMA_PORT (8443), CLGEMMA_BIND (127.0.0.1), CLGEMMA_DEVICES ("" = one worker on
-# the engine's pick; "0:0,0:1" = one worker per device), CLGEMMA_MODEL, CLGEMMA_RUN_DIR (.run),
+# Environment: CLGEMMA_PORT (8443), CLGEMMA_BIND (127.0.0.1), CLGEMMA_DEVICES ("" = one worker per
+# GPU of this host, or one on the engine's pick where it has none; "0:0,0:1" = one worker per device
+# named), CLGEMMA_MODEL, CLGEMMA_RUN_DIR (.run),
 # CLGEMMA_CTX (context per sequence, default from conf/clgemma.conf), CLGEMMA_PROTOCOL (http or
 # fastcgi: what nginx and the workers speak; default http), CLGEMMA_SKIP_SETUP=1.
 # `make serve MODEL=path/to/file.gguf` sets CLGEMMA_MODEL.
@@ -27,10 +28,13 @@ say() { printf 'serve: %s\n' "$*"; }
 if [ "${CLGEMMA_SKIP_SETUP:-0}" != 1 ]; then
   sh deploy/setup.sh
   say "building"
-  make --no-print-directory -s build/clgemma-fcgi
+  make --no-print-directory -s build/clgemma-fcgi build/clgemma
   [ "$MODEL" = models/gemma-3-270m-q4_k_m.gguf ] && sh deploy/fetch_model.sh
 fi
 [ -s "$MODEL" ] || { echo "serve: model $MODEL not found" >&2; exit 1; }
+# the workers' devices (one per GPU unless named), each checked to hold the model before anything
+# stops or starts: a model too big for one device is one line here, not N crashing workers
+DEVICES=$(DEVICES=$DEVICES CTX=${CLGEMMA_CTX:-} sh deploy/devices.sh "$MODEL") || exit 1
 
 # one server at a time per run directory
 RUN_DIR=$RUN_DIR sh deploy/stop.sh --quiet
@@ -55,7 +59,7 @@ key=$(grep -v '^#' "$keys" | head -n 1)
 # workers: one per device, each on its own socket
 sockets=""
 i=0
-for dev in $(printf '%s' "${DEVICES:-default}" | tr ',' ' '); do
+for dev in $DEVICES; do
   [ "$dev" = default ] && dev=""
   sock=$RUN_DIR/sockets/worker-$i.sock
   PIDFILE=$RUN_DIR/worker-$i.pid LOGFILE=$RUN_DIR/logs/worker-$i.log \

@@ -122,8 +122,10 @@ int api_health(const api_ctx *c, http_req *r)
         json_object_object_add(o, "fit", fit_object(&info->fit, c->sched));
     }
     if (c->sched) json_object_object_add(o, "step_tokens", json_object_new_int(sched_step_tokens(c->sched)));
-    json_object *sp = json_object_new_object(); /* speculative decoding as configured */
-    json_object_object_add(sp, "mode", json_object_new_string(spec_mode_name(c->cfg->spec)));
+    json_object *sp = json_object_new_object(); /* speculative decoding: as run (auto resolved), as configured */
+    json_object_object_add(sp, "mode", json_object_new_string(spec_mode_name(info ? spec_mode_effective(c->cfg->spec,
+                                                                                                    info) : c->cfg->spec)));
+    json_object_object_add(sp, "configured", json_object_new_string(spec_mode_name(c->cfg->spec)));
     json_object_object_add(sp, "draft_max", json_object_new_int(c->cfg->draft_max));
     json_object_object_add(o, "spec", sp);
     json_object_object_add(o, "active", json_object_new_int(active));

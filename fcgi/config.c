@@ -58,9 +58,11 @@ void config_usage(const char *prog)
         "                          0: every prompt is computed whole (default 1)\n"
         "      --kv-type T         the KV cache's type: f16 (default), q8_0 (1.9x the tokens in the same\n"
         "                          memory), q4 (3.6x; llama.cpp's q4_0), at some accuracy: README\n"
-        "      --spec MODE         speculative decoding: ngram (greedy requests without logprobs, logit_bias\n"
-        "                          or response_format feed drafts copied from their prompt and output, verified\n"
-        "                          in the same step; output unchanged) or off (default %s)\n"
+        "      --spec MODE         speculative decoding: ngram (requests without logprobs, logit_bias or\n"
+        "                          response_format feed drafts copied from their prompt and output, verified in\n"
+        "                          the same step; greedy output unchanged, sampled output of the same\n"
+        "                          distribution but not a seed's plain tokens), off, or auto: ngram on GPUs\n"
+        "                          whose decode products take drafts at little cost, else off (default %s)\n"
         "      --draft-max K       draft tokens a sequence feeds a step at most, 1..%d (default %d); each\n"
         "                          sequence's length adapts to what the model accepts\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
@@ -154,7 +156,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     }
     if (!strcmp(key, "spec")) {
         if ((x = spec_mode_parse(v)) < 0) {
-            snprintf(err, errlen, "--spec: expected ngram or off, got '%s'", v);
+            snprintf(err, errlen, "--spec: expected ngram, off or auto, got '%s'", v);
             return -1;
         }
         c->spec = (int)x;

@@ -309,9 +309,10 @@ static int job_fill(gen_job *j, const job_spec *spec, const sched *s)
         if (!(ch->toks = malloc(max * sizeof *ch->toks)) || sampler_create(&ch->smp, &sp, n_vocab)) return -1;
         if (ch->con && !(ch->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *ch->allow))) return -1;
         if (spec->n_logprobs > 0 && !(ch->lps = malloc(max * sizeof *ch->lps))) return -1;
-        int drafts = sampler_is_greedy(ch->smp) && !spec->n_logprobs && !spec->n_bias && !ch->con; /* ids_all's terms */
+        int drafts = !spec->n_logprobs && !spec->n_bias && !ch->con; /* rows before the last come raw */
         const job_prompt *jp = &spec->prompts[c / j->n];
-        if (spec_seq_init(&ch->sp, s->spec, s->draft_max, drafts, jp->ids, jp->n, jp->max_tokens)) return -1;
+        if (spec_seq_init(&ch->sp, s->spec, s->draft_max, drafts, ch->smp, n_vocab, jp->ids, jp->n, jp->max_tokens))
+            return -1;
     }
     if (spec->n_bias > 0) {
         if (!(j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) return -1;
@@ -569,8 +570,9 @@ static void fill_item(engine_item *it, const run *r, int k)
         it->logits_all = j->prompt_lp;
         it->logits = j->prompt_lp || ch->fed + k == g->n_prompt ? g->rows : NULL; /* rows only where read */
         if (ch->fed + k < g->n_prompt) return; /* a chunk of the prompt: no choice yet */
-    } else if (k > 1) { /* its token and a draft (spec_step.h) */
+    } else if (k > 1) { /* its token and a draft, its sampler as spec_step.h verifies */
         spec_seq_item(&ch->sp, it, ch->seq, k);
+        return;
     } else {
         it->tokens = &ch->last;
         it->n_tokens = 1;
@@ -666,7 +668,7 @@ static void step_all(sched *s)
     for (int k = 0; k < n; k++) { /* forks join the end of the list: not this step's */
         int i = s->irun[k];
         gen_job *j = s->active[i].j;
-        if (!failed[k] && s->items[k].ids_all &&
+        if (!failed[k] && s->items[k].draft &&
             spec_seq_accept(&j->ch[s->active[i].c].sp, s->eng, s->m, &s->items[k], err, sizeof err))
             failed[k] = -1;
         if (failed[k] == ENGINE_KV_FULL) { /* admission should make this impossible: end cleanly */
@@ -680,7 +682,7 @@ static void step_all(sched *s)
             run_end(s, i, JOB_ERROR, msg);
         } else if (j->ch[s->active[i].c].phase == PH_PROMPT) {
             prompt_done(s, i, &s->items[k], t);
-        } else if (s->items[k].ids_all) { /* the accepted draft, then the target's next: as plain decoding's */
+        } else if (s->items[k].draft) { /* the accepted draft, then the target's next: as plain decoding's */
             const spec_seq *q = &j->ch[s->active[i].c].sp;
             for (int r = 0; s->active[i].j && r < q->n_out; r++) after_step(s, i, q->out[r], t); /* to a stop */
         } else {

@@ -7,7 +7,7 @@
 #define NGRAM_MIN 2 /* spec.c's: a single shared token drafts too often wrongly */
 #define NGRAM_MAX 5
 
-static const char *const mode_names[SPEC_MODES] = { "off", "ngram" };
+static const char *const mode_names[SPEC_MODES] = { "off", "ngram", "auto" };
 
 int spec_mode_parse(const char *name)
 {
@@ -18,12 +18,22 @@ int spec_mode_parse(const char *name)
 
 const char *spec_mode_name(int mode) { return mode >= 0 && mode < SPEC_MODES ? mode_names[mode] : "?"; }
 
+int spec_mode_effective(int mode, const engine_info *info)
+{
+    if (mode != SPEC_AUTO) return mode;
+    return info->draft_rows > 0 ? SPEC_NGRAM : SPEC_OFF;
+}
+
 static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-int spec_seq_init(spec_seq *q, int mode, int k_max, int eligible, const int32_t *prompt, int n, int max_tokens)
+int spec_seq_init(spec_seq *q, int mode, int k_max, int eligible, sampler *smp, uint32_t n_vocab,
+                  const int32_t *prompt, int n, int max_tokens)
 {
     memset(q, 0, sizeof *q);
     if (mode == SPEC_OFF || !eligible) return 0;
+    q->smp = smp;
+    q->sampled = smp && !sampler_is_greedy(smp);
+    q->n_vocab = n_vocab;
     q->cap = n + max_tokens;
     if (!(q->hist = malloc((size_t)q->cap * sizeof *q->hist))) return -1;
     memcpy(q->hist, prompt, (size_t)n * sizeof *q->hist);
@@ -36,7 +46,9 @@ int spec_seq_init(spec_seq *q, int mode, int k_max, int eligible, const int32_t 
 void spec_seq_free(spec_seq *q)
 {
     free(q->hist);
+    free(q->rows);
     q->hist = NULL;
+    q->rows = NULL;
 }
 
 void spec_seq_push(spec_seq *q, int32_t tok)
@@ -55,9 +67,13 @@ int spec_seq_draft(spec_seq *q, int room)
 {
     q->n_draft = 0;
     if (!q->hist || q->n_hist < 1) return 0;
+    if (q->pause > 0) { q->pause--; return 0; }
     int k = q->k < room ? q->k : room;
     q->feed[0] = q->hist[q->n_hist - 1];
     if (k > 0) q->n_draft = spec_ngram_draft(q->hist, q->n_hist, NGRAM_MIN, NGRAM_MAX, k, q->feed + 1);
+    /* out of memory for the rows: the step decodes plainly */
+    size_t rows = (size_t)(q->k_max + 1) * q->n_vocab;
+    if (q->n_draft && q->sampled && !q->rows && !(q->rows = malloc(rows * sizeof *q->rows))) q->n_draft = 0;
     return q->n_draft;
 }
 
@@ -66,7 +82,16 @@ void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take)
     it->seq = seq;
     it->tokens = q->feed;
     it->n_tokens = take;
-    it->ids_all = q->ids;
+    it->draft = 1;
+    if (!q->sampled) { /* argmaxed on the device: the choices come back, not rows */
+        it->smp = q->smp;
+        it->ids_all = q->ids;
+        return;
+    }
+    /* raw rows, and no sampler: spec_seq_accept feeds it, never a rejected draft */
+    it->smp = NULL;
+    it->logits = q->rows;
+    it->logits_all = 1;
 }
 
 int spec_k_next(int k, int k_max, int proposed, int accepted)
@@ -75,9 +100,25 @@ int spec_k_next(int k, int k_max, int proposed, int accepted)
     return accepted >= proposed ? clamp(2 * k, 1, k_max) : clamp(accepted + 1, 1, k_max);
 }
 
+int spec_pause_next(int *wait, int proposed, int accepted)
+{
+    if (proposed <= 0) return 0;
+    if (accepted > 0) { *wait = 0; return 0; }
+    *wait = clamp(2 * *wait, 1, SPEC_PAUSE_MAX);
+    return *wait;
+}
+
 int spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen)
 {
-    int k = it->n_tokens - 1, a = spec_accept_greedy(q->feed + 1, k, q->ids);
+    int k = it->n_tokens - 1, a;
+    int32_t next;
+    if (q->sampled) {
+        sampler_accept(q->smp, q->feed[0]); /* what the engine does for a plain item */
+        a = spec_accept_sampled(q->smp, q->rows, q->n_vocab, q->feed + 1, k, &next);
+    } else {
+        a = spec_accept_greedy(q->feed + 1, k, q->ids);
+        next = q->ids[a];
+    }
     if (a < k) {
         /* the cache keeps hist (the fed token last) and the accepted draft: written ahead, the scheduler's
          * spec_seq_push of each output writes the same tokens there again */
@@ -85,9 +126,10 @@ int spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, c
         if (engine_seq_truncate(e, it->seq, q->n_hist + a, q->hist, err, errlen)) return -1;
     }
     memcpy(q->out, q->feed + 1, (size_t)a * sizeof *q->out);
-    q->out[a] = q->ids[a];
+    q->out[a] = next; /* not fed to the sampler: the next step feeds it */
     q->n_out = a + 1;
     q->k = spec_k_next(q->k, q->k_max, k, a);
+    q->pause = spec_pause_next(&q->wait, k, a);
     metrics_spec(m, k, a);
     return 0;
 }

@@ -247,7 +247,8 @@ static int load(worker *w)
     int rc = config_sizes(cfg, (int)info->fit.n_seq, &ws, err, sizeof err);
     if (!rc) {
         so = (sched_opts){ .max_seqs = ws.max_seqs, .max_queue = ws.max_queue, .queue_timeout = cfg->queue_timeout,
-                            .step_tokens = cfg->step_tokens, .spec = cfg->spec, .draft_max = cfg->draft_max };
+                            .step_tokens = cfg->step_tokens, .spec = spec_mode_effective(cfg->spec, info),
+                            .draft_max = cfg->draft_max };
         rc = sched_create(&w->sched, w->eng, &so, w->m, err, sizeof err);
     }
     if (rc) {
@@ -258,12 +259,13 @@ static int load(worker *w)
     }
     metrics_engine(w->m, info->device, info->device_bytes, info->device_total, info->n_ctx);
     char drafts[48] = "";
-    if (cfg->spec != SPEC_OFF) snprintf(drafts, sizeof drafts, ", drafts of up to %d tokens", cfg->draft_max);
+    int spec = spec_mode_effective(cfg->spec, info);
+    if (spec != SPEC_OFF) snprintf(drafts, sizeof drafts, ", drafts of up to %d tokens", cfg->draft_max);
     LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; %d sequences%s, %d queue places, queue timeout "
         "%d s, %d request threads; steps of %d tokens (forward chunks of %u); speculative decoding %s%s", cfg->model_id,
         info->name, info->device, info->n_ctx, info->load_seconds, ws.max_seqs,
         cfg->max_seqs ? "" : " (sized from the KV cache)", ws.max_queue, cfg->queue_timeout, ws.threads,
-        sched_step_tokens(w->sched), info->fit.max_batch, spec_mode_name(cfg->spec), drafts);
+        sched_step_tokens(w->sched), info->fit.max_batch, spec_mode_name(spec), drafts);
     char fit[1024];
     engine_fit_summary(&info->fit, fit, sizeof fit);
     LOG(w, "%s", fit);

@@ -106,7 +106,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
 
 _Static_assert(ENGINE_MAX_SETTINGS <= RT_MAX_SETTINGS, "the runtime holds every setting the API accepts");
 
-int engine_list_devices(void) { return rt_list_devices(); }
+int engine_list_devices(int plain) { return rt_list_devices(plain); }
 
 int engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen)
 {

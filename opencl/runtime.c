@@ -53,7 +53,7 @@ static int get_platforms(cl_platform_id *p, cl_uint *np)
     return e;
 }
 
-int rt_list_devices(void)
+int rt_list_devices(int plain)
 {
     cl_platform_id plats[MAX_PLAT];
     cl_uint np;
@@ -63,7 +63,7 @@ int rt_list_devices(void)
         char pname[128] = "", pver[128] = "";
         clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
         clGetPlatformInfo(plats[i], CL_PLATFORM_VERSION, sizeof pver, pver, NULL);
-        printf("platform %u: %s (%s)\n", i, pname, pver);
+        if (!plain) printf("platform %u: %s (%s)\n", i, pname, pver);
         cl_device_id devs[MAX_DEV];
         cl_uint nd = 0;
         if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, MAX_DEV, devs, &nd) != CL_SUCCESS) nd = 0;
@@ -78,13 +78,14 @@ int rt_list_devices(void)
             clGetDeviceInfo(devs[j], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL);
             clGetDeviceInfo(devs[j], CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
             clGetDeviceInfo(devs[j], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
-            printf("  device %u:%u  %s  [%s, %u compute units, %.2f GiB memory, max alloc %.2f GiB, driver %s]\n",
-                   i, j, name, (ty & CL_DEVICE_TYPE_GPU) ? "GPU" : (ty & CL_DEVICE_TYPE_CPU) ? "CPU" : "other",
-                   cu, mem / 1073741824.0, alloc / 1073741824.0, drv);
+            const char *kind = (ty & CL_DEVICE_TYPE_GPU) ? "GPU" : (ty & CL_DEVICE_TYPE_CPU) ? "CPU" : "other";
+            if (plain) printf("%u:%u %s %llu %s\n", i, j, kind, (unsigned long long)mem, name);
+            else printf("  device %u:%u  %s  [%s, %u compute units, %.2f GiB memory, max alloc %.2f GiB, driver %s]\n",
+                        i, j, name, kind, cu, mem / 1073741824.0, alloc / 1073741824.0, drv);
             total++;
         }
     }
-    if (!total) printf("no OpenCL devices found (install an OpenCL driver, e.g. pocl-opencl-icd)\n");
+    if (!total && !plain) printf("no OpenCL devices found (install an OpenCL driver, e.g. pocl-opencl-icd)\n");
     return total;
 }
 

@@ -47,8 +47,9 @@ typedef struct cl_runtime {
     int n_settings;
 } cl_runtime;
 
-/* Lists platforms and devices on stdout (clgemma devices). Returns the number of devices. */
-int  rt_list_devices(void);
+/* Lists platforms and devices on stdout (clgemma devices; plain: engine_list_devices's lines). Returns
+ * the number of devices. */
+int  rt_list_devices(int plain);
 /* The device spec names and its facts (name, type, memory), without a context: what a fit report
  * needs. spec: "P:D", or NULL (env CLGEMMA_DEVICE, else first GPU, else first device) */
 int  rt_pick(cl_runtime *rt, const char *spec, char *err, size_t errlen);

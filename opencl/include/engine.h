@@ -15,8 +15,9 @@
 typedef struct engine engine;
 
 /* Prints the OpenCL platforms and devices (what engine_opts.device names) on stdout; returns how
- * many devices there are. */
-int engine_list_devices(void);
+ * many devices there are. plain: one line a device, "P:D TYPE MEMORY_BYTES NAME" (TYPE GPU, CPU or
+ * other), nothing else, for scripts (deploy/devices.sh). */
+int engine_list_devices(int plain);
 
 #define ENGINE_MAX_SETTINGS 32 /* engine_opts.n_settings at most */
 

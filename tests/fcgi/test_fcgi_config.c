@@ -123,6 +123,14 @@ static void test_spec(void)
           c.draft_max == 16, "ngram 16: %d %d (%s)", c.spec, c.draft_max, err);
     CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "off", "--draft-max", "1", NULL) == 0 && c.spec == SPEC_OFF &&
           c.draft_max == 1, "off 1: %d %d (%s)", c.spec, c.draft_max, err);
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "auto", NULL) == 0 && c.spec == SPEC_AUTO, "auto: %d (%s)",
+          c.spec, err);
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "eagle", NULL) != 0 && strstr(err, "ngram, off or auto"),
+          "unknown mode: '%s'", err);
+    engine_info gpu = { .draft_rows = ENGINE_DECODE_ROWS }, cpu = { .draft_rows = 0 };
+    CHECK(spec_mode_effective(SPEC_AUTO, &gpu) == SPEC_NGRAM && spec_mode_effective(SPEC_AUTO, &cpu) == SPEC_OFF &&
+          spec_mode_effective(SPEC_OFF, &gpu) == SPEC_OFF && spec_mode_effective(SPEC_NGRAM, &cpu) == SPEC_NGRAM,
+          "auto resolved by the engine's draft_rows");
 }
 
 static void test_finish_checks(void)

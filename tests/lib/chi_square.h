@@ -1,7 +1,8 @@
 /* chi_square.h — Pearson's goodness of fit for the sampling tests (test_spec_sampling,
  * test_engine_spec_sampled): bins of expected count below 5 merged into one tail bin (that bin, if still
  * below 5, into the smallest other), dof = bins - 1, the p-value Q(dof / 2, chi2 / 2) from a regularized
- * incomplete gamma; a token of probability 0 seen even once gives p-value 0. */
+ * incomplete gamma; a token of probability 0 seen even once gives p-value 0. chi_two: Pearson's homogeneity
+ * of two samples (test_fcgi_spec), the same merging by the smaller sample's expected count. */
 #ifndef CLGEMMA_CHI_SQUARE_H
 #define CLGEMMA_CHI_SQUARE_H
 #include <math.h>
@@ -63,6 +64,47 @@ static inline double chi_fit(const double *p, const long *obs, int nb, long n, d
     for (int j = 0; j < nbig; j++) {
         double e = n * p[ord[j]];
         s += (obs[ord[j]] - e) * (obs[ord[j]] - e) / e;
+    }
+    *chi2 = s;
+    *dof = bins - 1;
+    return *dof > 0 ? gamma_q(*dof / 2.0, s / 2) : 1;
+}
+
+/* Pearson's two-sample homogeneity of counts a[0, nb) and b[0, nb) (nb <= 512): are they draws of one
+ * distribution? Bins whose smaller expected count (its pooled share of either sample) is below 5 merge into
+ * a tail bin (that bin, if still below 5, into the smallest other); the p-value, the statistic and dof =
+ * bins - 1 out; dof 0 (p-value 1) when one bin is all */
+static inline double chi_two(const long *a, const long *b, int nb, double *chi2, int *dof)
+{
+    long na = 0, nbt = 0;
+    for (int i = 0; i < nb; i++) { na += a[i]; nbt += b[i]; }
+    double fa = (double)na / (na + nbt), fb = 1 - fa, fmin = fa < fb ? fa : fb;
+    long ca[513], cb[513];
+    int bins = 0, tail = -1;
+    for (int i = 0; i < nb; i++) {
+        if (!a[i] && !b[i]) continue;
+        if ((a[i] + b[i]) * fmin >= 5) { ca[bins] = a[i]; cb[bins++] = b[i]; continue; }
+        if (tail < 0) { tail = 512; ca[tail] = cb[tail] = 0; }
+        ca[tail] += a[i];
+        cb[tail] += b[i];
+    }
+    if (tail >= 0) {
+        if ((ca[tail] + cb[tail]) * fmin < 5 && bins) { /* the tail into the smallest other bin */
+            int m = 0;
+            for (int j = 1; j < bins; j++)
+                if (ca[j] + cb[j] < ca[m] + cb[m]) m = j;
+            ca[tail] += ca[m];
+            cb[tail] += cb[m];
+            ca[m] = ca[bins - 1];
+            cb[m] = cb[--bins];
+        }
+        ca[bins] = ca[tail];
+        cb[bins++] = cb[tail];
+    }
+    double s = 0;
+    for (int j = 0; j < bins; j++) {
+        double t = (double)(ca[j] + cb[j]), ea = t * fa, eb = t * fb;
+        s += (ca[j] - ea) * (ca[j] - ea) / ea + (cb[j] - eb) * (cb[j] - eb) / eb;
     }
     *chi2 = s;
     *dof = bins - 1;

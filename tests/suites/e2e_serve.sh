@@ -58,3 +58,15 @@ if grep -q '^stop: stopped nginx (pid [0-9][0-9]*)$' "$run/stop.out" && ! grep -
 else
   echo "FAIL stop_names_the_pids: $(tr '\n' '|' < "$run/stop.out")"; exit 1
 fi
+# a model too big for one device: refused with one line naming weights and device memory, before any
+# worker or nginx starts (a worker holds the whole model; there is no tensor or pipeline parallelism)
+.venv/bin/python tools/make_bad_models.py "$run/bad" models/gemma-3-270m-q4_k_m.gguf >/dev/null 2>&1
+if CLGEMMA_RUN_DIR=$run CLGEMMA_PORT=$port CLGEMMA_SKIP_SETUP=1 CLGEMMA_MODEL=$run/bad/huge.gguf sh deploy/serve.sh > "$run/huge.out" 2>&1; then
+  echo "FAIL serve_refuses_a_model_too_big: it started"; cat "$run/huge.out"; exit 1
+fi
+if [ "$(wc -l < "$run/huge.out")" -eq 1 ] && grep -q 'of weights but device .* has .*no tensor or pipeline parallelism' "$run/huge.out" &&
+   ! ls "$run"/worker-*.pid >/dev/null 2>&1; then
+  echo "PASS serve_refuses_a_model_too_big ($(cut -c1-120 "$run/huge.out")...)"
+else
+  echo "FAIL serve_refuses_a_model_too_big: $(cat "$run/huge.out")"; exit 1
+fi
