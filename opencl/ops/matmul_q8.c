@@ -102,6 +102,7 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
                            0, A(X), A(ldx), A(U), A(u_off), A(ldu), A(geglu), A(ntok), A(k),
                            A(o->act.xq), A(o->act.xqs)))
                 return -1;
+            if (!gg && ldx == k) ops_xq_given(o, X, ntok, k); /* a product of another type on X takes it as it is */
         }
         uint32_t rpg = o->pol.mvqg_rpg / 4 * 4; /* whole warps of 4 rows */
         size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
