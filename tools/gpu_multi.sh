@@ -11,7 +11,7 @@
 # queue holds a trace longer than the longest answer (max-queue MAX_QUEUE, 700; queue-timeout 900 s):
 # throughput is the measure here, not admission. KILL_AFTER_S (0: none): seconds into a run with every GPU at the last rate before worker 1
 # is killed with SIGKILL. Prints per run the loadgen table and each worker's requests and tokens.
-# GPUS ("P:D P:D"): these devices instead of the GPUs found; SCALE: loadgen's --scale (a CPU rehearsal:
+# PROCS (8): loadgen client processes (one Python process streams ~5k tokens/s). GPUS ("P:D P:D"): these devices instead of the GPUs found; SCALE: loadgen's --scale (a CPU rehearsal:
 #   GPUS="0:0 0:0" SCALE=0.05 OUT=/tmp/o bash tools/gpu_multi.sh g3 40 inf 3).
 model=${1:-g3}
 requests=${2:-400}
@@ -79,7 +79,7 @@ serve_trace() { # label devices [kill_after]
     sh deploy/serve.sh > $OUT/serve-$model-$label.txt 2>&1 || { echo "$label: serve failed"; tail -5 $OUT/serve-$model-$label.txt; return 1; }
   local key; key=$(grep -v '^#' $run/api_keys | head -n 1)
   python3 tools/loadgen.py --url https://localhost:18443 --cacert $run/tls/cert.pem --api-key "$key" --model "$(basename $file .gguf)" \
-    --requests $requests --rates $rates --scale ${SCALE:-1} --label "$label $model" --json $OUT/multi-$model-$label.json \
+    --requests $requests --rates $rates --scale ${SCALE:-1} --procs ${PROCS:-8} --label "$label $model" --json $OUT/multi-$model-$label.json \
     > $OUT/multi-$model-$label.txt 2>&1 &
   local lg=$!
   if [ "$k" != 0 ]; then
