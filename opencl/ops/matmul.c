@@ -262,18 +262,17 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
         return 0;
     }
     uint32_t k = outs[0].w->cols;
-    int same = 1;
-    for (int i = 1; i < n; i++) same &= outs[i].w->type == outs[0].w->type && outs[i].w->cols == k;
-    if (same && ops_mvq_fits(o, outs[0].w->type, k, ntok)) return ops_mvq(o, outs, n, X, ldx, NULL, ntok);
-    /* mixed types (Q4_K_M's q6_k attn_v beside q4_k q and k): the int8 products run by type, X quantized
-     * once, not the float GEMV (31B B=1 on an H100: 23% of the step's kernel time at 370 GB/s) */
+    /* the int8 products, one launch per run of one type (Q4_K_M's q6_k attn_v beside q4_k q and k), X
+     * quantized once, not the float GEMV (mixed types there: 23% of 31B's B=1 kernel time on an H100) */
     int each = 1;
     for (int i = 0; i < n; i++) each &= outs[i].w->cols == k && ops_mvq_fits(o, outs[i].w->type, k, ntok);
-    for (int i = 0, j; each && i < n; i = j) {
-        for (j = i + 1; j < n && outs[j].w->type == outs[i].w->type;) j++;
-        if (ops_mvq(o, outs + i, j - i, X, ldx, NULL, ntok)) return -1;
+    if (each) {
+        for (int i = 0, j; i < n; i = j) {
+            for (j = i + 1; j < n && outs[j].w->type == outs[i].w->type;) j++;
+            if (ops_mvq(o, outs + i, j - i, X, ldx, NULL, ntok)) return -1;
+        }
+        return 0;
     }
-    if (each) return 0;
     multi_args a;
     if (ops_gather_multi(o, outs, n, &a)) return -1;
     size_t gws, lws;
