@@ -30,17 +30,11 @@ if [[ $servers == *" llama-server "* ]] && [ ! -x $lcpp/build/bin/llama-server ]
 fi
 python3 -c "import httpx" 2>/dev/null || pip install -q --no-index --find-links .gpu/wheels httpx || exit 1
 case $model in
-  g3) file=/tmp/g3.gguf; [ -f $file ] || python3 tools/gguf_sample.py grow .gpu/g3.sample $file || exit 1
-      rates=${2:-8,32,inf} ;;
-  26b) file=/tmp/26b.gguf
-      if [ ! -f $file ]; then
-        xz -dc .gpu/vocab-gemma-4.gguf.xz > /tmp/vocab-g4.gguf &&
-        build/clgemma synth gemma4-26b-a4b -o $file --mix q4_k_m --vocab /tmp/vocab-g4.gguf > $OUT/synth.log 2>&1 ||
-          { tail $OUT/synth.log; exit 1; }
-      fi
-      rates=${2:-2,8,inf} ;;
+  g3) rates=${2:-8,32,inf} ;;
+  26b) rates=${2:-2,8,inf} ;;
   *) echo "usage: bash tools/gpu_load.sh g3|26b [RATES]" >&2; exit 1 ;;
 esac
+file=$(bash tools/gpu_model_file.sh $model) || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 up() { # waits for /health (clgemma) or /health 200 (llama-server)
   for i in $(seq 300); do

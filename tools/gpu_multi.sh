@@ -5,8 +5,8 @@
 # least_conn) with one worker and with one worker per GPU, the same file, the load trace of issue 20
 # (tools/loadgen.py) through nginx; then one worker killed mid-run while the trace runs.
 #   bash tools/gpu_multi.sh g3|26b [REQUESTS] [RATES] [KILL_AFTER_S]
-# g3: the Gemma 3 270M Q4_K_M layout grown from .gpu/g3.sample; 26b: a real-shape Gemma 4 26B-A4B Q4_K_M
-# (`clgemma synth`, the real vocabulary). REQUESTS (400) of the trace at each of RATES ("inf": all at once).
+# g3 / 26b: the files of tools/gpu_model_file.sh (the 270M layout; a real-shape 26B-A4B Q4_K_M).
+# REQUESTS (400) of the trace at each of RATES ("inf": all at once).
 # The trace comes from one address, so nginx's per-address limit is lifted (RATE, BURST), and the
 # queue holds a trace longer than the longest answer (max-queue MAX_QUEUE, 700; queue-timeout 900 s):
 # throughput is the measure here, not admission. KILL_AFTER_S (0: none): seconds into a run with every GPU at the last rate before worker 1
@@ -36,16 +36,8 @@ except Exception:
 PY
   chmod +x /tmp/shim/curl; export PATH=/tmp/shim:$PATH
 fi
-case $model in
-  g3) file=/tmp/g3.gguf; [ -f $file ] || python3 tools/gguf_sample.py grow .gpu/g3.sample $file >/dev/null || exit 1 ;;
-  26b) file=/tmp/26b.gguf
-      if [ ! -f $file ]; then
-        xz -dc .gpu/vocab-gemma-4.gguf.xz > /tmp/vocab-g4.gguf &&
-        build/clgemma synth gemma4-26b-a4b -o $file.part --mix q4_k_m --vocab /tmp/vocab-g4.gguf > $OUT/synth.log 2>&1 &&
-          mv $file.part $file || { tail $OUT/synth.log; exit 1; }
-      fi ;;
-  *) echo "usage: bash tools/gpu_multi.sh g3|26b [REQUESTS] [RATES] [KILL_AFTER_S]" >&2; exit 1 ;;
-esac
+file=$(bash tools/gpu_model_file.sh $model) ||
+  { echo "usage: bash tools/gpu_multi.sh g3|26b [REQUESTS] [RATES] [KILL_AFTER_S]" >&2; exit 1; }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>/dev/null
 gpus=$(echo ${GPUS:-$(build/clgemma devices --plain | sh deploy/devices.sh --gpus)} | tr " " "\n")
 echo "GPUs: $(echo $gpus)"
