@@ -199,6 +199,8 @@ class Gemma4Model:
             if trace is not None:
                 trace.setdefault("layer_out", []).append(x.copy())
         x = self.rms(x, t["output_norm.weight"])
+        if trace is not None:                 # what an MTP drafter reads (tools/ref_gemma4_assistant.py)
+            trace["kv"], trace["h_norm"] = kv_cache, x.copy()
         logits = x @ self.out_w.T
         if self.softcap:
             logits = np.tanh(logits / self.softcap) * self.softcap
