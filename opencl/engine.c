@@ -120,6 +120,11 @@ int engine_load(engine **out, const char *path, const engine_opts *opts, char *e
     if (gguf_open(&e->gguf, path, why, sizeof why)) { ERR("%s", why); goto fail; }
     const model_arch *arch;
     if (model_arch_of(e->gguf, &arch, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
+    if (arch->drafts_for) { /* before the device is touched: a drafter alone cannot run */
+        ERR("%s: '%s' is an MTP drafter of %s models: load it beside one", path, arch->name,
+            arch->drafts_for);
+        goto fail;
+    }
     if (tokenizer_from_gguf(&e->tok, e->gguf, why, sizeof why)) { ERR("%s: %s", path, why); goto fail; }
     if (engine_init(e, path, opts, t0, err, errlen)) goto fail;
     *out = e;

@@ -36,6 +36,7 @@ model_bufs_destroy_fn gemma4_bufs_destroy;
 model_layer_window_fn gemma4_layer_window;
 model_forward_fn gemma4_forward;
 model_kv_layout_fn gemma4_kv_layout;
+model_kv_export_fn gemma4_kv_export;
 
 typedef struct g4_layer {
     layer_weights w;          /* q, k, v (v.buf NULL: K = V), o, gate, up, down and the norms */
@@ -55,6 +56,7 @@ typedef struct g4_layer {
 typedef struct gemma4_model {
     g4_layer *L;
     uint32_t n_ple, n_expert, n_used, n_ff_exp, first_shared;
+    float theta_full, theta_swa;  /* RoPE bases (the tables hold the frequencies; a drafter checks its own) */
     host_table *ple_tok;      /* per-layer token embeddings: host memory, the step's rows gathered */
     weight ple_proj;
     cl_mem ple_norm;
@@ -315,6 +317,8 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
         for (int i = 0; i < 3; i++)
             if (e[i] > m->max_weight_elems) m->max_weight_elems = e[i];
     }
+    g->theta_full = rp.theta_full;
+    g->theta_swa = rp.theta_swa;
     m->freq_local = rope_freqs(rt, (uint32_t)rot_swa, rp.theta_swa, 1.0, NULL, err, errlen);
     m->freq_global = m->freq_local ? rope_freqs(rt, (uint32_t)rot_full, rp.theta_full, 1.0, ff, err, errlen) : NULL;
     if (!m->freq_global) goto fail;
@@ -329,6 +333,20 @@ uint32_t gemma4_layer_window(const model *m, uint32_t l)
 {
     const gemma4_model *g = m->priv;
     return g->L[l].w.is_swa ? m->hp.window : 0;
+}
+
+void gemma4_kv_export(const model *m, model_kv_ref out[MODEL_KV_KINDS])
+{
+    const gemma4_model *g = m->priv;
+    for (int k = 0; k < MODEL_KV_KINDS; k++) out[k] = (model_kv_ref){ .layer = -1 };
+    for (int l = (int)m->hp.n_layer - 1; l >= 0; l--) {
+        const g4_layer *L = &g->L[l];
+        model_kv_ref *r = &out[L->w.is_swa ? MODEL_KV_SLIDING : MODEL_KV_FULL];
+        if (r->layer >= 0) continue;
+        const g4_layer *S = &g->L[L->kv_src];
+        *r = (model_kv_ref){ (int32_t)L->kv_src, S->nkv, S->hd, S->rot, S->w.is_swa ? g->theta_swa : g->theta_full,
+                             S->w.is_swa ? m->hp.window : 0 };
+    }
 }
 
 void gemma4_unload(model *m)

@@ -9,12 +9,11 @@
 #include "errf.h"
 #include "load.h"
 
-int model_load(model *m, const gguf_file *f, cl_runtime *rt, const tensor_maker *make, char *err, size_t errlen)
+/* the row's load of f into m, the weights on the device when it returns */
+static int load_row(model *m, const model_arch *a, const gguf_file *f, cl_runtime *rt, const tensor_maker *make,
+                    char *err, size_t errlen)
 {
-    memset(m, 0, sizeof *m);
-    const model_arch *a;
     char why[256];
-    if (model_arch_of(f, &a, why, sizeof why)) return ERR("model: %s", why);
     m->arch = a;
     snprintf(m->hp.arch, sizeof m->hp.arch, "%s", a->name);
     model_src src = { f, rt, make, NULL };
@@ -28,6 +27,37 @@ int model_load(model *m, const gguf_file *f, cl_runtime *rt, const tensor_maker 
     upload_destroy(src.up);
     if (r) model_free(m);
     return r;
+}
+
+int model_load(model *m, const gguf_file *f, cl_runtime *rt, const tensor_maker *make, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    const model_arch *a;
+    char why[256];
+    if (model_arch_of(f, &a, why, sizeof why)) return ERR("model: %s", why);
+    if (a->drafts_for)
+        return ERR("model: '%s' is an MTP drafter of %s models: load it beside one", a->name,
+                   a->drafts_for);
+    return load_row(m, a, f, rt, make, err, errlen);
+}
+
+int model_load_drafter(model *d, const gguf_file *f, const model *target, cl_runtime *rt, char *err,
+                       size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    const model_arch *a;
+    char why[256];
+    if (model_arch_of(f, &a, why, sizeof why)) return ERR("drafter: %s", why);
+    if (!a->drafts_for) return ERR("drafter: a '%s' file is a model, not an MTP drafter", a->name);
+    if (strcmp(a->drafts_for, target->arch->name) || !target->arch->kv_export)
+        return ERR("drafter: '%s' drafts for %s models, the target is '%s'", a->name, a->drafts_for,
+                   target->arch->name);
+    if (load_row(d, a, f, rt, NULL, err, errlen)) return -1;
+    if (a->pair_check(d, target, err, errlen)) {
+        model_free(d);
+        return -1;
+    }
+    return 0;
 }
 
 uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest)

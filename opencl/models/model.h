@@ -105,6 +105,20 @@ typedef int  model_forward_fn(const model *m, ops *o, fwd_bufs *b, kv_cache *kv,
                               size_t errlen);
 typedef int  model_kv_layout_fn(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen);
 
+/* The cache a drafter reads from its target, per kind of layer: the cache the target's last layer of that
+ * kind reads (its own or, KV-shared, another's) and that cache's shape. */
+typedef struct model_kv_ref {
+    int32_t layer;            /* the target layer owning the cache (kv_layer_k / kv_layer_v); -1: no such kind */
+    uint32_t n_kv, head_dim;  /* K and V heads, their width */
+    uint32_t rot;             /* rotated dims of K */
+    float theta;              /* RoPE base of K */
+    uint32_t window;          /* sliding window in keys (0: full attention) */
+} model_kv_ref;
+enum { MODEL_KV_FULL, MODEL_KV_SLIDING, MODEL_KV_KINDS };
+typedef void model_kv_export_fn(const model *m, model_kv_ref out[MODEL_KV_KINDS]);
+/* a loaded drafter against the loaded target it reads: 0, or -1 with what does not match */
+typedef int  model_pair_check_fn(const model *drafter, const model *target, char *err, size_t errlen);
+
 typedef struct model_arch {
     const char *name;                     /* general.architecture */
     chat_family chat;                     /* the family of its chat templates */
@@ -117,6 +131,11 @@ typedef struct model_arch {
     model_layer_window_fn *layer_window;  /* layer l's sliding window in keys (0: full attention) */
     model_forward_fn *forward;
     model_kv_layout_fn *kv_layout;        /* the KV shape from the keys alone (model_kv_layout_read) */
+    model_kv_export_fn *kv_export;        /* the cache a drafter of it reads (NULL: none drafts for it) */
+    /* drafters (MTP heads that read another model's cache): the architecture of the models they draft for;
+     * loaded only beside one (model_load_drafter), their row has no forward of the target kind */
+    const char *drafts_for;
+    model_pair_check_fn *pair_check;
 } model_arch;
 
 /* the row of an architecture name (len bytes, not NUL-terminated), or NULL */
@@ -131,6 +150,10 @@ void model_arch_names(char *out, size_t cap);
 
 /* make: the maker of tensors f has no data for (NULL: f has all its data) */
 int  model_load(model *m, const gguf_file *f, cl_runtime *rt, const tensor_maker *make, char *err, size_t errlen);
+/* a drafter file beside target (loaded): the drafter row's load, then its pair check; -1 with err when f is
+ * not a drafter, drafts for another architecture or does not fit target's cache, embedding or vocabulary */
+int  model_load_drafter(model *d, const gguf_file *f, const model *target, cl_runtime *rt, char *err,
+                        size_t errlen);
 /* device memory a file's weights need: every tensor but those the loader keeps in host memory;
  * *largest: the largest of those tensors (NULL if none) */
 uint64_t model_device_bytes(const gguf_file *f, const gguf_tensor **largest);

@@ -20,6 +20,13 @@ model_bufs_destroy_fn gemma4_bufs_destroy;
 model_layer_window_fn gemma4_layer_window;
 model_forward_fn gemma4_forward;
 model_kv_layout_fn gemma4_kv_layout;
+model_kv_export_fn gemma4_kv_export;
+
+model_load_fn gemma4_assistant_load;
+model_unload_fn gemma4_assistant_unload;
+model_layer_window_fn gemma4_assistant_layer_window;
+model_kv_layout_fn gemma4_assistant_kv_layout;
+model_pair_check_fn gemma4_assistant_pair_check;
 
 static const model_arch ARCHES[] = {
     {
@@ -45,6 +52,18 @@ static const model_arch ARCHES[] = {
         .layer_window = gemma4_layer_window,
         .forward = gemma4_forward,
         .kv_layout = gemma4_kv_layout,
+        .kv_export = gemma4_kv_export,
+    },
+    {
+        /* the MTP drafter ("assistant") of Gemma 4 models: reads their cache and embeddings */
+        .name = "gemma4-assistant",
+        .chat = CHAT_GEMMA4,
+        .drafts_for = "gemma4",
+        .load = gemma4_assistant_load,
+        .unload = gemma4_assistant_unload,
+        .layer_window = gemma4_assistant_layer_window,
+        .kv_layout = gemma4_assistant_kv_layout,
+        .pair_check = gemma4_assistant_pair_check,
     },
 };
 
