@@ -12,6 +12,7 @@
 #include "chat_reply.h"
 #include "choice.h"
 #include "draw.h"
+#include "draft.h"
 #include "clock.h"
 #include "gguf.h"
 #include "kv.h"
@@ -51,6 +52,7 @@ struct engine {
     draw_plan draw;       /* its sampled rows drawn from their best values on the device */
     void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
     const tensor_maker *make; /* synthetic model: makes the weights its header has no data for */
+    drafter *draft;       /* opts.draft_path's MTP drafter, or NULL */
 };
 
 static const tensor_maker synth_maker = { synth_fill, synth_bytes };
@@ -263,6 +265,10 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         goto fail;
     }
     e->info.max_rows = max_out;
+    if (opts->draft_path) {
+        if (!(e->draft = calloc(1, sizeof *e->draft))) { ERR("out of memory"); goto fail; }
+        if (drafter_create(e->draft, opts->draft_path, &e->m, &e->rt, n_seq, n_ctx, err, errlen)) goto fail;
+    }
     e->h_logits = malloc(sizeof(float) * hp->n_vocab);
     if (!e->h_logits) { ERR("out of memory"); goto fail; }
     if (choice_create(&e->choice, &e->rt, hp->n_vocab, n_seq, why, sizeof why) ||
@@ -308,6 +314,13 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     in->n_embd = hp->n_embd;
     in->weight_bytes = e->m.weight_bytes;
     in->device_bytes = e->m.weight_bytes + e->kv.bytes;
+    if (e->draft) {
+        snprintf(in->draft_arch, sizeof in->draft_arch, "%s", e->draft->m.hp.arch);
+        in->draft_layers = e->draft->m.hp.n_layer;
+        in->draft_embd = e->draft->m.hp.n_embd;
+        in->draft_bytes = e->draft->m.weight_bytes;
+        in->device_bytes += in->draft_bytes;
+    }
     in->host_weight_bytes = e->m.host_bytes;
     in->kv_bytes = e->kv.bytes;
     in->kv_bytes_per_token = e->kv.sizes.full_per_token;
@@ -334,6 +347,8 @@ void engine_destroy(engine *e)
     if (e->rt_ok) clFinish(e->rt.q);
     choice_destroy(&e->choice);
     draw_destroy(&e->draw);
+    if (e->draft) drafter_destroy(e->draft);
+    free(e->draft);
     fwd_bufs_destroy(&e->b);
     kv_destroy(&e->kv);
     ops_destroy(&e->o);
@@ -436,20 +451,26 @@ engine_stop engine_should_stop(const engine *e, int seq, int32_t token, int n_ge
     return ENGINE_GO;
 }
 
-int engine_seq_new(engine *e) { return kv_seq_new(&e->kv); }
+/* a sequence slot taken or given back: no hidden rows of its own to draft from */
+static int seq_fresh(engine *e, int seq)
+{
+    if (e->draft) drafter_forget(e->draft, seq);
+    return seq;
+}
+int engine_seq_new(engine *e) { return seq_fresh(e, kv_seq_new(&e->kv)); }
 int engine_seq_fork(engine *e, int src)
 {
     if (src < 0 || (uint32_t)src >= e->kv.n_seq || e->kv.seq_len[src] < 0) return -1;
-    return kv_seq_fork(&e->kv, src);
+    return seq_fresh(e, kv_seq_fork(&e->kv, src));
 }
 int engine_seq_new_prefix(engine *e, const int32_t *tokens, int n, int *cached)
 {
     uint32_t got = 0;
     int seq = kv_seq_new_prefix(&e->kv, tokens, n > 0 ? (uint32_t)n : 0, &got);
     *cached = (int)got;
-    return seq;
+    return seq_fresh(e, seq);
 }
-void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq); }
+void engine_seq_free(engine *e, int seq) { kv_seq_free(&e->kv, seq_fresh(e, seq)); }
 void engine_kv_need(const engine *e, int n_prompt, int max_tokens, int n, engine_kv_blocks *out)
 {
     uint32_t b[KV_POOLS];
@@ -538,6 +559,13 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     ops_clear(&e->o); /* a failed step's error is not this one's */
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
     if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; return 0; }
+    /* the drafter starts from the normed rows fwd_logits leaves in xo: each item's run of them kept */
+    for (uint32_t r = 0, r1; e->draft && r < n_out; r = r1) {
+        const out_ref *f = &refs[r0 + r];
+        for (r1 = r + 1; r1 < n_out && refs[r0 + r1].item == f->item; r1++) {}
+        if (drafter_keep(e->draft, q, b->xo, r, items[f->item].seq, f->tok, (int)(r1 - r)))
+            return ERR("keeping the drafter's rows failed");
+    }
     /* greedy rows: argmax on the device, only ids (and asked-for logprobs) come back; others get their
      * logits row. Masks and biases go first, so both kinds choose from the processed row. */
     uint32_t nv = e->m.hp.n_vocab;
@@ -635,6 +663,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         }
     }
     e->step_drafts = drafts;
+    for (int i = 0; e->draft && i < n; i++)
+        drafter_step_begin(e->draft, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq], items[i].n_tokens);
     kv_step_begin(&e->kv);
     int rc = kv_sync(&e->kv, &e->rt, err, errlen);
     /* flatten tokens item by item; a chunk holds at most max_batch tokens, seq_chunk of one sequence
@@ -683,7 +713,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     if (rc) {
         clFinish(e->rt.q);
         kv_abort(&e->kv);
-        for (int i = 0; i < n; i++) kv_trim(&e->kv, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq]);
+        for (int i = 0; i < n; i++) {
+            kv_trim(&e->kv, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq]);
+            seq_fresh(e, items[i].seq);
+        }
         free(refs);
         return -1;
     }
@@ -692,6 +725,19 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     free(refs);
     if (e->profiling) clFinish(e->rt.q);
     return 0;
+}
+
+int engine_draft(engine *e, engine_draft_item *items, int n, char *err, size_t errlen)
+{
+    if (!e->draft) return ERR("no drafter loaded (--draft FILE)");
+    if (n <= 0) return 0;
+    if (staging_free(e)) return ERR("the last step's upload failed");
+    double tq = monotonic_seconds();
+    ops_clear(&e->o);
+    e->o.act_int8 = 1; /* one token per sequence: decode's products */
+    int rc = drafter_run(e->draft, &e->m, &e->o, &e->kv, items, n, err, errlen);
+    e->enqueue_s += monotonic_seconds() - tq;
+    return rc;
 }
 
 void engine_profile_print(engine *e, double wall_ms, int steps) { ops_profile_print(&e->o, wall_ms, steps); }

@@ -55,6 +55,8 @@ typedef struct engine_opts {
     int no_prefix_cache;  /* 1: engine_seq_new_prefix reuses nothing (every prompt computed whole) */
     int kv_type;          /* engine_kv_type of the KV cache (0: f16); quantized types need head dims
                            * in multiples of 32 */
+    const char *draft_path; /* an MTP drafter (gemma4-assistant GGUF) loaded beside the model for
+                           * engine_draft; NULL: none */
 } engine_opts;
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
@@ -134,6 +136,10 @@ typedef struct engine_info {
                               * decode products (ENGINE_DECODE_ROWS where int8_decode; 0: no such bound).
                               * Past it a step runs the prompt's products: H200, 270M at 16 sequences,
                               * one draft token each doubles the step */
+    /* the MTP drafter (opts.draft_path): its architecture ("" without one), layers, width, weights */
+    char draft_arch[32];
+    uint32_t draft_layers, draft_embd;
+    uint64_t draft_bytes;
 } engine_info;
 
 #define ENGINE_DECODE_ROWS 16 /* mvq_T up to 4 tokens, mmq8_T up to 16 */
@@ -284,6 +290,23 @@ typedef struct engine_item {
  * KV state, but samplers that already chose have seen their tokens. */
 #define ENGINE_KV_FULL (-2)
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen);
+
+/* MTP drafting (opts.draft_path): up to k greedy draft tokens per sequence, continuing from token (the
+ * target's choice after the sequence's cache, not yet stepped) at the position it takes. The drafter reads the
+ * target's cache and its normed hidden state of the cache's last position, which the engine keeps from the
+ * step that computed it (one of its last ENGINE_DRAFT_KEEP output rows). A sequence without that row (new,
+ * forked, cut back before its last step) drafts nothing (n = 0). Writes no cache: nothing to roll back.
+ * 0, or -1 with err (no drafter, a bad item, a device error). */
+#define ENGINE_DRAFT_KEEP 17 /* rows of a step kept per sequence: a verification of 16 drafts */
+typedef struct engine_draft_item {
+    int seq;
+    int32_t token;
+    int k;                   /* 1..16 */
+    int32_t *out;            /* k entries */
+    int n;                   /* out: tokens drafted (k, or 0 without the hidden row) */
+    float *logits;           /* NULL, or k * n_vocab floats: each draft step's logits (tests) */
+} engine_draft_item;
+int engine_draft(engine *e, engine_draft_item *items, int n, char *err, size_t errlen);
 
 /* Per-kernel profile (bench --profile): needs an engine loaded with opts.profile.
  * engine_profile_print writes the table of time, launches, GB/s and TFLOP/s per op to stderr. */

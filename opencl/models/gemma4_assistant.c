@@ -293,3 +293,79 @@ int gemma4_assistant_pair_check(const model *d, const model *t, char *err, size_
     }
     return 0;
 }
+
+/* ---- the draft step ------------------------------------------------------------------------- */
+
+enum { XA_PREV = FWD_DRAFT_PREV, XA_H = FWD_DRAFT_H, XA_E, XA_CAT, XA_COUNT };
+
+int gemma4_assistant_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, char *err, size_t errlen)
+{
+    const assistant_model *g = m->priv;
+    size_t T = b->max_tok, Hb = g->n_embd_out;
+    size_t sz[XA_COUNT] = { [XA_PREV] = T, [XA_H] = T * Hb, [XA_E] = T * Hb, [XA_CAT] = 2 * T * Hb };
+    for (int i = 0; i < XA_COUNT; i++)
+        if (!(b->ext[i] = rt_alloc(rt, 4 * sz[i], NULL, err, errlen))) return -1;
+    return 0;
+}
+
+void gemma4_assistant_bufs_destroy(fwd_bufs *b)
+{
+    for (int i = 0; i < XA_COUNT; i++) mem_release(&b->ext[i]);
+}
+
+/* [T][w] rows of src into columns [col, col + w) of dst's [T][2w] rows */
+static void put_half(ops *o, cl_mem src, cl_mem dst, uint32_t T, uint32_t w, uint32_t col)
+{
+    if (o->failed) return;
+    size_t so[3] = { 0, 0, 0 }, dor[3] = { 4 * (size_t)col, 0, 0 }, reg[3] = { 4 * (size_t)w, T, 1 };
+    cl_int ce = clEnqueueCopyBufferRect(o->rt->q, src, dst, so, dor, reg, 4 * (size_t)w, 0, 8 * (size_t)w, 0, 0, NULL,
+                                        NULL);
+    if (ce) ops_fail(o, "drafter input rows: %s", rt_errstr(ce));
+}
+
+int gemma4_assistant_draft(const model *d, const model *t, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a,
+                           char *err, size_t errlen)
+{
+    const model_hparams *hp = &d->hp;
+    const assistant_model *g = d->priv;
+    uint32_t T = a->ntok, H = hp->n_embd, Hb = g->n_embd_out;
+    float eps = hp->eps;
+    model_kv_ref ref[MODEL_KV_KINDS];
+    t->arch->kv_export(t, ref);
+    /* x = pre_projection(concat(target_embd(ids) * sqrt(Hb), h)) */
+    op_embed(o, &t->tok_embd, b->ids, T, hp->embd_scale, b->ext[XA_E]);
+    put_half(o, b->ext[XA_E], b->ext[XA_CAT], T, Hb, 0);
+    put_half(o, b->ext[XA_H], b->ext[XA_CAT], T, Hb, Hb);
+    op_matmul(o, &g->pre_proj, b->ext[XA_CAT], 2 * Hb, b->x.cur, H, T);
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const ga_layer *L = &g->L[l];
+        const layer_weights *W = &L->w;
+        const model_kv_ref *r = &ref[W->is_swa ? MODEL_KV_SLIDING : MODEL_KV_FULL];
+        uint32_t qd = L->nh * L->hd;
+        cl_mem freq = W->is_swa ? d->freq_local : d->freq_global;
+        op_rmsnorm(o, b->x.cur, W->attn_norm, b->x.spare, T, H, eps);      /* q = rope(norm(Wq norm(x)), p) */
+        op_matmul(o, &W->q, b->x.spare, H, b->q, qd, T);
+        op_norm_rope(o, b->q, T, L->nh, L->hd, W->q_norm, 1, eps, freq, L->rot, b->pos, b->seq, NULL);
+        /* the target's keys 0 .. p - 1 as a query at p - 1 sees them; sliding: the newest window + 1, as
+         * transformers' drafter (docs/design-mtp-drafter.md 1.4) */
+        kv_view kk = kv_layer_k(kv, (uint32_t)r->layer), vv = kv_layer_v(kv, (uint32_t)r->layer);
+        attn_batch ab = { b->q, b->att, b->ext[XA_PREV], b->seq, a->seq, T, a->max_pos, b->part_acc, b->part_ml,
+                          b->part_cnt, b->part_elems, hp->head_dim };
+        attn_layer al = { L->nh, L->nkv, L->hd, W->is_swa ? (int)hp->window + 1 : 0, hp->attn_scale, 0, &kk, &vv };
+        op_attention_batch(o, &ab, &al);
+        op_matmul(o, &W->o, b->att, qd, b->o, H, T);                        /* o = Wo att */
+        mm_out gu[2] = { { &W->gate, b->g, L->n_ff }, { &W->up, b->u, L->n_ff } };
+        norm_chain pa = { .x = b->o, .wx = W->post_attn_norm, .scale = 1.0f, .out = { { W->ffn_norm, NULL } },
+                          .nout = 1 };
+        op_norm_matmul(o, &b->x, &pa, gu, 2, H, T, eps);                    /* x += norm(o); g, u = W norm(x) */
+        op_matmul_geglu(o, &W->down, b->g, L->n_ff, b->u, 0, L->n_ff, b->o, H, T); /* o = down(gelu(g) * u) */
+        norm_chain ff = { .x = b->o, .wx = W->post_ffw_norm, .scale = L->out_scale };
+        op_norm_matmul(o, &b->x, &ff, NULL, 0, H, T, eps);                  /* x = (x + norm(o)) * scale */
+    }
+    /* hn = norm(x); logits = head(hn), no soft-capping; next token; next h = post_projection(hn) */
+    op_rmsnorm(o, b->x.cur, d->output_norm, b->xo, T, H, eps);
+    op_matmul(o, &d->output, b->xo, H, b->logits, hp->n_vocab, T);
+    op_argmax(o, b->logits, T, hp->n_vocab, b->ids);
+    op_matmul(o, &g->post_proj, b->xo, H, b->ext[XA_H], Hb, T);
+    return ops_status(o, err, errlen);
+}

@@ -118,6 +118,14 @@ enum { MODEL_KV_FULL, MODEL_KV_SLIDING, MODEL_KV_KINDS };
 typedef void model_kv_export_fn(const model *m, model_kv_ref out[MODEL_KV_KINDS]);
 /* a loaded drafter against the loaded target it reads: 0, or -1 with what does not match */
 typedef int  model_pair_check_fn(const model *drafter, const model *target, char *err, size_t errlen);
+/* One drafter step over a->ntok rows, one per sequence (b from fwd_bufs_create for the drafter): each row's
+ * token (b->ids) at the position it takes (b->pos: its sequence's length p, the target's cache holding
+ * 0 .. p - 1; ext[FWD_DRAFT_PREV] holds p - 1) with its target-width row (ext[FWD_DRAFT_H]: the target's
+ * normed hidden state of position p - 1, or the step before's). Leaves the row's logits in b->logits, its
+ * greedy next token in b->ids and the next step's row in ext[FWD_DRAFT_H]; writes no cache. */
+typedef int  model_draft_fn(const model *drafter, const model *target, ops *o, fwd_bufs *b, kv_cache *kv,
+                            const fwd_args *a, char *err, size_t errlen);
+enum { FWD_DRAFT_PREV, FWD_DRAFT_H }; /* a drafter's fwd_bufs.ext that its caller fills */
 
 typedef struct model_arch {
     const char *name;                     /* general.architecture */
@@ -136,6 +144,7 @@ typedef struct model_arch {
      * loaded only beside one (model_load_drafter), their row has no forward of the target kind */
     const char *drafts_for;
     model_pair_check_fn *pair_check;
+    model_draft_fn *draft;
 } model_arch;
 
 /* the row of an architecture name (len bytes, not NUL-terminated), or NULL */

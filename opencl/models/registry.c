@@ -27,6 +27,9 @@ model_unload_fn gemma4_assistant_unload;
 model_layer_window_fn gemma4_assistant_layer_window;
 model_kv_layout_fn gemma4_assistant_kv_layout;
 model_pair_check_fn gemma4_assistant_pair_check;
+model_bufs_create_fn gemma4_assistant_bufs_create;
+model_bufs_destroy_fn gemma4_assistant_bufs_destroy;
+model_draft_fn gemma4_assistant_draft;
 
 static const model_arch ARCHES[] = {
     {
@@ -62,8 +65,11 @@ static const model_arch ARCHES[] = {
         .load = gemma4_assistant_load,
         .unload = gemma4_assistant_unload,
         .layer_window = gemma4_assistant_layer_window,
+        .bufs_create = gemma4_assistant_bufs_create,
+        .bufs_destroy = gemma4_assistant_bufs_destroy,
         .kv_layout = gemma4_assistant_kv_layout,
         .pair_check = gemma4_assistant_pair_check,
+        .draft = gemma4_assistant_draft,
     },
 };
 
