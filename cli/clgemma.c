@@ -23,6 +23,7 @@ static engine_opts sizing(const cli_args *a, int max_seqs)
     o.max_seqs = max_seqs;
     o.kv_tokens = a->kv_tokens;
     o.kv_type = a->kv_type ? engine_kv_type_parse(a->kv_type) : ENGINE_KV_F16;
+    o.draft_path = a->draft_path;
     if (o.kv_type < 0) cli_die("--kv-type: unknown type '%s' (f16, q8_0 or q4)", a->kv_type);
     return o;
 }
@@ -179,7 +180,8 @@ static int cmd_generate(const cli_args *a)
     engine_item it = { .seq = seq, .tokens = ids, .n_tokens = n, .smp = smp };
     int produced = 0;
     spec_run sr = { 0 };
-    if (a->draft_max > 0 && spec_begin(&sr, ids, n, a->draft_max, smp)) cli_die("%s", sr.err);
+    int k_max = a->draft_max > 0 ? a->draft_max : a->draft_path ? 4 : 0;
+    if (k_max > 0 && spec_begin(&sr, ids, n, k_max, smp)) cli_die("%s", sr.err);
     if (n_predict > 0) {
         step_or_die(e, &it, 1);
         t1 = monotonic_seconds();

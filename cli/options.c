@@ -61,7 +61,9 @@ static const cli_option OPTIONS[] = {
       "one line a device, \"P:D TYPE MEMORY_BYTES NAME\" (TYPE GPU, CPU or other), for scripts" },
     { "--draft-max", NULL, "K", B(GENERATE), K_INT, F(draft_max), 0, 16,
       "speculative decoding: drafts of up to K tokens looked up in the prompt and output so far, verified in one "
-      "step; sampled output keeps plain sampling's distribution (default 0: off)" },
+      "step; sampled output keeps plain sampling's distribution (default 0: off; 4 with --draft)" },
+    { "--draft", NULL, "FILE", B(GENERATE), K_STR, F(draft_path), 0, 0,
+      "draft with this MTP drafter (a gemma4-assistant GGUF beside a Gemma 4 -m) instead of prompt lookup" },
     { "-o", NULL, "FILE", B(LOGITS) | B(SYNTH), K_STR, F(out_path), 0, 0, "output file" },
     { "--temp", NULL, "T", SAMPLING, K_FLOAT, F(sp.temperature), 0, 100, "temperature (default 0: greedy)" },
     { "--top-k", NULL, "K", SAMPLING, K_INT, F(sp.top_k), 0, 1 << 20, "keep the K most likely (default 0: off)" },
@@ -91,6 +93,8 @@ static const cli_option OPTIONS[] = {
     { "--draft", NULL, "K[,K...]", B(BENCH), K_STR, F(bench_drafts), 0, 0,
       "each decode step also verifies K (0..16) draft tokens per sequence and rolls them back: speculation's "
       "cost; a list gives a line per K from one load (default 0)" },
+    { "--drafter", NULL, "FILE", B(BENCH), K_STR, F(draft_path), 0, 0,
+      "with --draft K: also time K steps of this MTP drafter (gemma4-assistant GGUF) for every sequence" },
     { "--profile", NULL, NULL, B(BENCH), K_FLAG, F(profile), 0, 0, "per-kernel times of the last repetition" },
     { "--set", NULL, "NAME=VALUE", B(BENCH), K_SET, F(settings), 0, 0,
       "a measurement setting: an ops policy threshold (docs/PERF.md); repeatable" },

@@ -31,7 +31,8 @@ typedef struct cli_args {
     int seqs, kv_tokens;  /* info --seqs, --kv-tokens: 0 = sized as the server sizes them */
     int chat, ids, profile;
     int plain;            /* devices --plain: one "P:D TYPE BYTES NAME" line a device */
-    int draft_max;        /* generate --draft-max K: prompt-lookup drafts of up to K tokens (0: off) */
+    int draft_max;        /* generate --draft-max K: drafts of up to K tokens (0: off; 4 with --draft) */
+    const char *draft_path; /* generate --draft FILE / bench --drafter FILE: an MTP drafter beside -m */
     const char *bench_drafts; /* bench --draft K[,K...]: draft tokens each decode step verifies and rolls back */
     const char *settings[ENGINE_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
     int n_settings;

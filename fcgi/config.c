@@ -61,8 +61,10 @@ void config_usage(const char *prog)
         "      --spec MODE         speculative decoding: ngram (requests without logprobs, logit_bias or\n"
         "                          response_format feed drafts copied from their prompt and output, verified in\n"
         "                          the same step; greedy output unchanged, sampled output of the same\n"
-        "                          distribution but not a seed's plain tokens), off, or auto: ngram on GPUs\n"
-        "                          whose decode products take drafts at little cost, else off (default %s)\n"
+        "                          distribution but not a seed's plain tokens), mtp (drafts from --draft's\n"
+        "                          model), off, or auto: mtp with --draft, else ngram on GPUs whose decode\n"
+        "                          products take drafts at little cost, else off (default %s)\n"
+        "      --draft FILE        an MTP drafter (gemma4-assistant GGUF) loaded beside a Gemma 4 model\n"
         "      --draft-max K       draft tokens a sequence feeds a step at most, 1..%d (default %d); each\n"
         "                          sequence's length adapts to what the model accepts\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
@@ -156,7 +158,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     }
     if (!strcmp(key, "spec")) {
         if ((x = spec_mode_parse(v)) < 0) {
-            snprintf(err, errlen, "--spec: expected ngram, off or auto, got '%s'", v);
+            snprintf(err, errlen, "--spec: expected ngram, mtp, off or auto, got '%s'", v);
             return -1;
         }
         c->spec = (int)x;
@@ -173,9 +175,10 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
         c->socket_mode = (int)x;
         return 0;
     }
-    if (!strcmp(key, "model") || !strcmp(key, "model-id") || !strcmp(key, "cache-dir") || !strcmp(key, "stats-dir")) {
+    if (!strcmp(key, "model") || !strcmp(key, "model-id") || !strcmp(key, "cache-dir") || !strcmp(key, "stats-dir") ||
+        !strcmp(key, "draft")) {
         char *dst = !strcmp(key, "model") ? c->model : !strcmp(key, "cache-dir") ? c->cache_dir
-                  : !strcmp(key, "stats-dir") ? c->stats_dir : c->model_id;
+                  : !strcmp(key, "stats-dir") ? c->stats_dir : !strcmp(key, "draft") ? c->draft : c->model_id;
         size_t cap = !strcmp(key, "model-id") ? sizeof c->model_id : CFG_STR;
         if (copy_str(dst, cap, v)) { snprintf(err, errlen, "--%s: value too long", key); return -1; }
         return 0;
@@ -299,6 +302,7 @@ int config_parse_args(server_config *c, int argc, char **argv, char *err, size_t
 int config_finish(server_config *c, char *err, size_t errlen)
 {
     if (!c->model[0]) { snprintf(err, errlen, "no model: pass -m MODEL.gguf"); return -1; }
+    if (c->spec == SPEC_MTP && !c->draft[0]) { snprintf(err, errlen, "--spec mtp needs --draft FILE"); return -1; }
     if (c->n_listen > 1 && c->n_listen != c->n_workers) {
         snprintf(err, errlen, "--listen has %d addresses for %d workers: give one, or one per device",
                  c->n_listen, c->n_workers);

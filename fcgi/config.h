@@ -30,7 +30,8 @@ typedef struct server_config {
                                    * (0 = max-batch's) */
     int  prefix_cache;            /* --prefix-cache 0|1: prompts reuse the KV of cached prefixes (default 1) */
     int  kv_type;                 /* --kv-type f16|q8_0|q4: the KV cache's engine_kv_type (default f16) */
-    int  spec;                    /* --spec off|ngram: speculative decoding's drafts (spec_step.h's enum spec_mode) */
+    int  spec;                    /* --spec off|ngram|mtp|auto: speculative decoding's drafts (spec_step.h's enum spec_mode) */
+    char draft[CFG_STR];          /* --draft FILE: an MTP drafter (gemma4-assistant GGUF) beside the model ("": none) */
     int  draft_max;               /* --draft-max K: draft tokens a sequence feeds a step at most, 1..16 */
     int  threads;                 /* --threads: request threads per worker (0: max-seqs + max-queue + 4) */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */

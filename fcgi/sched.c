@@ -109,6 +109,8 @@ struct sched {
     int *failed;
     step_want *want;          /* the step's plan: each run's claim, tokens taken, the run of each item */
     int *take, *irun;
+    spec_seq **dq;            /* the step's choices the MTP drafter drafts for, their sequences and runs */
+    int *dseq, *drun;
     float *row;               /* a fork's copy of the row it chooses its first token from */
     constraint_pool *pool;    /* a step's structured-output masks on several threads */
     constraint **mcon;        /* the step's constrained runs: their constraints, masks, counts, run index */
@@ -622,14 +624,22 @@ static int mask_threads(void)
  * of it; returns how many */
 static int plan_step(sched *s)
 {
+    int nd = 0;
     for (int i = 0; i < s->n_runs; i++) {
         gen_job *j = s->active[i].j;
         job_choice *ch = &j->ch[s->active[i].c];
         int prompt = ch->phase == PH_PROMPT, max = j->g[s->active[i].c / j->n].max_tokens;
         int draft = prompt ? 0 : spec_seq_draft(&ch->sp, spec_room(s->n_ctx, engine_seq_len(s->eng, ch->seq), max, ch->n_gen));
+        if (!prompt && ch->sp.want > 0) { s->dq[nd] = &ch->sp; s->dseq[nd] = ch->seq; s->drun[nd++] = i; }
         s->want[i] = (step_want){ prompt, prompt ? j->g[s->active[i].c / j->n].n_prompt - ch->fed : 1, ch->fed,
                                   j->prompt_lp ? PLP_PIECE : s->seq_chunk, draft }; /* the rows buffer holds
                                   * PLP_PIECE; a longer chunk would take the engine several forwards */
+    }
+    if (nd) { /* the MTP drafter's drafts for every choice that wants one, in one call */
+        char err[256];
+        if (spec_mtp_drafts(s->eng, s->dq, s->dseq, nd, err, sizeof err))
+            log_line("engine", "drafting failed: %s; the step decodes plainly", err);
+        for (int k = 0; k < nd; k++) s->want[s->drun[k]].draft = s->dq[k]->n_draft;
     }
     const engine_info *in = engine_get_info(s->eng);
     step_rule rule = { s->step_tokens, s->block, s->block, (int)in->max_rows, (int)in->draft_rows };
@@ -772,6 +782,7 @@ static void free_parts(sched *s)
     constraint_vocab_destroy(s->vocab);
     free(s->active); free(s->items); free(s->failed); free(s->row);
     free(s->want); free(s->take); free(s->irun);
+    free(s->dq); free(s->dseq); free(s->drun);
     free(s->mcon); free(s->mbits); free(s->mcount); free(s->mrun);
     free(s);
 }
@@ -807,11 +818,15 @@ int sched_create(sched **out, engine *e, const sched_opts *o, metrics *m, char *
     s->want = calloc((size_t)s->max_seqs, sizeof *s->want);
     s->take = calloc((size_t)s->max_seqs, sizeof *s->take);
     s->irun = calloc((size_t)s->max_seqs, sizeof *s->irun);
+    s->dq = calloc((size_t)s->max_seqs, sizeof *s->dq);
+    s->dseq = calloc((size_t)s->max_seqs, sizeof *s->dseq);
+    s->drun = calloc((size_t)s->max_seqs, sizeof *s->drun);
     s->mcon = calloc((size_t)s->max_seqs, sizeof *s->mcon);
     s->mbits = calloc((size_t)s->max_seqs, sizeof *s->mbits);
     s->mcount = calloc((size_t)s->max_seqs, sizeof *s->mcount);
     s->mrun = calloc((size_t)s->max_seqs, sizeof *s->mrun);
-    if (!s->active || !s->items || !s->failed || !s->row || !s->want || !s->take || !s->irun || !s->mcon || !s->mbits || !s->mcount || !s->mrun ||
+    if (!s->active || !s->items || !s->failed || !s->row || !s->want || !s->take || !s->irun || !s->dq || !s->dseq ||
+        !s->drun || !s->mcon || !s->mbits || !s->mcount || !s->mrun ||
         (s->vocab && constraint_pool_create(&s->pool, mask_threads(), err, errlen))) {
         free_parts(s);
         snprintf(err, errlen, "out of memory");

@@ -1,13 +1,14 @@
 /* spec_step.c — see spec_step.h. */
 #include "spec_step.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define NGRAM_MIN 2 /* spec.c's: a single shared token drafts too often wrongly */
 #define NGRAM_MAX 5
 
-static const char *const mode_names[SPEC_MODES] = { "off", "ngram", "auto" };
+static const char *const mode_names[SPEC_MODES] = { "off", "ngram", "auto", "mtp" };
 
 int spec_mode_parse(const char *name)
 {
@@ -21,6 +22,7 @@ const char *spec_mode_name(int mode) { return mode >= 0 && mode < SPEC_MODES ? m
 int spec_mode_effective(int mode, const engine_info *info)
 {
     if (mode != SPEC_AUTO) return mode;
+    if (info->draft_arch[0]) return SPEC_MTP;
     return info->draft_rows > 0 ? SPEC_NGRAM : SPEC_OFF;
 }
 
@@ -40,6 +42,7 @@ int spec_seq_init(spec_seq *q, int mode, int k_max, int eligible, sampler *smp, 
     q->n_hist = n;
     q->k_max = clamp(k_max, 1, SPEC_MAX_DRAFT);
     q->k = (q->k_max + 1) / 2; /* the first draft neither hopes nor fears */
+    q->mtp = mode == SPEC_MTP;
     return 0;
 }
 
@@ -65,16 +68,29 @@ int spec_room(int n_ctx, int len, int max_tokens, int n_gen)
 
 int spec_seq_draft(spec_seq *q, int room)
 {
-    q->n_draft = 0;
+    q->n_draft = q->want = 0;
     if (!q->hist || q->n_hist < 1) return 0;
     if (q->pause > 0) { q->pause--; return 0; }
     int k = q->k < room ? q->k : room;
     q->feed[0] = q->hist[q->n_hist - 1];
-    if (k > 0) q->n_draft = spec_ngram_draft(q->hist, q->n_hist, NGRAM_MIN, NGRAM_MAX, k, q->feed + 1);
     /* out of memory for the rows: the step decodes plainly */
     size_t rows = (size_t)(q->k_max + 1) * q->n_vocab;
-    if (q->n_draft && q->sampled && !q->rows && !(q->rows = malloc(rows * sizeof *q->rows))) q->n_draft = 0;
+    if (k > 0 && q->sampled && !q->rows && !(q->rows = malloc(rows * sizeof *q->rows))) k = 0;
+    if (q->mtp) { q->want = k; return 0; }
+    if (k > 0) q->n_draft = spec_ngram_draft(q->hist, q->n_hist, NGRAM_MIN, NGRAM_MAX, k, q->feed + 1);
     return q->n_draft;
+}
+
+int spec_mtp_drafts(engine *e, spec_seq *const *qs, const int *seqs, int n, char *err, size_t errlen)
+{
+    engine_draft_item *it = malloc(sizeof *it * (size_t)(n > 0 ? n : 1));
+    if (!it) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int i = 0; i < n; i++)
+        it[i] = (engine_draft_item){ .seq = seqs[i], .token = qs[i]->feed[0], .k = qs[i]->want, .out = qs[i]->feed + 1 };
+    int rc = engine_draft(e, it, n, err, errlen);
+    for (int i = 0; i < n; i++) qs[i]->n_draft = rc ? 0 : it[i].n;
+    free(it);
+    return rc;
 }
 
 void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take)

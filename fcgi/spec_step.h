@@ -25,19 +25,19 @@
 #include "metrics.h"
 #include "spec.h"
 
-enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_AUTO, SPEC_MODES };
+enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_AUTO, SPEC_MTP, SPEC_MODES };
 
-/* auto: ngram where a step of drafts runs decode's products (engine_info.draft_rows > 0: GPUs with int8
- * decode), where one draft token costs 10-40% of a step at one sequence (H200); off elsewhere (the CPU
- * verifies a draft at about a prompt token's cost each) */
+/* auto: mtp where the engine has a drafter (--draft); else ngram where a step of drafts runs decode's
+ * products (engine_info.draft_rows > 0: GPUs with int8 decode), where one draft token costs 10-40% of a
+ * step at one sequence (H200); off elsewhere (the CPU verifies a draft at about a prompt token's cost each) */
 #define SPEC_MODE_DEFAULT SPEC_AUTO
 #define SPEC_PAUSE_MAX 64 /* steps without drafts after drafts rejected whole, at most */
 #define SPEC_DRAFT_DEFAULT 8 /* --draft-max, 1..SPEC_MAX_DRAFT */
 
-/* "off" / "ngram" / "auto" to its mode; -1 for any other name */
+/* "off" / "ngram" / "mtp" / "auto" to its mode; -1 for any other name */
 int spec_mode_parse(const char *name);
 const char *spec_mode_name(int mode);
-/* the mode a worker runs: auto resolved for its engine (off or ngram) */
+/* the mode a worker runs: auto resolved for its engine (off, ngram or mtp) */
 int spec_mode_effective(int mode, const engine_info *info);
 
 /* one choice's drafting state (engine thread) */
@@ -47,6 +47,8 @@ typedef struct spec_seq {
     int k, k_max;             /* draft length now, and its most */
     int pause, wait;          /* steps left without drafting; the pause the next draft rejected whole sets */
     int n_draft;              /* this step's draft (feed[1..]) */
+    int mtp;                  /* drafts come from the engine's drafter (spec_mtp_drafts), not prompt lookup */
+    int want;                 /* mtp: the draft length spec_seq_draft asks the drafter for (0: none) */
     int32_t feed[SPEC_MAX_DRAFT + 1]; /* the choice's token, then the draft: the step's item */
     int32_t ids[SPEC_MAX_DRAFT + 1];  /* greedy: the target's choice after each of them (ids_all) */
     sampler *smp;             /* the choice's; sampled ones are fed here in a draft's step, not by the engine */
@@ -66,8 +68,13 @@ void spec_seq_free(spec_seq *q);
 /* a token the choice output (what the next step feeds), appended to its history */
 void spec_seq_push(spec_seq *q, int32_t tok);
 /* The draft behind tok (the token the step feeds, last in hist) of at most room tokens: the room the
- * context and max_tokens leave (spec_room). Returns its length (0: none; the item is a plain one). */
+ * context and max_tokens leave (spec_room). Returns its length (0: none; the item is a plain one). An mtp
+ * choice returns 0 and sets want: spec_mtp_drafts then drafts for all such choices at once. */
 int  spec_seq_draft(spec_seq *q, int room);
+/* The drafter's drafts for the n choices qs (each with want > 0) of sequences seqs, in one engine_draft:
+ * each q's n_draft (0 where the drafter has no row for its sequence yet). 0, or -1 with err (every
+ * n_draft 0: the step decodes plainly). */
+int  spec_mtp_drafts(engine *e, spec_seq *const *qs, const int *seqs, int n, char *err, size_t errlen);
 /* Draft tokens a sequence may take: its outputs stay within max_tokens (n_gen of them so far) and its
  * cache one short of n_ctx (len now), where plain decoding's length stop decides alone. */
 int  spec_room(int n_ctx, int len, int max_tokens, int n_gen);

@@ -234,6 +234,7 @@ static int load(worker *w)
     o.no_prefix_cache = !cfg->prefix_cache;
     o.kv_type = cfg->kv_type;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
+    o.draft_path = cfg->draft[0] ? cfg->draft : NULL;
     o.verbose = cfg->verbose;
     char err[256];
     if (engine_load(&w->eng, cfg->model, &o, err, sizeof err)) {

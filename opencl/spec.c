@@ -140,7 +140,14 @@ int spec_next(spec_run *r, engine *e, int seq, int32_t tok, int32_t *out)
     /* drafts stay clear of the context's end, where plain decoding's length stop must decide */
     int room = (int)engine_get_info(e)->n_ctx - len0 - 2, k_lim = room / 2 < r->k_max ? room / 2 : r->k_max;
     int32_t vt[SPEC_MAX_DRAFT + 1];
-    int k = k_lim > 0 ? spec_ngram_draft(r->hist, r->n_hist, SPEC_NGRAM_MIN, SPEC_NGRAM_MAX, k_lim, vt + 1) : 0;
+    int k = 0;
+    if (k_lim > 0 && engine_get_info(e)->draft_arch[0]) { /* the engine's MTP drafter */
+        engine_draft_item d = { .seq = seq, .token = tok, .k = k_lim, .out = vt + 1 };
+        if (engine_draft(e, &d, 1, r->err, sizeof r->err)) return -1;
+        k = d.n;
+    } else if (k_lim > 0) {
+        k = spec_ngram_draft(r->hist, r->n_hist, SPEC_NGRAM_MIN, SPEC_NGRAM_MAX, k_lim, vt + 1);
+    }
     vt[0] = tok;
     int a = verify(r, e, seq, vt, k, &r->next);
     if (a < 0 || hist_push(r, vt + 1, a)) return -1;

@@ -1,4 +1,4 @@
-/* spec.h — speculative decoding of one sequence: drafting by prompt lookup, verification of a draft in
+/* spec.h — speculative decoding of one sequence: drafting by prompt lookup or the engine's MTP drafter, verification of a draft in
  * one engine_step, the acceptance, and rollback of what the target rejects (engine_seq_truncate).
  * Greedy samplers verify on the device (engine_item.ids_all): output is token for token plain decoding's.
  * Other samplers verify by rejection sampling on the step's rows (engine_item.logits_all): every output

@@ -38,7 +38,9 @@
 #define CTX 256
 #define MAXTOK 200
 
-static engine *E;
+#define DRAFTER "tests/fixtures/gemma4_mtp_assistant.gguf"
+
+static engine *E, *EM; /* the fixture alone; with its MTP drafter */
 static char err[512];
 
 static void test_k_rule(void)
@@ -135,7 +137,7 @@ static void run_cases(int mode, const job_case *cs, int n, run_out *out, metrics
 {
     sched *s;
     sched_opts o = { .max_seqs = 4, .max_queue = 16, .spec = mode, .draft_max = 8, .step_tokens = 64 };
-    if (sched_create(&s, E, &o, m, err, sizeof err)) { CHECK(0, "sched_create: %s", err); return; }
+    if (sched_create(&s, mode == SPEC_MTP ? EM : E, &o, m, err, sizeof err)) { CHECK(0, "sched_create: %s", err); return; }
     gen_job *j[MAXJOBS];
     for (int i = 0; i < n; i++) {
         job_prompt jp = { cs[i].prompt, cs[i].n_prompt, cs[i].max_tokens };
@@ -290,7 +292,7 @@ static void sample_seeds(int mode, int n_seeds, job_case *c, int32_t (*keys)[DIS
 }
 
 /* case c's two samples, with --spec ngram and without: homogeneous, and the drafts both taken and rejected */
-static void dist_case(const char *name, job_case *c, int n_seeds)
+static void dist_case_mode(const char *name, job_case *c, int n_seeds, int mode)
 {
     static int32_t keys[512][DIST_MAX];
     static long plain[512], spec[512];
@@ -302,7 +304,7 @@ static void dist_case(const char *name, job_case *c, int n_seeds)
     double t0 = monotonic_seconds();
     sample_seeds(SPEC_OFF, n_seeds, c, keys, &n_keys, plain, m);
     double t1 = monotonic_seconds();
-    sample_seeds(SPEC_NGRAM, n_seeds, c, keys, &n_keys, spec, m);
+    sample_seeds(mode, n_seeds, c, keys, &n_keys, spec, m);
     const board *bd = metrics_board(m);
     unsigned long long drafted = bd->spec_draft_tokens, taken = bd->spec_accepted_tokens;
     double chi2;
@@ -316,6 +318,8 @@ static void dist_case(const char *name, job_case *c, int n_seeds)
           "dof %d, p %.3g", name, chi2, dof, pv);
     metrics_destroy(m, 0);
 }
+
+static void dist_case(const char *name, job_case *c, int n_seeds) { dist_case_mode(name, c, n_seeds, SPEC_NGRAM); }
 
 static void test_sched_sampled_distribution(void)
 {
@@ -335,6 +339,49 @@ static void test_sched_sampled_distribution(void)
     dist_case("top_k 4, frequency_penalty 1 over the last 3", &c, 4096); /* p 0.01 at 1024 for a double feed */
 }
 
+/* --spec mtp: the fixture's MTP drafter (random weights: its drafts are rarely the target's choice) drafts for
+ * the same jobs as test_sched_equals_plain; greedy choices give plain decoding's tokens and ends, the sampled
+ * one its length, drafts are proposed and verified; the sampled distribution as with prompt lookup */
+static void test_sched_mtp(void)
+{
+    job_case cs[6];
+    repeat(&cs[0], 10, 7, 40, 60, 1);
+    repeat(&cs[1], 30, 5, 30, 45, 2);
+    repeat(&cs[2], 10, 7, 41, 13, 1);
+    repeat(&cs[3], 70, 9, 200, 100, 1);
+    repeat(&cs[4], 10, 7, 40, 30, 1);
+    cs[4].temperature = 0.8f;
+    repeat(&cs[5], 30, 5, 30, 20, 1);
+    cs[5].logprobs = 2;
+    int n = (int)(sizeof cs / sizeof *cs);
+    static run_out plain[6], spec[6];
+    metrics *mp, *ms;
+    if (metrics_create(&mp) || metrics_create(&ms)) { CHECK(0, "metrics"); return; }
+    run_cases(SPEC_OFF, cs, n, plain, mp);
+    run_cases(SPEC_MTP, cs, n, spec, ms);
+    CHECK(spec[4].n[0] == 30 && spec[4].end[0] == JOB_LENGTH, "sampled: %d tokens, end %d", spec[4].n[0], spec[4].end[0]);
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < cs[i].n && i != 4; c++) {
+            int first = -1;
+            for (int t = 0; t < plain[i].n[c] && t < spec[i].n[c] && first < 0; t++)
+                if (plain[i].toks[c][t] != spec[i].toks[c][t]) first = t;
+            CHECK(first < 0 && plain[i].n[c] == spec[i].n[c] && plain[i].end[c] == spec[i].end[c],
+                  "mtp job %d choice %d: %d tokens (end %d) against plain %d (end %d), first difference at %d", i, c,
+                  spec[i].n[c], spec[i].end[c], plain[i].n[c], plain[i].end[c], first);
+        }
+    const board *bs = metrics_board(ms);
+    printf("  mtp: %llu verifications, %llu draft tokens, %llu accepted\n", (unsigned long long)bs->spec_steps,
+           (unsigned long long)bs->spec_draft_tokens, (unsigned long long)bs->spec_accepted_tokens);
+    CHECK(bs->spec_steps > 0 && bs->spec_draft_tokens > 0, "mtp: no drafts");
+    metrics_destroy(mp, 0);
+    metrics_destroy(ms, 0);
+    job_case c;
+    repeat(&c, 10, 3, 20, DIST_MAX, 1);
+    c.temperature = 1;
+    c.top_k = 4;
+    dist_case_mode("mtp, top_k 4", &c, 2048, SPEC_MTP);
+}
+
 int main(void)
 {
     RUN_TEST(test_k_rule);
@@ -346,6 +393,11 @@ int main(void)
     RUN_TEST(test_sched_equals_plain);
     RUN_TEST(test_sched_sampled);
     RUN_TEST(test_sched_sampled_distribution);
+    check_current = "setup";
+    o.draft_path = DRAFTER;
+    if (engine_load(&EM, FIXTURE, &o, err, sizeof err)) { printf("FAIL setup: %s\n", err); return 1; }
+    RUN_TEST(test_sched_mtp);
+    engine_destroy(EM);
     engine_destroy(E);
     CHECK_EXIT();
 }
