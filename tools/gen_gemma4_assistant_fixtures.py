@@ -4,9 +4,11 @@
 The target is the `dense` fixture of tools/gen_gemma4_fixtures.py (tests/fixtures/gemma4_dense.gguf: sliding,
 sliding, full; K = V and twice the head dim on the full layer): its transformers model is rebuilt from the
 weight seed its golden records and must equal the committed f32 file tensor for tensor. This script
-  1. builds a tiny random-weight transformers Gemma4AssistantForCausalLM for it (float32; two layers, sliding
-     then full, with the target's head dims and KV heads; hidden 128 beside the target's 256; norms, layer
-     scalars and both projections random; no centroid head) and saves it with the fixture vocabulary;
+  1. builds a tiny transformers Gemma4AssistantForCausalLM for it (float32; two layers, sliding then full,
+     with the target's head dims and KV heads; hidden 128 beside the target's 256; no centroid head) from
+     random weights, then trains it briefly to predict the target's own greedy text two tokens ahead (as a
+     real drafter is trained), so that its drafts are often the target's choice and the servers' tests see
+     drafts accepted, partly accepted and rejected; saves it with the fixture vocabulary;
   2. converts it with llama.cpp's convert_hf_to_gguf.py (.cache/llama.cpp, its own gguf-py) to f32:
      tests/fixtures/gemma4_mtp_assistant.gguf;
   3. for contexts of 5, 8, 24 and 49 tokens (the golden's sequences; the window is 8) runs the target in
@@ -124,6 +126,66 @@ def make_assistant(seed: int, n_vocab: int, backbone: int) -> Gemma4AssistantFor
     return model
 
 
+# distillation: the target's greedy text after DISTILL_SEQS prompts of DISTILL_PROMPT tokens (half repeated
+# phrases as the worker's tests send, half random tokens), DISTILL_LEN tokens each; every position from the
+# prompt's end on trains the drafter's first two chained steps (teacher-forced tokens, its own h)
+DISTILL_SEQS, DISTILL_PROMPT, DISTILL_LEN, DISTILL_EPOCHS, DISTILL_LR = 64, 8, 48, 40, 3e-3
+
+
+def target_text(target, n_vocab: int, rng) -> torch.Tensor:
+    rows = []
+    for i in range(DISTILL_SEQS):
+        if i % 2:
+            base, period = int(rng.integers(3, n_vocab - 16)), int(rng.integers(2, 10))
+            rows.append([2] + [base + j % period for j in range(DISTILL_PROMPT - 1)])
+        else:
+            rows.append([2] + [int(x) for x in rng.integers(3, n_vocab, DISTILL_PROMPT - 1)])
+    ids = torch.tensor(rows)
+    with torch.no_grad():
+        while ids.shape[1] < DISTILL_LEN:
+            nxt = target.lm_head(target.model(input_ids=ids, use_cache=False).last_hidden_state[:, -1]).argmax(-1)
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+    return ids
+
+
+def distill(target, asst, n_vocab: int, seed: int) -> float:
+    """Trains asst on the target's greedy text; returns the share of first drafts equal to the target's token."""
+    rng = np.random.default_rng(seed)
+    ids = target_text(target, n_vocab, rng)
+    with torch.no_grad():
+        out = target.model(input_ids=ids, use_cache=False, return_shared_kv_states=True)
+        hid, skv = out.last_hidden_state, out.shared_kv_states
+        emb = target.model.embed_tokens(ids)
+    B = ids.shape[0]
+    opt = torch.optim.Adam(asst.parameters(), lr=DISTILL_LR)
+    torch.manual_seed(seed)
+
+    def steps(p):
+        kv = {k: (v[0][:, :, :p], v[1][:, :, :p]) for k, v in skv.items()}
+        pos = torch.full((B, 1), p)
+        o1 = asst(inputs_embeds=torch.cat([emb[:, p:p + 1], hid[:, p - 1:p]], -1), position_ids=pos,
+                  shared_kv_states=kv, attention_mask=None, use_cache=False)
+        o2 = asst(inputs_embeds=torch.cat([emb[:, p + 1:p + 2], o1.last_hidden_state], -1), position_ids=pos,
+                  shared_kv_states=kv, attention_mask=None, use_cache=False)
+        return o1.logits[:, -1], o2.logits[:, -1]
+
+    positions = list(range(DISTILL_PROMPT, DISTILL_LEN - 2))
+    with torch.enable_grad():
+        asst.train()
+        for _ in range(DISTILL_EPOCHS):
+            for p in rng.permutation(positions):
+                l1, l2 = steps(int(p))
+                loss = torch.nn.functional.cross_entropy(l1, ids[:, p + 1]) + \
+                    torch.nn.functional.cross_entropy(l2, ids[:, p + 2])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        asst.eval()
+    with torch.no_grad():
+        hit = sum(int((steps(p)[0].argmax(-1) == ids[:, p + 1]).sum()) for p in positions)
+    return hit / (B * len(positions))
+
+
 def hf_draft(target, asst, ctx: list[int], n_steps: int, follow=None):
     """transformers: the target over ctx, then n_steps drafter steps at position len(ctx) (the generator's
     SinglePositionMultiTokenCandidateGenerator loop without its cache crop). Returns (t0, drafted, rows)."""
@@ -178,6 +240,10 @@ def main() -> int:
         seed = SEED
         while True:
             asst = make_assistant(seed, n_vocab, target.config.hidden_size)
+            torch.set_num_threads(2)
+            agree = distill(target, asst, n_vocab, seed)
+            torch.set_num_threads(1)
+            print(f"seed {seed}: trained, first drafts equal to the target's token {agree:.0%} of its text")
             gaps = [g4.top2_gap(r) for c in ctxs for r in hf_draft(target, asst, c, N_STEPS)[2]]
             if min(gaps) >= GREEDY_MIN_GAP:
                 break
@@ -220,7 +286,9 @@ def main() -> int:
     golden = {
         "description": "tiny Gemma 4 MTP drafter (gemma4-assistant) for the dense fixture: 2 layers (sliding, "
                        "full), hidden 128 beside the target's 256, reading the target's last sliding and last "
-                       "full layer's K/V",
+                       "full layer's K/V; trained briefly on the target's greedy text",
+        "distill": {"sequences": DISTILL_SEQS, "prompt": DISTILL_PROMPT, "length": DISTILL_LEN,
+                    "epochs": DISTILL_EPOCHS, "lr": DISTILL_LR, "first_draft_agreement": round(agree, 4)},
         "generator": f"tools/gen_gemma4_assistant_fixtures.py (weight seed {seed}): transformers "
                      f"{__import__('transformers').__version__}, llama.cpp convert_hf_to_gguf.py (llama-cpp-python "
                      "0.3.36 sdist)",
