@@ -326,26 +326,36 @@ static void check_finite(engine *e, engine_item *items, int B, int32_t *next)
     free(lg);
 }
 
-/* bench --draft K: one decode step whose items each carry K random draft tokens after their token,
- * verified (ids_all) and all rejected: the worst case of speculation's cost, the step and the cut. hist:
- * B rows of stride tokens, each the sequence's pos tokens so far; the step's token is appended. */
+/* bench --draft K: one decode step whose items each carry K draft tokens after their token (random, or with
+ * --drafter the MTP drafter's, its time added to *draft_s), verified (ids_all) and all cut: the worst case of
+ * speculation's cost, the step and the cut. hist: B rows of stride tokens, each the sequence's pos tokens so far;
+ * the step's token is appended. */
 static void draft_step(engine *e, engine_item *items, int B, int K, int32_t *hist, size_t stride, int pos,
-                       uint64_t *r)
+                       uint64_t *r, double *draft_s)
 {
     int32_t vt[256][1 + 16], ids[256][1 + 16];
     uint32_t nv = engine_get_info(e)->n_vocab;
+    engine_draft_item di[256];
+    char err[512];
     for (int b = 0; b < B; b++) {
         vt[b][0] = hist[(size_t)b * stride + (size_t)pos] = items[b].tokens[0];
         for (int k = 1; k <= K; k++) {
             *r = *r * 6364136223846793005ull + 1442695040888963407ull;
             vt[b][k] = 2 + (int32_t)((*r >> 33) % (nv - 2));
         }
+        di[b] = (engine_draft_item){ .seq = items[b].seq, .token = vt[b][0], .k = K, .out = vt[b] + 1 };
+    }
+    if (engine_get_info(e)->draft_arch[0]) { /* where the drafter has no row yet, the random draft stays */
+        double t0 = monotonic_seconds();
+        if (engine_draft(e, di, B, err, sizeof err)) cli_die("%s", err);
+        *draft_s += monotonic_seconds() - t0;
+    }
+    for (int b = 0; b < B; b++) {
         items[b].tokens = vt[b];
         items[b].n_tokens = 1 + K;
         items[b].ids_all = ids[b];
     }
     step_or_die(e, items, B);
-    char err[512];
     for (int b = 0; b < B; b++) {
         items[b].ids_all = NULL;
         items[b].token_out = ids[b][0];
@@ -362,7 +372,7 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
     const engine_info *in = engine_get_info(e);
     uint64_t r = 54321;
     double pp[1000], tg[1000];
-    double enq_ms[1000];
+    double enq_ms[1000], dr_ms[1000];
     /* --draft: each sequence's tokens so far (the prompt, then one accepted token a step), for the cut */
     int32_t *hist = K ? malloc(sizeof(int32_t) * (size_t)B * (size_t)(np + nd + 1)) : NULL;
     if (K && !hist) cli_die("%s", "out of memory");
@@ -389,19 +399,20 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
         if (B > 1) step_or_die(e, items + 1, B - 1);
         int32_t next[256];
         if (a->profile && rep == a->reps - 1) engine_set_profiling(e, 1);
-        double t1 = monotonic_seconds(), q1 = engine_enqueue_seconds(e);
+        double t1 = monotonic_seconds(), q1 = engine_enqueue_seconds(e), dr = 0;
         for (int s = 0; s < nd; s++) {
             for (int b = 0; b < B; b++) {
                 next[b] = items[b].token_out;
                 items[b].tokens = &next[b];
                 items[b].n_tokens = 1;
             }
-            if (K) draft_step(e, items, B, K, hist, (size_t)(np + nd + 1), np + s, &r);
+            if (K) draft_step(e, items, B, K, hist, (size_t)(np + nd + 1), np + s, &r, &dr);
             else step_or_die(e, items, B);
         }
         double dt = monotonic_seconds() - t1;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
         enq_ms[rep] = nd > 0 ? (engine_enqueue_seconds(e) - q1) * 1e3 / nd : 0;
+        dr_ms[rep] = nd > 0 ? dr * 1e3 / nd : 0;
         if (a->profile && last) { /* before check_finite: its single-sequence steps are not decode */
             fprintf(stderr, "profile: decode, batch %d, %d steps\n", B, nd);
             engine_profile_print(e, dt * 1e3, nd);
@@ -414,12 +425,13 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
     qsort(pp, (size_t)a->reps, sizeof *pp, cmp_d);
     qsort(tg, (size_t)a->reps, sizeof *tg, cmp_d);
     qsort(enq_ms, (size_t)a->reps, sizeof *enq_ms, cmp_d);
+    qsort(dr_ms, (size_t)a->reps, sizeof *dr_ms, cmp_d);
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"batch\":%d,\"reps\":%d,"
            "\"prefill_tok_s\":%.2f,\"prefill_min\":%.2f,\"prefill_max\":%.2f,"
            "\"decode_tok_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"enqueue_ms_per_step\":%.3f,"
-           "\"draft\":%d,\"step_ms\":%.4f,\"load_s\":%.3f}\n",
+           "\"draft\":%d,\"step_ms\":%.4f,\"drafter_ms\":%.4f,\"load_s\":%.3f}\n",
            in->name, in->device, np, nd, B, a->reps, pp[a->reps / 2], pp[0], pp[a->reps - 1], tg[a->reps / 2], tg[0],
-           tg[a->reps - 1], enq_ms[a->reps / 2], K, tg[a->reps / 2] > 0 ? 1e3 * B / tg[a->reps / 2] : 0.0, load_s);
+           tg[a->reps - 1], enq_ms[a->reps / 2], K, tg[a->reps / 2] > 0 ? 1e3 * B / tg[a->reps / 2] : 0.0, dr_ms[a->reps / 2], load_s);
 }
 
 static int cmd_bench(const cli_args *a)

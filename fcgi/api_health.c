@@ -127,6 +127,14 @@ int api_health(const api_ctx *c, http_req *r)
                                                                                                     info) : c->cfg->spec)));
     json_object_object_add(sp, "configured", json_object_new_string(spec_mode_name(c->cfg->spec)));
     json_object_object_add(sp, "draft_max", json_object_new_int(c->cfg->draft_max));
+    if (info && info->draft_arch[0]) { /* --draft's model */
+        json_object *d = json_object_new_object();
+        json_object_object_add(d, "arch", json_object_new_string(info->draft_arch));
+        json_object_object_add(d, "layers", json_object_new_int((int)info->draft_layers));
+        json_object_object_add(d, "embedding_length", json_object_new_int((int)info->draft_embd));
+        json_object_object_add(d, "weight_bytes", json_object_new_int64((int64_t)info->draft_bytes));
+        json_object_object_add(sp, "drafter", d);
+    }
     json_object_object_add(o, "spec", sp);
     json_object_object_add(o, "active", json_object_new_int(active));
     json_object_object_add(o, "queue_depth", json_object_new_int(queued));

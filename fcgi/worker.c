@@ -262,6 +262,9 @@ static int load(worker *w)
     char drafts[48] = "";
     int spec = spec_mode_effective(cfg->spec, info);
     if (spec != SPEC_OFF) snprintf(drafts, sizeof drafts, ", drafts of up to %d tokens", cfg->draft_max);
+    if (info->draft_arch[0])
+        LOG(w, "drafter: %s (%s, %u layers, width %u, %.1f MiB on the device)", cfg->draft, info->draft_arch,
+            info->draft_layers, info->draft_embd, info->draft_bytes / 1048576.0);
     LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; %d sequences%s, %d queue places, queue timeout "
         "%d s, %d request threads; steps of %d tokens (forward chunks of %u); speculative decoding %s%s", cfg->model_id,
         info->name, info->device, info->n_ctx, info->load_seconds, ws.max_seqs,

@@ -37,8 +37,22 @@ static const shape TINY[] = {
 const char *const synth_gguf_models[] = { "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b", "gemma4-31b",
                                           "gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-e", NULL };
 
-static int find_shape(const char *name, shape *out)
+/* MTP drafters ("<model>-assistant", arch gemma4-assistant) of the public models, of an assumed shape: no
+ * published config was at hand offline (docs/design-mtp-drafter.md 2), so 4 layers (3 sliding, 1 full) of
+ * width 1024 and MLP 4096 with the target's heads, KV heads and head dims, reading the target's cache */
+#define ASST_SUFFIX "-assistant"
+enum { ASST_LAYERS = 4, ASST_H = 1024, ASST_FF = 4096 };
+
+static int find_shape(const char *name, shape *out, int *asst)
 {
+    char base[64];
+    size_t n = strlen(name), k = strlen(ASST_SUFFIX);
+    *asst = n > k && n - k < sizeof base && !strcmp(name + n - k, ASST_SUFFIX);
+    if (*asst) {
+        memcpy(base, name, n - k);
+        base[n - k] = 0;
+        name = base;
+    }
     const synth_spec *s = synth_spec_find(name);
     if (s) { *out = (shape){ *s, HD_SWA, HD_FULL }; return 0; }
     for (size_t i = 0; i < N_TINY; i++)
@@ -117,6 +131,7 @@ typedef struct tens {
 
 typedef struct model {
     shape sh;
+    int asst;           /* the target's MTP drafter (ASST_*), not the model itself */
     const mix *mx;
     uint32_t L, V, shared, first_shared, n_rot_full;
     uint8_t swa[1024];
@@ -167,6 +182,46 @@ static void plan(model *m, uint32_t L)
         m->ff[il] = s->wide_shared && il >= m->first_shared ? 2 * s->ff : s->ff;
     }
     m->n_rot_full = m->sh.hd_full / 8; /* proportional RoPE, partial factor 0.25: pairs that rotate */
+}
+
+/* the drafter: ASST_LAYERS layers, the last full, the target's heads; its input is the target's width */
+static void plan_assistant(model *m)
+{
+    const synth_spec *s = &m->sh.s;
+    m->L = ASST_LAYERS;
+    m->shared = m->first_shared = 0;
+    for (uint32_t il = 0; il < m->L; il++) {
+        m->swa[il] = il != m->L - 1;
+        m->nkv[il] = m->swa[il] ? s->nkv_swa : s->nkv_full;
+        m->ff[il] = ASST_FF;
+    }
+    m->n_rot_full = m->sh.hd_full / 8;
+}
+
+/* conversion/gemma.py's Gemma4AssistantModel: no K/V of its own, the two projections, the tied head */
+static void build_assistant(model *m)
+{
+    uint64_t H = ASST_H, Hb = m->sh.s.H, V = m->V;
+    MAT(m, H, V, "token_embd.weight", -1);
+    VEC(m, H, "output_norm.weight", -1);
+    VEC(m, m->sh.hd_full / 2, "rope_freqs.weight", -1);
+    MAT(m, 2 * Hb, H, "nextn.pre_projection.weight", -1);
+    MAT(m, H, Hb, "nextn.post_projection.weight", -1);
+    for (uint32_t l = 0; l < m->L; l++) {
+        int il = (int)l;
+        uint64_t hd = m->swa[l] ? m->sh.hd_swa : m->sh.hd_full, qd = m->sh.s.nh * hd;
+        VEC(m, H, "attn_norm.weight", il);
+        MAT(m, H, qd, "attn_q.weight", il);
+        VEC(m, hd, "attn_q_norm.weight", il);
+        MAT(m, qd, H, "attn_output.weight", il);
+        VEC(m, H, "post_attention_norm.weight", il);
+        VEC(m, H, "ffn_norm.weight", il);
+        MAT(m, H, m->ff[l], "ffn_gate.weight", il);
+        MAT(m, H, m->ff[l], "ffn_up.weight", il);
+        MAT(m, m->ff[l], H, "ffn_down.weight", il);
+        VEC(m, H, "post_ffw_norm.weight", il);
+        VEC(m, 1, "layer_output_scale.weight", il);
+    }
 }
 
 static void build(model *m)
@@ -281,46 +336,54 @@ static void metadata(gguf_writer *w, const model *m, const gguf_file *voc)
 {
     const synth_spec *s = &m->sh.s;
     const mix *x = m->mx;
+    const char *a = m->asst ? "gemma4-assistant" : "gemma4";
     int32_t arr[1024];
-    gguf_w_str(w, "general.architecture", "gemma4");
+    char k[96];
+#define KEY(name) (snprintf(k, sizeof k, "%s." name, a), k)
+    gguf_w_str(w, "general.architecture", a);
     gguf_w_str(w, "general.type", "model");
     gguf_w_str(w, "general.name", m->name);
-    gguf_w_u32(w, "gemma4.block_count", m->L);
-    gguf_w_u32(w, "gemma4.context_length", s->ctx);
-    gguf_w_u32(w, "gemma4.embedding_length", s->H);
-    if (s->wide_shared) { /* use_double_wide_mlp: one width per layer */
+    gguf_w_u32(w, KEY("block_count"), m->L);
+    gguf_w_u32(w, KEY("context_length"), s->ctx);
+    gguf_w_u32(w, KEY("embedding_length"), m->asst ? ASST_H : s->H);
+    if (s->wide_shared && !m->asst) { /* use_double_wide_mlp: one width per layer */
         for (uint32_t l = 0; l < m->L; l++) arr[l] = (int32_t)m->ff[l];
-        gguf_w_arr(w, "gemma4.feed_forward_length", GGUF_VT_I32, arr, m->L);
+        gguf_w_arr(w, KEY("feed_forward_length"), GGUF_VT_I32, arr, m->L);
     } else {
-        gguf_w_u32(w, "gemma4.feed_forward_length", s->ff);
+        gguf_w_u32(w, KEY("feed_forward_length"), m->ff[0]);
     }
-    gguf_w_u32(w, "gemma4.attention.head_count", s->nh);
+    gguf_w_u32(w, KEY("attention.head_count"), s->nh);
     if (s->nkv_swa != s->nkv_full) { /* num_global_key_value_heads: one count per layer */
         for (uint32_t l = 0; l < m->L; l++) arr[l] = (int32_t)m->nkv[l];
-        gguf_w_arr(w, "gemma4.attention.head_count_kv", GGUF_VT_I32, arr, m->L);
+        gguf_w_arr(w, KEY("attention.head_count_kv"), GGUF_VT_I32, arr, m->L);
     } else {
-        gguf_w_u32(w, "gemma4.attention.head_count_kv", s->nkv_swa);
+        gguf_w_u32(w, KEY("attention.head_count_kv"), s->nkv_swa);
     }
-    gguf_w_f32(w, "gemma4.rope.freq_base", 1e6f);
-    gguf_w_f32(w, "gemma4.rope.freq_base_swa", 1e4f);
-    gguf_w_f32(w, "gemma4.attention.layer_norm_rms_epsilon", 1e-6f);
-    if (s->n_exp) {
-        gguf_w_u32(w, "gemma4.expert_count", s->n_exp);
-        gguf_w_u32(w, "gemma4.expert_used_count", s->n_used);
+    gguf_w_f32(w, KEY("rope.freq_base"), 1e6f);
+    gguf_w_f32(w, KEY("rope.freq_base_swa"), 1e4f);
+    gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
+    if (s->n_exp && !m->asst) {
+        gguf_w_u32(w, KEY("expert_count"), s->n_exp);
+        gguf_w_u32(w, KEY("expert_used_count"), s->n_used);
     }
-    gguf_w_u32(w, "gemma4.attention.key_length", m->sh.hd_full);
-    gguf_w_u32(w, "gemma4.attention.value_length", m->sh.hd_full);
+    gguf_w_u32(w, KEY("attention.key_length"), m->sh.hd_full);
+    gguf_w_u32(w, KEY("attention.value_length"), m->sh.hd_full);
     if (!x->quantized) gguf_w_u32(w, "general.file_type", x->ftype);
-    gguf_w_f32(w, "gemma4.final_logit_softcapping", 30.0f);
-    gguf_w_u32(w, "gemma4.attention.sliding_window", s->window);
-    gguf_w_u32(w, "gemma4.attention.shared_kv_layers", m->shared);
-    gguf_w_u32(w, "gemma4.embedding_length_per_layer_input", s->P);
-    gguf_w_arr(w, "gemma4.attention.sliding_window_pattern", GGUF_VT_BOOL, m->swa, m->L);
-    gguf_w_u32(w, "gemma4.attention.key_length_swa", m->sh.hd_swa);
-    gguf_w_u32(w, "gemma4.attention.value_length_swa", m->sh.hd_swa);
-    if (s->n_exp) gguf_w_u32(w, "gemma4.expert_feed_forward_length", s->ff_exp);
-    gguf_w_u32(w, "gemma4.rope.dimension_count", m->sh.hd_full);
-    gguf_w_u32(w, "gemma4.rope.dimension_count_swa", m->sh.hd_swa);
+    gguf_w_f32(w, KEY("final_logit_softcapping"), 30.0f);
+    gguf_w_u32(w, KEY("attention.sliding_window"), s->window);
+    gguf_w_u32(w, KEY("attention.shared_kv_layers"), m->asst ? m->L : m->shared);
+    gguf_w_u32(w, KEY("embedding_length_per_layer_input"), m->asst ? 0 : s->P);
+    gguf_w_arr(w, KEY("attention.sliding_window_pattern"), GGUF_VT_BOOL, m->swa, m->L);
+    gguf_w_u32(w, KEY("attention.key_length_swa"), m->sh.hd_swa);
+    gguf_w_u32(w, KEY("attention.value_length_swa"), m->sh.hd_swa);
+    if (s->n_exp && !m->asst) gguf_w_u32(w, KEY("expert_feed_forward_length"), s->ff_exp);
+    gguf_w_u32(w, KEY("rope.dimension_count"), m->sh.hd_full);
+    gguf_w_u32(w, KEY("rope.dimension_count_swa"), m->sh.hd_swa);
+    if (m->asst) { /* Gemma4AssistantModel's two keys */
+        gguf_w_u32(w, KEY("embedding_length_out"), s->H);
+        gguf_w_u32(w, KEY("nextn_predict_layers"), m->L);
+    }
+#undef KEY
     if (!x->quantized) gguf_w_u32(w, "general.quantization_version", 2);
     for (size_t i = 0; i < gguf_kv_count(voc); i++) {
         const gguf_kv *kv = gguf_kv_at(voc, i);
@@ -400,9 +463,9 @@ int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info
     double t0 = monotonic_seconds();
     memset(info, 0, sizeof *info);
     model m = { 0 };
-    if (find_shape(o->model, &m.sh))
+    if (find_shape(o->model, &m.sh, &m.asst))
         return ERR("unknown model '%s' (gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
-                   "gemma4-tiny-moe, gemma4-tiny-e)", o->model);
+                   "gemma4-tiny-moe, gemma4-tiny-e; each with -assistant: its MTP drafter)", o->model);
     for (size_t i = 0; i < N_MIXES; i++)
         if (!strcmp(o->mix, MIXES[i].name)) m.mx = &MIXES[i];
     if (!m.mx) return ERR("unknown --mix '%s' (q4_k_m, q8_0, q4_k, bf16, f32)", o->mix);
@@ -418,12 +481,14 @@ int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info
         return ERR("vocabulary %s: no tokenizer.ggml.tokens", o->vocab);
     }
     m.V = (uint32_t)n_tok;
-    plan(&m, o->layers ? (uint32_t)o->layers : m.sh.s.L);
-    if (o->layers && (uint32_t)o->layers != m.sh.s.L)
+    if (m.asst) plan_assistant(&m);
+    else plan(&m, o->layers ? (uint32_t)o->layers : m.sh.s.L);
+    if (o->layers && (uint32_t)o->layers != m.sh.s.L && !m.asst)
         snprintf(m.name, sizeof m.name, "synthetic %s %s (%u layers)", o->model, o->mix, m.L);
     else
         snprintf(m.name, sizeof m.name, "synthetic %s %s", o->model, o->mix);
-    build(&m);
+    if (m.asst) build_assistant(&m);
+    else build(&m);
     int rc = -1;
     uint8_t *buf = NULL;
     gguf_writer *w = NULL;
