@@ -125,12 +125,17 @@ static void test_spec(void)
           c.draft_max == 1, "off 1: %d %d (%s)", c.spec, c.draft_max, err);
     CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "auto", NULL) == 0 && c.spec == SPEC_AUTO, "auto: %d (%s)",
           c.spec, err);
-    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "eagle", NULL) != 0 && strstr(err, "ngram, off or auto"),
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "eagle", NULL) != 0 && strstr(err, "ngram, mtp, off or auto"),
           "unknown mode: '%s'", err);
-    engine_info gpu = { .draft_rows = ENGINE_DECODE_ROWS }, cpu = { .draft_rows = 0 };
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "mtp", "--draft", "d.gguf", NULL) == 0 && c.spec == SPEC_MTP &&
+          !strcmp(c.draft, "d.gguf"), "mtp: %d '%s' (%s)", c.spec, c.draft, err);
+    CHECK(config_finish(&c, err, sizeof err) == 0, "mtp with a drafter: '%s'", err);
+    CHECK(parse(&c, err, sizeof err, "-m", "m", "--spec", "mtp", NULL) == 0 && config_finish(&c, err, sizeof err) != 0 &&
+          strstr(err, "--spec mtp needs --draft"), "mtp without a drafter: '%s'", err);
+    engine_info gpu = { .draft_rows = ENGINE_DECODE_ROWS }, cpu = { .draft_rows = 0 }, mtp = { .draft_arch = "gemma4-assistant" };
     CHECK(spec_mode_effective(SPEC_AUTO, &gpu) == SPEC_NGRAM && spec_mode_effective(SPEC_AUTO, &cpu) == SPEC_OFF &&
-          spec_mode_effective(SPEC_OFF, &gpu) == SPEC_OFF && spec_mode_effective(SPEC_NGRAM, &cpu) == SPEC_NGRAM,
-          "auto resolved by the engine's draft_rows");
+          spec_mode_effective(SPEC_OFF, &gpu) == SPEC_OFF && spec_mode_effective(SPEC_NGRAM, &cpu) == SPEC_NGRAM &&
+          spec_mode_effective(SPEC_AUTO, &mtp) == SPEC_MTP, "auto resolved by the engine's drafter and draft_rows");
 }
 
 static void test_finish_checks(void)
