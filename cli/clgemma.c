@@ -182,6 +182,7 @@ static int cmd_generate(const cli_args *a)
     spec_run sr = { 0 };
     int k_max = a->draft_max > 0 ? a->draft_max : a->draft_path ? 4 : 0;
     if (k_max > 0 && spec_begin(&sr, ids, n, k_max, smp)) cli_die("%s", sr.err);
+    sr.adapt = 1; /* the worker's rules: a drafter whose drafts are rejected whole stops costing steps */
     if (n_predict > 0) {
         step_or_die(e, &it, 1);
         t1 = monotonic_seconds();

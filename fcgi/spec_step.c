@@ -110,20 +110,6 @@ void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take)
     it->logits_all = 1;
 }
 
-int spec_k_next(int k, int k_max, int proposed, int accepted)
-{
-    if (proposed <= 0) return k; /* no draft: nothing learnt */
-    return accepted >= proposed ? clamp(2 * k, 1, k_max) : clamp(accepted + 1, 1, k_max);
-}
-
-int spec_pause_next(int *wait, int proposed, int accepted)
-{
-    if (proposed <= 0) return 0;
-    if (accepted > 0) { *wait = 0; return 0; }
-    *wait = clamp(2 * *wait, 1, SPEC_PAUSE_MAX);
-    return *wait;
-}
-
 int spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen)
 {
     int k = it->n_tokens - 1, a;

@@ -31,7 +31,6 @@ enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_AUTO, SPEC_MTP, SPEC_MODES };
  * products (engine_info.draft_rows > 0: GPUs with int8 decode), where one draft token costs 10-40% of a
  * step at one sequence (H200); off elsewhere (the CPU verifies a draft at about a prompt token's cost each) */
 #define SPEC_MODE_DEFAULT SPEC_AUTO
-#define SPEC_PAUSE_MAX 64 /* steps without drafts after drafts rejected whole, at most */
 #define SPEC_DRAFT_DEFAULT 8 /* --draft-max, 1..SPEC_MAX_DRAFT */
 
 /* "off" / "ngram" / "mtp" / "auto" to its mode; -1 for any other name */
@@ -88,11 +87,5 @@ void spec_seq_item(spec_seq *q, engine_item *it, int seq, int take);
  * ones feed feed[0] to the sampler, then spec_accept_sampled feeds the accepted drafts; out's last token is
  * left for the next step to feed, as a plain item's token_out. */
 int  spec_seq_accept(spec_seq *q, engine *e, metrics *m, const engine_item *it, char *err, size_t errlen);
-/* the adaptive rule: the next k after a draft of `proposed` tokens of which `accepted` were taken */
-int  spec_k_next(int k, int k_max, int proposed, int accepted);
-/* The back-off: after a draft the target rejected whole, no drafts for *wait steps (1, doubling with each
- * such draft in a row up to SPEC_PAUSE_MAX), so text that does not repeat pays at most one failed draft per
- * SPEC_PAUSE_MAX steps; an accepted token clears it. Returns the pause. */
-int  spec_pause_next(int *wait, int proposed, int accepted);
 
 #endif

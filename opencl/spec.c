@@ -24,6 +24,22 @@ int spec_ngram_draft(const int32_t *hist, int n, int n_min, int n_max, int k_max
     return 0;
 }
 
+static int clamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+int spec_k_next(int k, int k_max, int proposed, int accepted)
+{
+    if (proposed <= 0) return k; /* no draft: nothing learnt */
+    return accepted >= proposed ? clamp(2 * k, 1, k_max) : clamp(accepted + 1, 1, k_max);
+}
+
+int spec_pause_next(int *wait, int proposed, int accepted)
+{
+    if (proposed <= 0) return 0;
+    if (accepted > 0) { *wait = 0; return 0; }
+    *wait = clamp(2 * *wait, 1, SPEC_PAUSE_MAX);
+    return *wait;
+}
+
 int spec_accept_greedy(const int32_t *draft, int k, const int32_t *ids)
 {
     int a = 0;
@@ -92,6 +108,7 @@ int spec_begin(spec_run *r, const int32_t *prompt, int n, int k_max, sampler *sm
         return -1;
     }
     r->k_max = k_max < 1 ? 1 : k_max > SPEC_MAX_DRAFT ? SPEC_MAX_DRAFT : k_max;
+    r->k = (r->k_max + 1) / 2; /* used with adapt: the worker's first draft length */
     r->on = 1;
     r->smp = smp;
     return hist_push(r, prompt, n);
@@ -138,7 +155,9 @@ int spec_next(spec_run *r, engine *e, int seq, int32_t tok, int32_t *out)
     int len0 = engine_seq_len(e, seq);
     if (hist_push(r, &tok, 1)) return -1;
     /* drafts stay clear of the context's end, where plain decoding's length stop must decide */
-    int room = (int)engine_get_info(e)->n_ctx - len0 - 2, k_lim = room / 2 < r->k_max ? room / 2 : r->k_max;
+    int k_now = r->adapt ? r->k : r->k_max;
+    int room = (int)engine_get_info(e)->n_ctx - len0 - 2, k_lim = room / 2 < k_now ? room / 2 : k_now;
+    if (r->adapt && r->pause > 0) { r->pause--; k_lim = 0; }
     int32_t vt[SPEC_MAX_DRAFT + 1];
     int k = 0;
     if (k_lim > 0 && engine_get_info(e)->draft_arch[0]) { /* the engine's MTP drafter */
@@ -153,6 +172,10 @@ int spec_next(spec_run *r, engine *e, int seq, int32_t tok, int32_t *out)
     if (a < 0 || hist_push(r, vt + 1, a)) return -1;
     if (a < k && engine_seq_truncate(e, seq, r->n_hist, r->hist, r->err, sizeof r->err)) return -1;
     memcpy(out, vt, sizeof *vt * (size_t)(a + 1));
+    if (r->adapt) {
+        r->k = spec_k_next(r->k, r->k_max, k, a);
+        r->pause = spec_pause_next(&r->wait, k, a);
+    }
     r->steps++;
     r->drafted += k;
     r->accepted += a;

@@ -14,11 +14,19 @@
 #define SPEC_MAX_DRAFT 16 /* draft tokens one verification takes at most */
 #define SPEC_NGRAM_MIN 2  /* spec_next's lookup: a single shared token drafts too often wrongly */
 #define SPEC_NGRAM_MAX 5
+#define SPEC_PAUSE_MAX 64 /* steps without drafts after drafts rejected whole, at most */
 
 /* Prompt-lookup drafting: the longest suffix of hist[0, n) of n_min..n_max tokens that occurred earlier
  * in hist, at its latest earlier occurrence; the up to k_max tokens that followed it into draft. Returns
  * their count (0: no match). */
 int spec_ngram_draft(const int32_t *hist, int n, int n_min, int n_max, int k_max, int32_t *draft);
+
+/* the adaptive rule: the next k after a draft of `proposed` tokens of which `accepted` were taken */
+int  spec_k_next(int k, int k_max, int proposed, int accepted);
+/* The back-off: after a draft the target rejected whole, no drafts for *wait steps (1, doubling with each
+ * such draft in a row up to SPEC_PAUSE_MAX), so text that does not repeat pays at most one failed draft per
+ * SPEC_PAUSE_MAX steps; an accepted token clears it. Returns the pause. */
+int  spec_pause_next(int *wait, int proposed, int accepted);
 
 /* Greedy acceptance: the target's choices ids[0, k + 1) after the verified tokens (the last accepted
  * token, then draft[0, k)); returns how many draft tokens match the target's choice in order. The
@@ -38,6 +46,9 @@ int spec_accept_sampled(sampler *s, float *rows, uint32_t n_vocab, const int32_t
 /* a sequence decoded with drafts: its tokens so far (the drafting's history), the counters for reports */
 typedef struct spec_run {
     int on, k_max;
+    int adapt;               /* 1: k and the back-off follow spec_k_next / spec_pause_next (the worker's rules); 0:
+                              * every step drafts up to k_max (spec_begin's default) */
+    int k, pause, wait;
     sampler *smp;            /* the sequence's sampler */
     int32_t *hist;
     int n_hist, cap;
