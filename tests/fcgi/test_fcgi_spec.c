@@ -170,34 +170,50 @@ static void run_cases(int mode, const job_case *cs, int n, run_out *out, metrics
     sched_destroy(s);
 }
 
-static void test_sched_equals_plain(void)
+#define N_EQ_CASES 6
+
+/* the jobs a speculating scheduler must answer as a plain one does: greedy copy-heavy, n = 2, max_tokens inside a
+ * draft, the context's end (256), a sampled job (drafts too, its own tokens), a logprobs job (no drafts) */
+static int equal_cases(job_case cs[N_EQ_CASES])
 {
-    job_case cs[6];
-    repeat(&cs[0], 10, 7, 40, 60, 1);   /* greedy, copy-heavy */
-    repeat(&cs[1], 30, 5, 30, 45, 2);   /* n = 2 */
-    repeat(&cs[2], 10, 7, 41, 13, 1);   /* max_tokens ends inside a draft */
-    repeat(&cs[3], 70, 9, 200, 100, 1); /* runs into the context's end (256) */
-    repeat(&cs[4], 10, 7, 40, 30, 1);   /* sampled: drafts too, its own tokens */
+    repeat(&cs[0], 10, 7, 40, 60, 1);
+    repeat(&cs[1], 30, 5, 30, 45, 2);
+    repeat(&cs[2], 10, 7, 41, 13, 1);
+    repeat(&cs[3], 70, 9, 200, 100, 1);
+    repeat(&cs[4], 10, 7, 40, 30, 1);
     cs[4].temperature = 0.8f;
-    repeat(&cs[5], 30, 5, 30, 20, 1);   /* logprobs: no drafts */
+    repeat(&cs[5], 30, 5, 30, 20, 1);
     cs[5].logprobs = 2;
-    int n = (int)(sizeof cs / sizeof *cs);
-    static run_out plain[6], spec[6];
-    metrics *mp, *ms;
-    if (metrics_create(&mp) || metrics_create(&ms)) { CHECK(0, "metrics"); return; }
-    run_cases(SPEC_OFF, cs, n, plain, mp);
-    run_cases(SPEC_NGRAM, cs, n, spec, ms);
-    CHECK(spec[4].n[0] == 30 && spec[4].end[0] == JOB_LENGTH && plain[4].n[0] == 30, "sampled: %d tokens, end %d",
-          spec[4].n[0], spec[4].end[0]);
+    return N_EQ_CASES;
+}
+
+/* equal_cases' answers with speculation (mode) against plain ones: every choice's tokens and end, the sampled
+ * job's length */
+static void check_equal(const char *mode, const job_case *cs, int n, const run_out *plain, const run_out *spec)
+{
+    CHECK(spec[4].n[0] == 30 && spec[4].end[0] == JOB_LENGTH && plain[4].n[0] == 30, "%s sampled: %d tokens, end %d",
+          mode, spec[4].n[0], spec[4].end[0]);
     for (int i = 0; i < n; i++)
         for (int c = 0; c < cs[i].n && i != 4; c++) {
             int first = -1;
             for (int t = 0; t < plain[i].n[c] && t < spec[i].n[c] && first < 0; t++)
                 if (plain[i].toks[c][t] != spec[i].toks[c][t]) first = t;
             CHECK(first < 0 && plain[i].n[c] == spec[i].n[c] && plain[i].end[c] == spec[i].end[c],
-                  "job %d choice %d: %d tokens (end %d) against plain %d (end %d), first difference at %d", i, c,
-                  spec[i].n[c], spec[i].end[c], plain[i].n[c], plain[i].end[c], first);
+                  "%s job %d choice %d: %d tokens (end %d) against plain %d (end %d), first difference at %d", mode, i,
+                  c, spec[i].n[c], spec[i].end[c], plain[i].n[c], plain[i].end[c], first);
         }
+}
+
+static void test_sched_equals_plain(void)
+{
+    job_case cs[N_EQ_CASES];
+    int n = equal_cases(cs);
+    static run_out plain[6], spec[6];
+    metrics *mp, *ms;
+    if (metrics_create(&mp) || metrics_create(&ms)) { CHECK(0, "metrics"); return; }
+    run_cases(SPEC_OFF, cs, n, plain, mp);
+    run_cases(SPEC_NGRAM, cs, n, spec, ms);
+    check_equal("ngram", cs, n, plain, spec);
     CHECK(spec[2].n[0] == 13 && spec[2].end[0] == JOB_LENGTH, "max_tokens 13: %d tokens, end %d", spec[2].n[0],
           spec[2].end[0]);
     CHECK(spec[3].n[0] == CTX - 200 + 1 && spec[3].end[0] == JOB_LENGTH, "the context's end: %d tokens, end %d",
@@ -344,31 +360,14 @@ static void test_sched_sampled_distribution(void)
  * one its length, drafts are proposed and verified; the sampled distribution as with prompt lookup */
 static void test_sched_mtp(void)
 {
-    job_case cs[6];
-    repeat(&cs[0], 10, 7, 40, 60, 1);
-    repeat(&cs[1], 30, 5, 30, 45, 2);
-    repeat(&cs[2], 10, 7, 41, 13, 1);
-    repeat(&cs[3], 70, 9, 200, 100, 1);
-    repeat(&cs[4], 10, 7, 40, 30, 1);
-    cs[4].temperature = 0.8f;
-    repeat(&cs[5], 30, 5, 30, 20, 1);
-    cs[5].logprobs = 2;
-    int n = (int)(sizeof cs / sizeof *cs);
+    job_case cs[N_EQ_CASES];
+    int n = equal_cases(cs);
     static run_out plain[6], spec[6];
     metrics *mp, *ms;
     if (metrics_create(&mp) || metrics_create(&ms)) { CHECK(0, "metrics"); return; }
     run_cases(SPEC_OFF, cs, n, plain, mp);
     run_cases(SPEC_MTP, cs, n, spec, ms);
-    CHECK(spec[4].n[0] == 30 && spec[4].end[0] == JOB_LENGTH, "sampled: %d tokens, end %d", spec[4].n[0], spec[4].end[0]);
-    for (int i = 0; i < n; i++)
-        for (int c = 0; c < cs[i].n && i != 4; c++) {
-            int first = -1;
-            for (int t = 0; t < plain[i].n[c] && t < spec[i].n[c] && first < 0; t++)
-                if (plain[i].toks[c][t] != spec[i].toks[c][t]) first = t;
-            CHECK(first < 0 && plain[i].n[c] == spec[i].n[c] && plain[i].end[c] == spec[i].end[c],
-                  "mtp job %d choice %d: %d tokens (end %d) against plain %d (end %d), first difference at %d", i, c,
-                  spec[i].n[c], spec[i].end[c], plain[i].n[c], plain[i].end[c], first);
-        }
+    check_equal("mtp", cs, n, plain, spec);
     const board *bs = metrics_board(ms);
     printf("  mtp: %llu verifications, %llu draft tokens, %llu accepted\n", (unsigned long long)bs->spec_steps,
            (unsigned long long)bs->spec_draft_tokens, (unsigned long long)bs->spec_accepted_tokens);
