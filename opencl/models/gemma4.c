@@ -267,24 +267,13 @@ int gemma4_load(model *m, const model_src *src, char *err, size_t errlen)
 #define M3(field, nm, a, b, c) \
     (snprintf(n, sizeof n, "blk.%u." nm, l), load_mat(src, n, a, b, c, field, B, err, errlen))
 #define V(field, nm, a) (snprintf(n, sizeof n, "blk.%u." nm, l), load_vec(src, n, a, field, B, err, errlen))
-        if (M(&W->q, "attn_q.weight", H, qd) || M(&W->o, "attn_output.weight", qd, H) ||
-            M(&W->gate, "ffn_gate.weight", H, L->n_ff) || M(&W->up, "ffn_up.weight", H, L->n_ff) ||
-            M(&W->down, "ffn_down.weight", L->n_ff, H) || V(&W->attn_norm, "attn_norm.weight", H) ||
-            V(&W->q_norm, "attn_q_norm.weight", L->hd) || V(&W->post_attn_norm, "post_attention_norm.weight", H) ||
-            V(&W->ffn_norm, "ffn_norm.weight", H) || V(&W->post_ffw_norm, "post_ffw_norm.weight", H))
-            goto fail;
+        if (load_g4_block(src, l, H, qd, L->hd, L->n_ff, W, B, err, errlen)) goto fail;
         if (L->has_kv) {
             if (M(&W->k, "attn_k.weight", H, kd) || V(&W->k_norm, "attn_k_norm.weight", L->hd)) goto fail;
             snprintf(n, sizeof n, "blk.%u.attn_v.weight", l);
             if (gguf_find_tensor(f, n) && M(&W->v, "attn_v.weight", H, kd)) goto fail;
         }
-        L->out_scale = 1.0f;
-        snprintf(n, sizeof n, "blk.%u.layer_output_scale.weight", l);
-        if (gguf_find_tensor(f, n)) {
-            const gguf_tensor *t;
-            if (tensor_find(f, n, 1, 1, 1, 1, &t, err, errlen) || tensor_host(t, n, err, errlen)) goto fail;
-            memcpy(&L->out_scale, t->data, 4);
-        }
+        if (load_layer_scalar(src, l, &L->out_scale, err, errlen)) goto fail;
         if (g->n_expert) {
             uint32_t E = g->n_expert, Fe = g->n_ff_exp;
             const gguf_tensor *ts;

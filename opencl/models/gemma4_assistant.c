@@ -213,23 +213,9 @@ int gemma4_assistant_load(model *m, const model_src *src, char *err, size_t errl
                 goto fail;
             }
         }
-#define M(field, nm, a, b) (snprintf(n, sizeof n, "blk.%u." nm, l), load_mat(src, n, a, b, 1, field, B, err, errlen))
-#define V(field, nm, a) (snprintf(n, sizeof n, "blk.%u." nm, l), load_vec(src, n, a, field, B, err, errlen))
-        if (M(&W->q, "attn_q.weight", H, qd) || M(&W->o, "attn_output.weight", qd, H) ||
-            M(&W->gate, "ffn_gate.weight", H, L->n_ff) || M(&W->up, "ffn_up.weight", H, L->n_ff) ||
-            M(&W->down, "ffn_down.weight", L->n_ff, H) || V(&W->attn_norm, "attn_norm.weight", H) ||
-            V(&W->q_norm, "attn_q_norm.weight", L->hd) || V(&W->post_attn_norm, "post_attention_norm.weight", H) ||
-            V(&W->ffn_norm, "ffn_norm.weight", H) || V(&W->post_ffw_norm, "post_ffw_norm.weight", H))
+        if (load_g4_block(src, l, H, qd, L->hd, L->n_ff, W, B, err, errlen) ||
+            load_layer_scalar(src, l, &L->out_scale, err, errlen))
             goto fail;
-#undef M
-#undef V
-        L->out_scale = 1.0f;
-        snprintf(n, sizeof n, "blk.%u.layer_output_scale.weight", l);
-        if (gguf_find_tensor(f, n)) {
-            const gguf_tensor *t;
-            if (tensor_find(f, n, 1, 1, 1, 1, &t, err, errlen) || tensor_host(t, n, err, errlen)) goto fail;
-            memcpy(&L->out_scale, t->data, 4);
-        }
         size_t e[] = { (size_t)qd * H, (size_t)L->n_ff * H };
         for (int i = 0; i < 2; i++)
             if (e[i] > m->max_weight_elems) m->max_weight_elems = e[i];

@@ -165,6 +165,34 @@ int load_vec(const model_src *src, const char *name, uint64_t n, cl_mem *m, uint
            tensor_upload(src, t, name, m, bytes, err, errlen) ? -1 : 0;
 }
 
+int load_g4_block(const model_src *src, uint32_t l, uint32_t H, uint32_t qd, uint32_t hd, uint32_t n_ff,
+                  layer_weights *W, uint64_t *B, char *err, size_t errlen)
+{
+    char n[96];
+#define M(field, nm, a, b) (snprintf(n, sizeof n, "blk.%u." nm, l), load_mat(src, n, a, b, 1, field, B, err, errlen))
+#define V(field, nm, a) (snprintf(n, sizeof n, "blk.%u." nm, l), load_vec(src, n, a, field, B, err, errlen))
+    int rc = M(&W->q, "attn_q.weight", H, qd) || M(&W->o, "attn_output.weight", qd, H) ||
+             M(&W->gate, "ffn_gate.weight", H, n_ff) || M(&W->up, "ffn_up.weight", H, n_ff) ||
+             M(&W->down, "ffn_down.weight", n_ff, H) || V(&W->attn_norm, "attn_norm.weight", H) ||
+             V(&W->q_norm, "attn_q_norm.weight", hd) || V(&W->post_attn_norm, "post_attention_norm.weight", H) ||
+             V(&W->ffn_norm, "ffn_norm.weight", H) || V(&W->post_ffw_norm, "post_ffw_norm.weight", H);
+#undef M
+#undef V
+    return rc ? -1 : 0;
+}
+
+int load_layer_scalar(const model_src *src, uint32_t l, float *out, char *err, size_t errlen)
+{
+    char n[96];
+    const gguf_tensor *t;
+    *out = 1.0f;
+    snprintf(n, sizeof n, "blk.%u.layer_output_scale.weight", l);
+    if (!gguf_find_tensor(src->f, n)) return 0;
+    if (tensor_find(src->f, n, 1, 1, 1, 1, &t, err, errlen) || tensor_host(t, n, err, errlen)) return -1;
+    memcpy(out, t->data, 4);
+    return 0;
+}
+
 cl_mem rope_freqs(cl_runtime *rt, uint32_t rot, double base, double scale, const float *div, char *err,
                   size_t errlen)
 {

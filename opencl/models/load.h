@@ -38,6 +38,13 @@ int load_mat(const model_src *src, const char *name, uint64_t ne0, uint64_t ne1,
 int load_vec(const model_src *src, const char *name, uint64_t n, cl_mem *m, uint64_t *bytes, char *err,
              size_t errlen);
 
+/* the weights every Gemma 4 decoder layer (target or MTP drafter) has: Q and its head norm, O, the MLP and the
+ * four block norms of layer l (H wide, qd = heads x hd, n_ff MLP) */
+int load_g4_block(const model_src *src, uint32_t l, uint32_t H, uint32_t qd, uint32_t hd, uint32_t n_ff,
+                  layer_weights *W, uint64_t *bytes, char *err, size_t errlen);
+/* blk.l.layer_output_scale.weight, a scalar; 1 where the file has none */
+int load_layer_scalar(const model_src *src, uint32_t l, float *out, char *err, size_t errlen);
+
 /* RoPE frequency per rotated pair: scale * base^(-2i/rot), divided by div[i] where div is given */
 cl_mem rope_freqs(cl_runtime *rt, uint32_t rot, double base, double scale, const float *div, char *err,
                   size_t errlen);
