@@ -3,8 +3,8 @@
 # then ptxas for sm_90a, so the inline PTX and the int8 / tensor-core paths are checked before a device
 # call. NVIDIA's own OpenCL compiler differs (register counts and inlining); this catches errors.
 #   sh tools/ptx_check.sh [-v] [PROGRAM] [-- EXTRA_CLANG_FLAGS]
-# PROGRAM: main (default), capped, or all; main is built for each KV type (-DCLG_KV=0|1|2). -v: registers
-# and spill bytes per kernel. Needs clang and ptxas (the CUDA toolkit) on PATH; exit 2 without them.
+# PROGRAM: main (default), capped, or all; main is built for each KV type (-DCLG_KV=0|1|2). -v: registers,
+# spill bytes and stack frame bytes per kernel. Needs clang and ptxas (the CUDA toolkit) on PATH; exit 2 without them.
 cd "$(dirname "$0")/.." || exit 1
 verbose=0; [ "${1:-}" = -v ] && { verbose=1; shift; }
 prog=${1:-main}; [ $# -gt 0 ] && shift; [ "${1:-}" = -- ] && shift
@@ -25,8 +25,9 @@ build() { # program tag, -D flags
   n=$(grep -c "Compiling entry function" "$dir/ptxas.out")
   echo "ptx_check: $p $*: $n kernels"
   [ $verbose = 1 ] && awk -F"'" '/Compiling entry function/ { k = $2 }
-    /bytes spill stores/ { split($0, w, " "); for (i in w) if (w[i] == "spill" && w[i + 1] == "stores") s = w[i - 2] }
-    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "  %-28s %4d registers %5d bytes spilled\n", k, substr($0, RSTART + 5, RLENGTH - 5), s }' \
+    /bytes spill stores/ { split($0, w, " "); for (i in w) { if (w[i] == "spill" && w[i + 1] == "stores") s = w[i - 2]
+                                                             if (w[i] == "stack" && w[i + 1] == "frame,") f = w[i - 2] } }
+    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "  %-28s %4d registers %5d bytes spilled %5d bytes stack\n", k, substr($0, RSTART + 5, RLENGTH - 5), s, f }' \
     "$dir/ptxas.out"
   return 0
 }

@@ -127,22 +127,24 @@ typedef struct engine_info {
     double load_seconds;
     char types[256];         /* weight types: "q4_k 302, q5_0 60 (ffn_down, ffn_down_exps), f32 423" */
     int tensor_cores;        /* batches above 4 tokens run on f16-input tensor-core kernels */
-    int int8_decode;         /* decode steps (one token per sequence) of q4_k / q8_0 / q5_0 weights round X
-                              * to int8 (mvq_T up to 4 sequences, mmq8_T up to 16); prompts never do */
+    int int8_decode;         /* decode steps (one token per sequence) of the int8 types' weights round X to
+                              * int8 (mvq_T up to 4 sequences, mmq8_T up to 64, q4_k's mmq8p up to 256);
+                              * prompts never do */
     engine_fit fit;          /* how it fits the device: fit.n_seq sequences, the KV pools' blocks */
     uint32_t max_rows;       /* output rows (tokens whose logits or choice are read) one forward holds: a step
                               * with more runs as several forwards */
     uint32_t draft_rows;     /* tokens a step of single tokens and drafts may hold and still run the int8
                               * decode products (ENGINE_DECODE_ROWS where int8_decode; 0: no such bound).
-                              * Past it a step runs the prompt's products: H200, 270M at 16 sequences,
-                              * one draft token each doubles the step */
+                              * Measured when the int8 products ended at 16 tokens (H200, 270M at 16
+                              * sequences: one draft token each doubled the step); wider draft steps on
+                              * today's int8 products are not measured yet */
     /* the MTP drafter (opts.draft_path): its architecture ("" without one), layers, width, weights */
     char draft_arch[32];
     uint32_t draft_layers, draft_embd;
     uint64_t draft_bytes;
 } engine_info;
 
-#define ENGINE_DECODE_ROWS 16 /* mvq_T up to 4 tokens, mmq8_T up to 16 */
+#define ENGINE_DECODE_ROWS 16 /* draft_rows: see there */
 
 /* Returns 0, or -1 with one line in err (no OpenCL device, bad file, unsupported model, OOM...). */
 int  engine_load(engine **out, const char *path, const engine_opts *opts, char *err, size_t errlen);

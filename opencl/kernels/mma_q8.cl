@@ -1,4 +1,4 @@
-/* mma_q8.cl — batched decode products (5-16 tokens) on int8 tensor cores, NVIDIA (inline PTX
+/* mma_q8.cl — batched decode products (5-256 tokens) on int8 tensor cores, NVIDIA (inline PTX
  * mma.sync m16n8k32, int32 accumulate).
  *
  * The f16 products (mmqs) read X as f32 from L2 per warp and per use (many times the weight bytes
@@ -8,7 +8,8 @@
  *
  * One mma covers 16 weight rows x 8 tokens x one 32-value sub-block, so each block scale applies
  * to its int32 result once: Y += d_w * d_x * (q_w . q_x) - m_w * (d_x * sum q_x), where m_w is
- * q4_k's sub-block min or q5_0's 16 * d (its values are stored plus 16); q8_0 has no m term.
+ * q4_k's / q5_k's sub-block min or q5_0's 16 * d (its values are stored plus 16); q8_0 has no m
+ * term, and q6_k (values made signed) a scale per 16 values: two mmas (mmq8_mac_q6_k).
  *
  * The k order inside a 32-step is free as long as A and B agree: thread (g = lane / 4, t = lane %
  * 4) takes values 8t..8t+7 of each sub-block (slots 4t..4t+3 <- values 8t..8t+3, slots
@@ -16,12 +17,17 @@
  * that serves two sub-blocks (low and high nibbles). q4_k has kernels of its own, mmq8s and mmq8p
  * (below); mmq8_T serves the other int8 types.
  *
- * A work-group takes 16 * MMQ8_MT rows and all tokens; its warps split k in units of 64 values (two
- * sub-blocks; warp w takes units w, w + nw, ...) and add their partial tiles through local memory. */
+ * A work-group takes 16 * MMQ8_MT rows and 8 * NT tokens (NT token tiles of 8: 1, 2, 4, 8; past
+ * 64 tokens the grid's second dimension takes the next 64, so weights are read once per 64); its
+ * warps split k in units of 64 values (two sub-blocks; warp w takes units w, w + nw, ...) and add
+ * their partial tiles through local memory. */
 
 #ifdef CLG_NVIDIA
 
 #define MMQ8_MT 2 /* 16-row tiles per warp (OPS_MMQ8_ROWS = 32 rows per group on the host) */
+/* the loops over a warp's tiles unrolled, so its accumulators stay in registers (indexed by loop
+ * variables they would live in local memory) */
+#define UNROLL _Pragma("unroll")
 
 /* one mma's int32 tile c (rows g, g + 8 x tokens 2t, 2t + 1) into the float tile acc with the block
  * scales: rows' d0, d1 and offsets m0, m1; x = the tokens' (d, d * sum) pairs */
@@ -34,9 +40,9 @@ inline float4 mmq8_scale_add(float4 acc, int4 c, float4 x, float d0, float d1, f
 /* warp 0's finished tiles acc[MT_][NT_] into Y (rows past n_rows and tokens past ntok dropped):
  * c0, c1 are row g, tokens 2t, 2t + 1; c2, c3 row g + 8 */
 #define MMQ8_STORE(MT_, NT_)                                                                      \
-    for (int i = 0; i < (MT_); i++)                                                               \
-        for (int j = 0; j < (NT_); j++)                                                           \
-            for (int h = 0; h < 2; h++) {                                                         \
+    UNROLL for (int i = 0; i < (MT_); i++)                                                               \
+        UNROLL for (int j = 0; j < (NT_); j++)                                                           \
+            UNROLL for (int h = 0; h < 2; h++) {                                                         \
                 uint r = r0 + 16 * i + 8 * h + g, tk = 8 * j + 2 * t;                             \
                 if (r >= n_rows) continue;                                                        \
                 float v0 = h ? acc[i][j].z : acc[i][j].x, v1 = h ? acc[i][j].w : acc[i][j].y;     \
@@ -44,76 +50,125 @@ inline float4 mmq8_scale_add(float4 acc, int4 c, float4 x, float d0, float d1, f
                 if (tk + 1 < ntok) Y[(size_t)(tk + 1) * ldy + r] = v1;                            \
             }
 
-/* NT token tiles of 8 (tpad = 8 * NT); part: MMQ8_MT * NT * 4 floats per item when nw > 1. Up to
- * three matrices of X (Q/K/V, gate/up) in one launch: groups number their rows across them, and a
- * group's 32 rows lie in one matrix (the host passes several only when each has a multiple of 32). */
-#define DEFINE_MMQ8(T, NT, MMA)                                                                   \
-kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,  \
-                            global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1, \
-                            global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
-                            uint k, global const uint *Xq, global const float4 *Xs, uint ntok,     \
-                            local float *part)                                                    \
+/* one sub-block's mma of rows g (qa) and g + 8 (qb) against a token tile (xb) with its scales added
+ * into acc: per type, as its values are stored (u8: plus an offset m; s8: signed) */
+#define DEFINE_MMQ8_MAC(T, MMA)                                                                   \
+inline float4 mmq8_mac_##T(float4 acc, uint2 qa, uint2 qb, uint2 xb, float4 x, float d0, float d1,  \
+                           float m0, float m1, int t)                                             \
+{                                                                                                 \
+    return mmq8_scale_add(acc, MMA(qa.x, qb.x, qa.y, qb.y, xb.x, xb.y), x, d0, d1, m0, m1);       \
+}
+DEFINE_MMQ8_MAC(q8_0, mma8_s8)
+DEFINE_MMQ8_MAC(q5_0, mma8_u8)
+DEFINE_MMQ8_MAC(q5_k, mma8_u8)
+
+/* q6_k has a scale per 16 values (d: values 0-15, e: 16-31, passed as m): lanes t < 2 hold values
+ * 0-15 of the sub-block, t >= 2 values 16-31, so one mma with the upper lanes' A zeroed and one
+ * with the lower lanes' keeps X's fragments and layout those of the other types */
+inline float4 mmq8_mac_q6_k(float4 acc, uint2 qa, uint2 qb, uint2 xb, float4 x, float d0, float d1, float e0,
+                            float e1, int t)
+{
+    uint lo = t < 2 ? ~0u : 0u, hi = ~lo;
+    int4 c = mma8_s8(qa.x & lo, qb.x & lo, qa.y & lo, qb.y & lo, xb.x, xb.y);
+    int4 c2 = mma8_s8(qa.x & hi, qb.x & hi, qa.y & hi, qb.y & hi, xb.x, xb.y);
+    return mmq8_scale_add(mmq8_scale_add(acc, c, x, d0, d1, 0.0f, 0.0f), c2, x, e0, e1, 0.0f, 0.0f);
+}
+
+/* NT token tiles of 8 (8 * NT tokens a group); group (r, kg * b + kk) takes rows 32r.., tokens 64b..
+ * (b > 0 only at NT 8) and slice kk of k's kg: with kg > 1 each slice writes its partial Y (ntok rows
+ * of ldy, slice kk's after kk * ntok rows) for mmq8_sum to add, so a product of few rows and long k
+ * still fills the GPU. X is int8 [tp][k] with (d, d * sum) pairs [k/32][tp] (tp: the padded token
+ * count it was quantized for). part: MMQ8_MT * NT * 4 floats per item when nw > 1. Up to three
+ * matrices of X (Q/K/V, gate/up) in one launch: groups number their rows across them, and a group's
+ * 32 rows lie in one matrix (the host passes several only when each has a multiple of 32). */
+#define DEFINE_MMQ8(T, NT)                                                                        \
+kernel void mmq8_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,\
+                            global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,\
+                            global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2,\
+                            uint k, global const uint *Xq, global const float4 *Xs, uint ntok,    \
+                            uint tp, uint kg, local float *part)                                  \
 {                                                                                                 \
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
-    uint r0 = get_group_id(0) * (16 * MMQ8_MT), tpad = 8 * NT;                                    \
+    uint r0 = get_group_id(0) * (16 * MMQ8_MT), kk = get_group_id(1) % kg, tb = 64 * (get_group_id(1) / kg);\
     global const uchar *W = W0;                                                                   \
     global float *Y = Y0;                                                                         \
     uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
-    if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }  \
-    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
+    if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }\
+    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }     \
+    Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */ \
+    ntok -= tb;                                                                                   \
+    Xs += tb / 2;                                                                                 \
     global const uchar *wr[MMQ8_MT][2];                                                           \
-    for (int i = 0; i < MMQ8_MT; i++)                                                             \
-        for (int h = 0; h < 2; h++) {                                                             \
+    UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                             \
+        UNROLL for (int h = 0; h < 2; h++) {                                                             \
             uint r = r0 + 16 * i + 8 * h + g;                                                     \
             wr[i][h] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                     \
         }                                                                                         \
-    global const uint *xr[NT];                                                                    \
-    for (int j = 0; j < NT; j++) xr[j] = Xq + (size_t)(8 * j + g) * (k / 4) + 2 * t;             \
+    global const uint *xr = Xq + (size_t)(tb + g) * (k / 4) + 2 * t;                              \
+    size_t xj = (size_t)8 * (k / 4); /* from one token tile's X to the next */                    \
     float4 acc[MMQ8_MT][NT];                                                                      \
-    for (int i = 0; i < MMQ8_MT; i++)                                                             \
-        for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
-    int nu = (int)(k / 64);                                                                       \
-    /* one 64-value unit per warp pass: loading two ahead measured slower (docs/PERF.md)     */ \
-    for (int u = warp; u < nu; u += nw) {                                                         \
+    UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                             \
+        UNROLL for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
+    int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), u1 = (int)((kk + 1) * nu / kg);             \
+    /* one 64-value unit per warp pass: loading two ahead measured slower (docs/PERF.md) */       \
+    for (int u = u0 + warp; u < u1; u += nw) {                                                    \
         uint2 q[MMQ8_MT][2][2];                                                                   \
         float dw[MMQ8_MT][2][2], mw[MMQ8_MT][2][2];                                               \
-        for (int i = 0; i < MMQ8_MT; i++)                                                         \
-            for (int h = 0; h < 2; h++)                                                           \
-                mmq8_ld_##T(wr[i][h], u, t, q[i][h], dw[i][h], mw[i][h]);                             \
-        uint2 xb[NT][2];                                                                          \
-        float4 xs[NT][2];                                                                         \
-        for (int j = 0; j < NT; j++)                                                              \
-            for (int s = 0; s < 2; s++) {                                                         \
-                xb[j][s] = vload2(0, xr[j] + 16 * u + 8 * s);                                     \
-                xs[j][s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                      \
-            }                                                                                     \
-        for (int s = 0; s < 2; s++)                                                               \
-            for (int i = 0; i < MMQ8_MT; i++)                                                     \
-                for (int j = 0; j < NT; j++) {                                                    \
-                    int4 c = MMA(q[i][0][s].x, q[i][1][s].x, q[i][0][s].y, q[i][1][s].y,          \
-                                 xb[j][s].x, xb[j][s].y);                                         \
-                    float4 x = xs[j][s];                                                          \
-                    float d0 = dw[i][0][s], d1 = dw[i][1][s], m0 = mw[i][0][s], m1 = mw[i][1][s]; \
-                    acc[i][j] = mmq8_scale_add(acc[i][j], c, x, d0, d1, m0, m1);                  \
+        UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                         \
+            UNROLL for (int h = 0; h < 2; h++)                                                           \
+                mmq8_ld_##T(wr[i][h], u, t, q[i][h], dw[i][h], mw[i][h]);                         \
+        if (NT <= 2) { /* all of X's fragments loaded before the mmas */                          \
+            uint2 xb[NT][2];                                                                      \
+            float4 xs[NT][2];                                                                     \
+            UNROLL for (int j = 0; j < NT; j++)                                                          \
+                UNROLL for (int s = 0; s < 2; s++) {                                                     \
+                    xb[j][s] = vload2(0, xr + j * xj + 16 * u + 8 * s);                           \
+                    xs[j][s] = Xs[(size_t)(2 * u + s) * (tp / 2) + 4 * j + t];                    \
+                }                                                                                 \
+            UNROLL for (int s = 0; s < 2; s++)                                                           \
+                UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                 \
+                    UNROLL for (int j = 0; j < NT; j++)                                                  \
+                        acc[i][j] = mmq8_mac_##T(acc[i][j], q[i][0][s], q[i][1][s], xb[j][s], xs[j][s],\
+                                                 dw[i][0][s], dw[i][1][s], mw[i][0][s], mw[i][1][s], t);\
+        } else /* a token tile's at a time: all of them would not fit in registers */             \
+            UNROLL for (int s = 0; s < 2; s++)                                                           \
+                UNROLL for (int j = 0; j < NT; j++) {                                                    \
+                    uint2 xb = vload2(0, xr + j * xj + 16 * u + 8 * s);                           \
+                    float4 x = Xs[(size_t)(2 * u + s) * (tp / 2) + 4 * j + t];                    \
+                    UNROLL for (int i = 0; i < MMQ8_MT; i++)                                             \
+                        acc[i][j] = mmq8_mac_##T(acc[i][j], q[i][0][s], q[i][1][s], xb, x, dw[i][0][s],\
+                                                 dw[i][1][s], mw[i][0][s], mw[i][1][s], t);       \
                 }                                                                                 \
     }                                                                                             \
     if (nw > 1) { /* add the other warps' partial tiles into warp 0's */                          \
-        for (int i = 0; i < MMQ8_MT; i++)                                                         \
-            for (int j = 0; j < NT; j++) vstore4(acc[i][j], (i * NT + j) * L + lid, part);        \
+        UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                         \
+            UNROLL for (int j = 0; j < NT; j++) vstore4(acc[i][j], (i * NT + j) * L + lid, part);        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         if (warp == 0)                                                                            \
             for (int w = 1; w < nw; w++)                                                          \
-                for (int i = 0; i < MMQ8_MT; i++)                                                 \
-                    for (int j = 0; j < NT; j++)                                                  \
+                UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                 \
+                    UNROLL for (int j = 0; j < NT; j++)                                                  \
                         acc[i][j] += vload4((i * NT + j) * L + 32 * w + lane, part);              \
     }                                                                                             \
     if (warp != 0) return;                                                                        \
     MMQ8_STORE(MMQ8_MT, NT)                                                                       \
 }
 
-#define DEFINE_MMQ8_KERNELS(T, id, MMA) DEFINE_MMQ8(T, 1, MMA) DEFINE_MMQ8(T, 2, MMA)
-CLG_TYPES_Q8_MMQ8(DEFINE_MMQ8_KERNELS)
+/* Y (ntok rows of ldy) = the kg partial Ys of mmq8 / mmq8p in P (rows apart, slice after slice) */
+kernel void mmq8_sum(global const float *P, uint kg, uint rows, uint ntok, global float *Y, uint ldy)
+{
+    uint r = get_global_id(0), tk = get_global_id(1);
+    if (r >= rows) return;
+    float v = 0.0f;
+    for (uint kk = 0; kk < kg; kk++) v += P[((size_t)kk * ntok + tk) * rows + r];
+    Y[(size_t)tk * ldy + r] = v;
+}
+
+/* 5-8, 9-16, 17-32 and 33-256 tokens (64 a group) */
+#define DEFINE_MMQ8_KERNELS(T) DEFINE_MMQ8(T, 1) DEFINE_MMQ8(T, 2) DEFINE_MMQ8(T, 4) DEFINE_MMQ8(T, 8)
+#define DEFINE_MMQ8_OF(T, id, MMA) DEFINE_MMQ8_KERNELS(T)
+CLG_TYPES_Q8_MMQ8(DEFINE_MMQ8_OF)
 
 /* --- q4_k weights staged by cp.async (mmq8s) ------------------------------------------------
  * mmq8 reads each unit's nibbles as scattered 8-byte loads from 32 rows and waits on them every
@@ -159,7 +214,7 @@ void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,
     int nsb = (int)(k / 256), nst = (nsb + SBS - 1) / SBS;                                        \
     global const uint *xr = Xq + (size_t)(8 * j + g) * (k / 4) + 2 * t;                          \
     float4 acc[MT];                                                                               \
-    for (int i = 0; i < MT; i++) acc[i] = (float4)(0.0f);                                         \
+    UNROLL for (int i = 0; i < MT; i++) acc[i] = (float4)(0.0f);                                         \
     for (int si = 0; si < MQS_STAGES - 1; si++) {                                                 \
         if (si < nst) MQS_LOAD(si, SBS, RR)                                                       \
         cp_async_commit();                                                                        \
@@ -177,16 +232,16 @@ void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,
             int u = 4 * S + p;                                                                    \
             uint2 xb[2];                                                                          \
             float4 x[2];                                                                          \
-            for (int s = 0; s < 2; s++) {                                                         \
+            UNROLL for (int s = 0; s < 2; s++) {                                                         \
                 xb[s] = vload2(0, xr + 16 * u + 8 * s);                                           \
                 x[s] = Xs[(size_t)(2 * u + s) * (tpad / 2) + 4 * j + t];                          \
             }                                                                                     \
-            for (int i = 0; i < MT; i++) {                                                        \
+            UNROLL for (int i = 0; i < MT; i++) {                                                        \
                 local const uchar *b0 = bs + 16 * i * MQS_PITCH * 16, *b1 = b0 + 8 * MQS_PITCH * 16; \
                 uint4 h0 = *(local const uint4 *)b0, h1 = *(local const uint4 *)b1;               \
                 uint2 w0 = *(local const uint2 *)(b0 + 16 + 32 * p + 8 * t);                      \
                 uint2 w1 = *(local const uint2 *)(b1 + 16 + 32 * p + 8 * t);                      \
-                for (int s = 0; s < 2; s++) {                                                     \
+                UNROLL for (int s = 0; s < 2; s++) {                                                     \
                     int sh = 4 * s;                                                               \
                     float d0, m0, d1, m1;                                                         \
                     q4k_scale_min(h0, 2 * p + s, &d0, &m0);                                       \
@@ -200,13 +255,13 @@ void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,
     }                                                                                             \
     barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages: reuse them */            \
     local float4 *part = (local float4 *)st;                                                      \
-    for (int i = 0; i < MT; i++) part[(warp * MT + i) * 32 + lane] = acc[i];                      \
+    UNROLL for (int i = 0; i < MT; i++) part[(warp * MT + i) * 32 + lane] = acc[i];                      \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
     if (ws != 0) return;                                                                          \
     for (int w = 1; w < SBS; w++)                                                                 \
-        for (int i = 0; i < MT; i++) acc[i] += part[((w * TW + j) * MT + i) * 32 + lane];         \
-    for (int i = 0; i < MT; i++)                                                                  \
-        for (int h = 0; h < 2; h++) {                                                             \
+        UNROLL for (int i = 0; i < MT; i++) acc[i] += part[((w * TW + j) * MT + i) * 32 + lane];         \
+    UNROLL for (int i = 0; i < MT; i++)                                                                  \
+        UNROLL for (int h = 0; h < 2; h++) {                                                             \
             uint r = r0 + 16 * i + 8 * h + g, tk = 8 * j + 2 * t;                                \
             if (r >= n_rows) continue;                                                            \
             float v0 = h ? acc[i].z : acc[i].x, v1 = h ? acc[i].w : acc[i].y;                     \
@@ -228,51 +283,62 @@ DEFINE_MMQ8S(1, 1)
  * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
  * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
 
-#define MQP_STAGE(tpad) (1536 + 80 * (tpad)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
+#define MQP_STAGE(tpb) (1536 + 80 * (tpb)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
 
 /* issue unit u's copies into stage buffer st: lane l copies row l's header and nibbles (wrow), then
- * the lanes copy the unit's X and X scales */
-inline void mqp_issue(local uchar *st, int u, int lane, global const uchar *wrow, uint k, uint tpad,
+ * the lanes copy the unit's X and X scales of the group's tpb tokens (Xq, Xs at its first token; X
+ * quantized for tp tokens) */
+inline void mqp_issue(local uchar *st, int u, int lane, global const uchar *wrow, uint k, uint tpb, uint tp,
                       global const uint *Xq, global const float4 *Xs)
 {
-    local uint4 *hd = (local uint4 *)st, *nb = hd + 32, *xq = nb + 64, *xs = xq + 4 * tpad;
+    local uint4 *hd = (local uint4 *)st, *nb = hd + 32, *xq = nb + 64, *xs = xq + 4 * tpb;
     global const uchar *b = wrow + (u >> 2) * 144;
     cp_async16(hd + lane, (global const uint4 *)b);
     global const uint4 *n = (global const uint4 *)(b + 16 + 32 * (u & 3));
     cp_async16(nb + 2 * lane, n);
     cp_async16(nb + 2 * lane + 1, n + 1);
-    for (uint c = lane; c < 4 * tpad; c += 32) {
+    for (uint c = lane; c < 4 * tpb; c += 32) {
         uint tok = c >> 2, ch = c & 3;
         cp_async16_ca(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)),
                       (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
     }
-    if (lane < tpad) cp_async16_ca(xs + lane, (global const uint4 *)(Xs + (size_t)u * tpad + lane));
+    for (uint c = lane; c < tpb; c += 32) { /* [sub-block s][token pair] */
+        uint s = c / (tpb / 2), pr = c % (tpb / 2);
+        cp_async16_ca(xs + c, (global const uint4 *)(Xs + (size_t)(2 * u + s) * (tp / 2) + pr));
+    }
 }
 
+/* groups and k slices as mmq8's */
 #define DEFINE_MMQ8P(NT)                                                                          \
 kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,  \
                             global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1, \
                             global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
                             uint k, global const uint *Xq, global const float4 *Xs, uint ntok,     \
-                            uint nst, local uint4 *ring16)                                        \
+                            uint tp, uint kg, uint nst, local uint4 *ring16)                      \
 {                                                                                                 \
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
-    uint r0 = get_group_id(0) * (16 * MMQ8_MT), tpad = 8 * NT, SB = MQP_STAGE(8 * NT);          \
+    uint r0 = get_group_id(0) * (16 * MMQ8_MT), kk = get_group_id(1) % kg, tb = 64 * (get_group_id(1) / kg); \
+    uint tpb = 8 * NT, SB = MQP_STAGE(8 * NT);                                                    \
     global const uchar *W = W0;                                                                   \
     global float *Y = Y0;                                                                         \
     uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
     if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }  \
     else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
+    Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */  \
+    ntok -= tb;                                                                                   \
+    Xq += (size_t)tb * (k / 4);                                                                   \
+    Xs += tb / 2;                                                                                 \
     global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
     local uchar *ring = (local uchar *)ring16;                                                    \
     local uchar *mine = ring + (size_t)warp * nst * SB;                                           \
     float4 acc[MMQ8_MT][NT];                                                                      \
-    for (int i = 0; i < MMQ8_MT; i++)                                                             \
-        for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
-    int nu = (int)(k / 64), ni = warp < nu ? (nu - warp + nw - 1) / nw : 0;                       \
+    UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                             \
+        UNROLL for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
+    int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), nk = (int)((kk + 1) * nu / kg) - u0;        \
+    int ni = warp < nk ? (nk - warp + nw - 1) / nw : 0;                                           \
     for (int si = 0; si < (int)nst - 1; si++) {                                                   \
-        if (si < ni) mqp_issue(mine + si * SB, warp + si * nw, lane, wrow, k, tpad, Xq, Xs);       \
+        if (si < ni) mqp_issue(mine + si * SB, u0 + warp + si * nw, lane, wrow, k, tpb, tp, Xq, Xs); \
         cp_async_commit();                                                                        \
     }                                                                                             \
     const uint M = 0x0F0F0F0Fu;                                                                   \
@@ -281,14 +347,14 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
         if (nst == 2) cp_async_wait0(); else if (nst == 3) cp_async_wait1(); else cp_async_wait2(); \
         bar_warp(); /* every lane's copies visible, and stage i - 1 (refilled next) read by all */ \
         if (i + (int)nst - 1 < ni)                                                                \
-            mqp_issue(mine + ((i + nst - 1) % nst) * SB, warp + (i + nst - 1) * nw, lane, wrow, k, tpad, Xq, Xs); \
+            mqp_issue(mine + ((i + nst - 1) % nst) * SB, u0 + warp + (i + nst - 1) * nw, lane, wrow, k, tpb, tp, Xq, Xs); \
         cp_async_commit();                                                                        \
         local uchar *st = mine + (i % nst) * SB;                                                  \
         local uint4 *hd = (local uint4 *)st;                                                      \
         local const uint2 *nb = (local const uint2 *)(st + 512);                                  \
         local const uint2 *xq = (local const uint2 *)(st + 1536);                                 \
-        local const float4 *xsl = (local const float4 *)(st + 1536 + 64 * tpad);                  \
-        int u = warp + i * nw, p = u & 3;                                                         \
+        local const float4 *xsl = (local const float4 *)(st + 1536 + 64 * tpb);                   \
+        int u = u0 + warp + i * nw, p = u & 3;                                                    \
         /* each row's two sub-block scales decoded once (lane l: row l), in place of its header: \
          * the 4 lanes that read a row would each decode them */                                 \
         {                                                                                         \
@@ -299,51 +365,51 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
             hd[lane] = as_uint4((float4)(d0, m0, d1, m1));                                        \
         }                                                                                         \
         bar_warp();                                                                               \
-        uint2 xb[NT][2];                                                                          \
-        float4 xs[NT][2];                                                                         \
-        for (int j = 0; j < NT; j++)                                                              \
-            for (int s = 0; s < 2; s++) {                                                         \
-                int tok = 8 * j + g, ch = (2 * s + (t >> 1)) ^ (((tok >> 1) & 1) << 1);           \
-                xb[j][s] = xq[tok * 8 + ch * 2 + (t & 1)];                                        \
-                xs[j][s] = xsl[s * (tpad / 2) + 4 * j + t];                                       \
-            }                                                                                     \
-        /* one row tile at a time: its nibbles and scales live only for its own mmas */           \
-        for (int a = 0; a < MMQ8_MT; a++) {                                                            \
-            uint2 q[2][2];                                                                        \
-            float dw[2][2], mw[2][2];                                                             \
-            for (int h = 0; h < 2; h++) {                                                         \
+        /* both row tiles' nibbles and scales, then X from local memory a token tile at a time    \
+         * (read once for both; at NT 8 all of it would not fit in registers) */                  \
+        uint2 q[MMQ8_MT][2][2];                                                                   \
+        float4 f[MMQ8_MT][2];                                                                     \
+        UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                         \
+            UNROLL for (int h = 0; h < 2; h++) {                                                         \
                 int row = 16 * a + 8 * h + g;                                                     \
-                float4 f = as_float4(hd[row]);                                                    \
+                f[a][h] = as_float4(hd[row]);                                                     \
                 uint2 w = nb[row * 4 + t];                                                        \
-                q[h][0] = (uint2)(w.x & M, w.y & M);                                              \
-                q[h][1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);                                \
-                dw[h][0] = f.x; mw[h][0] = f.y; dw[h][1] = f.z; mw[h][1] = f.w;                   \
+                q[a][h][0] = (uint2)(w.x & M, w.y & M);                                           \
+                q[a][h][1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);                             \
             }                                                                                     \
-            for (int s = 0; s < 2; s++)                                                           \
-                for (int j = 0; j < NT; j++) {                                                    \
-                    int4 c = mma8_u8(q[0][s].x, q[1][s].x, q[0][s].y, q[1][s].y, xb[j][s].x, xb[j][s].y); \
-                    acc[a][j] = mmq8_scale_add(acc[a][j], c, xs[j][s], dw[0][s], dw[1][s], mw[0][s], mw[1][s]); \
+        UNROLL for (int s = 0; s < 2; s++)                                                               \
+            UNROLL for (int j = 0; j < NT; j++) {                                                        \
+                int tok = 8 * j + g, ch = (2 * s + (t >> 1)) ^ (((tok >> 1) & 1) << 1);           \
+                uint2 xb = xq[tok * 8 + ch * 2 + (t & 1)];                                        \
+                float4 xs = xsl[s * (tpb / 2) + 4 * j + t];                                       \
+                UNROLL for (int a = 0; a < MMQ8_MT; a++) {                                               \
+                    int4 c = mma8_u8(q[a][0][s].x, q[a][1][s].x, q[a][0][s].y, q[a][1][s].y, xb.x, xb.y);\
+                    float d0 = s ? f[a][0].z : f[a][0].x, m0 = s ? f[a][0].w : f[a][0].y;         \
+                    float d1 = s ? f[a][1].z : f[a][1].x, m1 = s ? f[a][1].w : f[a][1].y;         \
+                    acc[a][j] = mmq8_scale_add(acc[a][j], c, xs, d0, d1, m0, m1);                 \
                 }                                                                                 \
-        }                                                                                         \
+            }                                                                                     \
     }                                                                                             \
     cp_async_wait0();                                                                             \
     if (nw > 1) { /* the other warps' partial tiles into warp 0's, through the (idle) ring */     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         local float4 *part = (local float4 *)ring;                                                \
-        for (int a = 0; a < MMQ8_MT; a++)                                                         \
-            for (int j = 0; j < NT; j++) part[(a * NT + j) * L + lid] = acc[a][j];                \
+        UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                         \
+            UNROLL for (int j = 0; j < NT; j++) part[(a * NT + j) * L + lid] = acc[a][j];                \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         if (warp == 0)                                                                            \
             for (int w = 1; w < nw; w++)                                                          \
-                for (int a = 0; a < MMQ8_MT; a++)                                                 \
-                    for (int j = 0; j < NT; j++) acc[a][j] += part[(a * NT + j) * L + 32 * w + lane]; \
+                UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                 \
+                    UNROLL for (int j = 0; j < NT; j++) acc[a][j] += part[(a * NT + j) * L + 32 * w + lane]; \
     }                                                                                             \
     if (warp != 0) return;                                                                        \
-    MMQ8_STORE(MMQ8_MT, NT)                                                                            \
+    MMQ8_STORE(MMQ8_MT, NT)                                                                       \
 }
 
 /* 64 rows per warp (X read half as often per weight byte) measured slower: too many registers */
 DEFINE_MMQ8P(1)
 DEFINE_MMQ8P(2)
+DEFINE_MMQ8P(4)
+DEFINE_MMQ8P(8)
 
 #endif /* CLG_NVIDIA */

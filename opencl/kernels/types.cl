@@ -12,11 +12,10 @@
 #define CLG_TYPES(X) X(f16, 1) CLG_TYPES_CONV(X)
 
 /* the types of the int8 paths (gemv_q8.cl, mma_q8.cl, moe.cl's mvqe_T), X(name, number, the int8
- * mma their values take: mma8_u8 stored unsigned, mma8_s8 signed). q4_k's 5-16-token products are
- * kernels of its own (mmq8s, mmq8p); mmq8_T serves CLG_TYPES_Q8_MMQ8; q5_k and q6_k take only the
- * decode products. */
-#define CLG_TYPES_Q8_MMQ8(X) X(q8_0, 8, mma8_s8) X(q5_0, 6, mma8_u8)
-#define CLG_TYPES_Q8(X) X(q4_k, 12, mma8_u8) X(q5_k, 13, mma8_u8) X(q6_k, 14, mma8_u8) CLG_TYPES_Q8_MMQ8(X)
+ * mma their values take in mmq8: mma8_u8 stored unsigned, mma8_s8 signed). q4_k's batched products
+ * are kernels of its own (mmq8s, mmq8p); mmq8_T serves CLG_TYPES_Q8_MMQ8. */
+#define CLG_TYPES_Q8_MMQ8(X) X(q8_0, 8, mma8_s8) X(q5_0, 6, mma8_u8) X(q5_k, 13, mma8_u8) X(q6_k, 14, mma8_s8)
+#define CLG_TYPES_Q8(X) X(q4_k, 12, mma8_u8) CLG_TYPES_Q8_MMQ8(X)
 
 /* the GGML type numbers by name: CLG_TYPE_f32, ... */
 #define CLG_TYPE_ID(T, id) CLG_TYPE_##T = id,

@@ -298,4 +298,49 @@ inline void mmq8_ld_q5_0(global const uchar *row, int u, int t, uint2 *q, float 
     mw[0] = 16.0f * dw[0]; mw[1] = 16.0f * dw[1];
 }
 
+/* q5_k: q4_k's unit (qs bytes 32p + 8t.., sub-blocks 2p low and 2p + 1 high nibbles, p = u % 4)
+ * with bits 2p and 2p + 1 of qh bytes 8t.. as the fifth bits */
+inline void mmq8_ld_q5_k(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
+{
+    global const uchar *b = row + (u >> 2) * 176;
+    int p = u & 3;
+    uint4 h = *(global const uint4 *)b;
+    uint2 w = *(global const uint2 *)(b + 48 + 32 * p + 8 * t), qh = *(global const uint2 *)(b + 16 + 8 * t);
+    const uint M = 0x0F0F0F0Fu, B = 0x01010101u;
+    q[0] = (w & M) | (((qh >> (uint)(2 * p)) & B) << 4);
+    q[1] = ((w >> 4) & M) | (((qh >> (uint)(2 * p + 1)) & B) << 4);
+    q4k_scale_min(h, 2 * p, &dw[0], &mw[0]);
+    q4k_scale_min(h, 2 * p + 1, &dw[1], &mw[1]);
+}
+
+/* 8 bytes at 2-byte aligned p from aligned loads within p - 2 .. p + 9; no branch: lanes differ in
+ * alignment */
+inline uint2 ld8_a2(global const uchar *p)
+{
+    uint sh = ((uint)(ulong)p & 2) * 8;
+    global const uint *a = (global const uint *)((ulong)p & ~(ulong)3);
+    ulong w0 = a[0], w1 = a[1], w2 = a[2];
+    return (uint2)((uint)(((w1 << 32) | w0) >> sh), (uint)(((w2 << 32) | w1) >> sh));
+}
+
+/* q6_k (layout above mvq_ld_q6_k): sub-block 2p + s of super-block u / 4 (p = u % 4) with values
+ * made signed (stored plus 32); dw[s] scales its values 0-15, mw[s] 16-31 (mmq8_mac_q6_k). Its
+ * loads end by byte 196 of the 210. */
+inline void mmq8_ld_q6_k(global const uchar *row, int u, int t, uint2 *q, float *dw, float *mw)
+{
+    global const uchar *b = row + (u >> 2) * 210;
+    int p = u & 3, h = p >> 1, ls = 4 * (p & 1);
+    float d = ld_half(b + 208);
+    const uint M = 0x0F0F0F0Fu;
+    for (int s = 0; s < 2; s++) {
+        int c = 2 * (p & 1) + s;
+        uint2 l = ld8_a2(b + 64 * h + 32 * s + 8 * t), hb = ld8_a2(b + 128 + 32 * h + 8 * t);
+        uint2 v = ((l >> (uint)ls) & M) | (((hb >> (uint)(2 * c)) & 0x03030303u) << 4);
+        q[s] = (uint2)(as_uint(as_char4(v.x) - (char4)(32)), as_uint(as_char4(v.y) - (char4)(32)));
+        global const char *sc = (global const char *)(b + 192 + 8 * h + 2 * c);
+        dw[s] = d * (float)sc[0];
+        mw[s] = d * (float)sc[1];
+    }
+}
+
 #endif /* CLG_NVIDIA */

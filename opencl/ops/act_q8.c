@@ -1,5 +1,5 @@
 /* act_q8.c — the int8 activation hand-off (NVIDIA): the int8 form of a product's X (mvqg's layout
- * for 1-4 tokens, mmq8's for 5-16) in xq / xqs, written by the X's producer where it can (norm_fuse,
+ * for 1-4 tokens, mmq8's for 5-256) in xq / xqs, written by the X's producer where it can (norm_fuse,
  * attn_dec) or by the quantizers here, tagged with the X it came from; the tag is forgotten by
  * every launch that does not read it. */
 #include "ops_int.h"
@@ -36,12 +36,18 @@ int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k)
 
 int ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok)
 {
-    return o->act.q8x && o->act_int8 && ntok >= 5 && ntok <= 16 && k % 64 == 0 && k >= o->pol.q8x_min_k;
+    return o->act.q8x && o->act_int8 && ntok >= 5 && ntok <= o->pol.mmq8_max_tok && k % 64 == 0 &&
+           k >= o->pol.q8x_min_k;
+}
+
+uint32_t ops_q8x_tpad(uint32_t ntok)
+{
+    return ntok <= 8 ? 8 : ntok <= 16 ? 16 : ntok <= 32 ? 32 : (ntok + 63) / 64 * 64;
 }
 
 int ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k)
 {
-    size_t tp = ntok <= 8 ? 8 : 16;
+    size_t tp = ops_q8x_tpad(ntok);
     return ops_grow_buf(o, &o->act.xq, &o->act.xq_bytes, tp * k) ||
                    ops_grow_buf(o, &o->act.xqs, &o->act.xqs_bytes, tp * (k / 32) * 2 * sizeof(float))
                ? -1 : 0;
@@ -60,7 +66,8 @@ int ops_xq_holds(const ops *o, cl_mem X, uint32_t ldx, uint32_t ntok, uint32_t k
 }
 
 /* the launches that read the int8 X (and so leave it, and X, as they were) */
-static const unsigned char READS_XQ[K_COUNT] = { [K_MVQG] = 1, [K_MMQ8] = 1, [K_MMQ8S] = 1, [K_MMQ8P] = 1 };
+static const unsigned char READS_XQ[K_COUNT] = { [K_MVQG] = 1, [K_MMQ8] = 1, [K_MMQ8S] = 1, [K_MMQ8P] = 1,
+                                                 [K_MMQ8_SUM] = 1 };
 
 void ops_xq_launched(ops *o, int kind)
 {

@@ -50,9 +50,9 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
-         * mmq8 (5-16): its int8 X too, in that product's layout */
+         * mmq8 (5-256): its int8 X too, in that product's layout */
         uint32_t qk = nh * hd, q8 = t0 == 0 && ops_mvqg_takes_x(o, qk, ntok);
-        uint32_t q8x = t0 == 0 && !q8 && ops_q8x_takes_x(o, qk, ntok), tpad = q8x ? (ntok <= 8 ? 8 : 16) : 0;
+        uint32_t q8x = t0 == 0 && !q8 && ops_q8x_takes_x(o, qk, ntok), tpad = q8x ? ops_q8x_tpad(ntok) : 0;
         if ((q8 && ops_xq_reserve(o, ntok, qk)) || (q8x && ops_q8x_reserve(o, ntok, qk)))
             return -1;
         cl_mem xq = q8 || q8x ? o->act.xq : out, xqs = q8 || q8x ? o->act.xqs : out;

@@ -92,7 +92,7 @@ static int any_len_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y
                       A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok));
 }
 
-/* 5-16 tokens on the int8 tensor cores (matmul_q8.c) */
+/* 5-256 tokens on the int8 tensor cores (matmul_q8.c) */
 static int q8_mma_fits(const ops *o, const weight *w, uint32_t ntok)
 {
     return ops_mmq8_fits(o, w->type, w->rows, w->cols, ntok);

@@ -1,16 +1,16 @@
 /* matmul_q8.c — products on int8 activations (NVIDIA): mvq_T (X staged per group), mvqg_T (X
  * quantized once, by act_q8.c or its producer), mvqn_T (the norm chain fused in front), and mmq8_T /
- * mmq8s_T / mmq8p_T (5-16 tokens on int8 tensor cores). */
+ * mmq8s_T / mmq8p_T (5-256 tokens on int8 tensor cores). */
 #include "ops_int.h"
 
 #include <stdio.h>
 
-/* kernel FAMILY_suffix_NT (nt + 1) of type into *k, and the largest group it runs */
+/* kernel FAMILY_suffix_NT (NT = 2^nt token tiles of 8) of type into *k, and the largest group it runs */
 static int nt_kernel(cl_runtime *rt, cl_kernel *k, size_t *wg, const char *family, uint32_t type, int nt, char *err,
                      size_t errlen)
 {
     char name[64];
-    snprintf(name, sizeof name, "%s_%s_%d", family, dev_type_of(type)->suffix, nt + 1);
+    snprintf(name, sizeof name, "%s_%s_%d", family, dev_type_of(type)->suffix, 1 << nt);
     if (!(*k = rt_kernel(rt, name, err, errlen))) return -1;
     if (wg) clGetKernelWorkGroupInfo(*k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(size_t), wg, NULL);
     return 0;
@@ -24,12 +24,13 @@ int ops_q8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
                                             ops_type_kernel(rt, &q->mvqn[t], "mvqn", t, err, errlen) ||
                                             ops_type_kernel(rt, &q->mvqg[t], "mvqg", t, err, errlen)))
             return -1;
+    if (o->has_mma && !(q->mmq8_sum = rt_kernel(rt, "mmq8_sum", err, errlen))) return -1;
     for (uint32_t t = 0; o->has_mma && t < GGML_TYPE_COUNT; t++)
-        for (int nt = 0; nt < 2; nt++) {
+        for (int nt = 0; nt < OPS_MMQ8_NT; nt++) {
             if (dev_type_has(t, DT_MMQ8) &&
                 nt_kernel(rt, &q->mmq8[nt][t], &q->mmq8_wg[nt][t], "mmq8", t, nt, err, errlen))
                 return -1;
-            /* a ring type's own kernels: mmq8s at 5-8 tokens only, mmq8p at both */
+            /* a ring type's own kernels: mmq8s at 5-8 tokens only, mmq8p at all */
             if (dev_type_has(t, DT_MMQ8_RING) &&
                 ((nt == 0 && nt_kernel(rt, &q->mmq8s[t], NULL, "mmq8s", t, nt, err, errlen)) ||
                  nt_kernel(rt, &q->mmq8p[nt][t], &q->mmq8p_wg[nt][t], "mmq8p", t, nt, err, errlen)))
@@ -42,10 +43,15 @@ void ops_q8_release(ops *o)
 {
     ops_q8 *q = &o->q8;
     for (int t = 0; t < GGML_TYPE_COUNT; t++) {
-        cl_kernel *ks[] = { &q->mvq[t], &q->mvqg[t], &q->mvqn[t], &q->mmq8s[t], &q->mmq8[0][t], &q->mmq8[1][t],
-                            &q->mmq8p[0][t], &q->mmq8p[1][t] };
+        cl_kernel *ks[] = { &q->mvq[t], &q->mvqg[t], &q->mvqn[t], &q->mmq8s[t] };
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
+        for (int nt = 0; nt < OPS_MMQ8_NT; nt++) {
+            ops_kernel_release(&q->mmq8[nt][t]);
+            ops_kernel_release(&q->mmq8p[nt][t]);
+        }
     }
+    ops_kernel_release(&q->mmq8_sum);
+    ops_mem_release(&q->part);
 }
 
 /* local bytes of mvq's staged X: int8 values, a scale per 32 and a sum per 16 */
@@ -155,18 +161,21 @@ int ops_mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, in
 
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
-    if (!o->act_int8 || ntok < 5 || ntok > 16 || type >= GGML_TYPE_COUNT || !o->act.q8x ||
-        !(o->q8.mmq8[1][type] || o->q8.mmq8p[1][type]))
+    if (!o->act_int8 || ntok < 5 || ntok > o->pol.mmq8_max_tok || type >= GGML_TYPE_COUNT || !o->act.q8x ||
+        !(o->q8.mmq8[0][type] || o->q8.mmq8p[0][type]))
         return 0;
     if ((size_t)rows * k < o->pol.mmq8_min_elems) return 0;
+    if (!o->q8.mmq8p[0][type] && ntok > o->pol.mmq8g_max_tok) return 0;
     return k % dev_type_of(type)->k_mmq8 == 0;
 }
 
 /* n products of one X (or gelu(X) * U) on mmq8: X rounded to int8 once (q8x_quant into o->act.xq /
- * o->act.xqs, tokens padded to 8 or 16), then one launch per matrix of OPS_MMQ8_ROWS rows per group */
+ * o->act.xqs, tokens padded to ops_q8x_tpad), then one launch per matrix of OPS_MMQ8_ROWS rows and
+ * 8 * NT tokens per group (past 64 tokens the grid's second dimension takes 64 each) */
 int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
 {
-    uint32_t k = outs[0].w->cols, tp = ntok <= 8 ? 8 : 16, nt = tp > 8, geglu = gg != NULL;
+    uint32_t k = outs[0].w->cols, tp = ops_q8x_tpad(ntok), geglu = gg != NULL;
+    uint32_t nt = tp <= 8 ? 0 : tp <= 16 ? 1 : tp <= 32 ? 2 : 3, tpb = 8u << nt, blocks = tp / tpb;
     uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
     cl_mem U = gg ? gg->U : X;
     /* X as its producer (norm_fuse) left it, else quantized here; padded tokens' values only
@@ -183,10 +192,10 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
     int together = n > 1;
     for (int i = 0; i < n; i++)
         together &= outs[i].w->type == outs[0].w->type && outs[i].w->rows % OPS_MMQ8_ROWS == 0 &&
-                    !(!nt && o->q8.mmq8s[outs[i].w->type]);
+                    !(nt == 0 && o->q8.mmq8s[outs[i].w->type]);
     for (int i = 0; i < n; i++) {
         const weight *w = outs[i].w;
-        if (!nt && o->q8.mmq8s[w->type] && w->row_bytes % 16 == 0) {
+        if (nt == 0 && o->q8.mmq8s[w->type] && w->row_bytes % 16 == 0) {
             /* up to 8 tokens: 16 rows per group of 4 warps, weights staged by cp.async (mma_q8.cl) */
             size_t lws = 128, gws = (size_t)(w->rows + 15) / 16 * lws;
             if (OPS_LAUNCH(o, K_MMQ8S, o->q8.mmq8s[w->type], 1, &gws, &lws,
@@ -199,37 +208,51 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         multi_args a;
         if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
         size_t tiles = (a.rows + OPS_MMQ8_ROWS - 1) / OPS_MMQ8_ROWS;
-        size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * (nt + 1) * 4 * sizeof(float);
-        if (o->q8.mmq8p[nt][w->type]) {
-            /* each warp's ring of stages (mma_q8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
-             * for the partial tiles */
-            uint32_t stages = o->pol.mmq8p_stages;
-            size_t ring = (size_t)stages * (48 * OPS_MMQ8_ROWS + 80 * tp);
-            size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
-                                          : ops_split_k_to(o, tiles, k / 32, o->q8.mmq8p_wg[nt][w->type], ring, 16,
-                                                           o->pol.mmq8p_warps_target);
-            size_t lws = 32 * ks, gws = tiles * lws;
-            if (OPS_LAUNCH(o, K_MMQ8P, o->q8.mmq8p[nt][w->type], 1, &gws, &lws,
-                           a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
-                           A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]),
-                           A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
-                           A(a.ld[2]), A(k), A(o->act.xq), A(o->act.xqs), A(ntok), A(stages), LOCAL(ks * ring)))
-                return -1;
-            if (together) break;
-            continue;
-        }
-        /* warps per group as mmq's split of k (~2k warps in flight, powers of two); filling each
-         * compute unit in exactly one wave instead measured slower */
+        size_t part_per_warp = 32 * (OPS_MMQ8_ROWS / 16) * tpb / 8 * 4 * sizeof(float);
+        double bytes = a.bytes * blocks + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows;
+        int ring = o->q8.mmq8p[nt][w->type] != NULL;
+        /* each mmq8p warp's ring of stages (mma_q8.cl MQP_STAGE: 48 bytes a row, 80 a token), reused
+         * for the partial tiles; both split k towards mmq8p's warp count (31B's q6_k on mmq8 at 16
+         * and 64 tokens: 701 -> 737 and 1,291 -> 1,340 tok/s against mmq's 2,048) */
+        uint32_t stages = o->pol.mmq8p_stages;
+        size_t per_warp = ring ? (size_t)stages * (48 * OPS_MMQ8_ROWS + 80 * tpb) : part_per_warp;
+        size_t target = o->pol.mmq8p_warps_target;
+        size_t wg = ring ? o->q8.mmq8p_wg[nt][w->type] : o->q8.mmq8_wg[nt][w->type];
         size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
-                                      : ops_mmq_split_k(o, tiles, k / 32, o->q8.mmq8_wg[nt][w->type], part_per_warp,
-                                      16);
-        size_t lws = 32 * ks, gws = tiles * lws, part = ks > 1 ? ks * part_per_warp : sizeof(float);
-        if (OPS_LAUNCH(o, K_MMQ8, o->q8.mmq8[nt][w->type], 1, &gws, &lws,
-                       a.bytes + (double)tiles * tp * k * 1.25 + 4.0 * ntok * a.rows, 2.0 * ntok * a.rows * k,
-                       A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]), A(a.ld[0]), A(a.W[1]), A(a.rb[1]),
-                       A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]),
-                       A(k), A(o->act.xq), A(o->act.xqs), A(ntok), LOCAL(part)))
-            return -1;
+                                      : ops_split_k_to(o, tiles * blocks, k / 32, wg, per_warp, 16, target);
+        /* a product of few rows and long k (FFN down, attention output) whose groups cannot take more
+         * warps (at 64 tokens a warp's ring fills the local memory) splits k across groups too: each
+         * slice writes its partial Y, mmq8_sum adds them */
+        uint32_t kg = 1, nu = k / 64;
+        while (!together && kg < o->pol.mmq8_slices_max && tiles * blocks * ks * kg * 2 <= target &&
+               nu / (ks * kg * 2) >= o->pol.mmq8_slice_units)
+            kg *= 2;
+        cl_mem Y0 = a.Y[0];
+        uint32_t ld0 = a.ld[0];
+        if (kg > 1) {
+            if (ops_grow_buf(o, &o->q8.part, &o->q8.part_bytes, (size_t)kg * ntok * a.rows * sizeof(float))) return -1;
+            Y0 = o->q8.part;
+            ld0 = a.rows;
+        }
+        size_t lws[2] = { 32 * ks, 1 }, gws[2] = { tiles * lws[0], (size_t)blocks * kg };
+        size_t part = ring ? ks * per_warp : ks > 1 ? ks * part_per_warp : sizeof(float);
+        int rc = ring ? OPS_LAUNCH(o, K_MMQ8P, o->q8.mmq8p[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k,
+                                   A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]),
+                                   A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
+                                   A(a.ld[2]), A(k), A(o->act.xq), A(o->act.xqs), A(ntok), A(tp), A(kg), A(stages),
+                                   LOCAL(part))
+                      : OPS_LAUNCH(o, K_MMQ8, o->q8.mmq8[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k,
+                                   A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]),
+                                   A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
+                                   A(a.ld[2]), A(k), A(o->act.xq), A(o->act.xqs), A(ntok), A(tp), A(kg), LOCAL(part));
+        if (rc) return -1;
+        if (kg > 1) {
+            uint32_t rows = (uint32_t)a.rows;
+            size_t sl[2] = { 64, 1 }, sg[2] = { (rows + 63) / 64 * 64, ntok };
+            if (OPS_LAUNCH(o, K_MMQ8_SUM, o->q8.mmq8_sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(o->q8.part),
+                           A(kg), A(rows), A(ntok), A(a.Y[0]), A(a.ld[0])))
+                return -1;
+        }
         if (together) break;
     }
     return 0;

@@ -46,9 +46,9 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     /* a decode-sized y_0 that mvqg will take (its products are sized by the same k) leaves its
      * int8 form in xq / xqs too: no quantization launch before those products */
     int q8 = nout > 0 && lws % 32 == 0 && ops_mvqg_takes_x(o, n, rows);
-    /* the same for 5-16 rows in mmq8's layout (its q8x_quant launch saved) */
+    /* the same for 5-256 rows in mmq8's layout (its q8x_quant launch saved) */
     int q8x = !q8 && nout > 0 && lws % 32 == 0 && ops_q8x_takes_x(o, n, rows);
-    uint32_t tpad = rows <= 8 ? 8 : 16;
+    uint32_t tpad = ops_q8x_tpad(rows);
     if ((q8 && ops_xq_reserve(o, rows, n)) || (q8x && ops_q8x_reserve(o, rows, n)))
         return -1;
     cl_mem xq = q8 || q8x ? o->act.xq : x, xqs = q8 || q8x ? o->act.xqs : x;

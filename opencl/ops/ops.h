@@ -13,6 +13,8 @@
 #define OPS_MV_R 4     /* rows per item segment in mv4_* and mv_multi (MV_R in gemv.cl) */
 #define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in gemv.cl) */
 #define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in mma_q8.cl) */
+#define OPS_MMQ8_NT 4    /* mmq8 kernels per type: 8, 16, 32 and 64 tokens a group (mma_q8.cl NT 1, 2, 4, 8) */
+#define OPS_MMQ8_MAXT 256 /* tokens an int8 tensor-core product takes at most (groups of 64 beyond 32) */
 #define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in attn_split.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
 #define OPS_FLASH_ROWS 64   /* query rows per attn_fa work-group (FA_ROWS in attn_prefill.cl) */
@@ -44,6 +46,7 @@ enum op_kernel {
     K_ATTN_FA,
     K_MMQ8S,
     K_MMQ8P,
+    K_MMQ8_SUM,
     K_COUNT
 };
 
@@ -83,17 +86,21 @@ typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVI
     cl_kernel mvq[OPS_T];      /* int8 dot-product decode products (q4_k, q8_0, q5_0) */
     cl_kernel mvqg[OPS_T];     /* the same with X quantized beforehand (act_q8) */
     cl_kernel mvqn[OPS_T];     /* mvq with the norm chain before it fused in */
-    cl_kernel mmq8[2][OPS_T];  /* int8 tensor-core products for 5-8 / 9-16 tokens (DT_MMQ8 types) */
-    size_t mmq8_wg[2][OPS_T];
+    cl_kernel mmq8[OPS_MMQ8_NT][OPS_T]; /* int8 tensor-core products for 5-8, 9-16, 17-32 and 33-256 tokens
+                                         * (DT_MMQ8 types) */
+    size_t mmq8_wg[OPS_MMQ8_NT][OPS_T];
     /* the same as kernels of the type's own (DT_MMQ8_RING: q4_k): */
     cl_kernel mmq8s[OPS_T];    /* 5-8 tokens with weights staged by cp.async */
-    cl_kernel mmq8p[2][OPS_T]; /* 5-8 / 9-16 tokens with a per-warp cp.async ring */
-    size_t mmq8p_wg[2][OPS_T];
+    cl_kernel mmq8p[OPS_MMQ8_NT][OPS_T]; /* the same token counts with a per-warp cp.async ring */
+    size_t mmq8p_wg[OPS_MMQ8_NT][OPS_T];
+    cl_kernel mmq8_sum;        /* the k slices' partial Ys of one product added (mma_q8.cl) */
+    cl_mem part;               /* those partial Ys (grown on demand) */
+    size_t part_bytes;
 } ops_q8;
 
 typedef struct ops_act {       /* act_q8.c: the int8 form of the next product's X (NVIDIA) */
     cl_kernel mvq_xq;          /* X to int8 in mvqg's layout (1-4 tokens) */
-    cl_kernel q8x;             /* X to int8 per 32 values in mmq8's layout (5-16 tokens) */
+    cl_kernel q8x;             /* X to int8 per 32 values in mmq8's layout (5-256 tokens) */
     cl_mem xq, xqs;            /* those values and their (scale, scaled sum) pairs (grown on demand) */
     size_t xq_bytes, xqs_bytes;
     cl_mem xq_of;              /* the X whose int8 form xq / xqs hold, as its producer (norm_fuse,
@@ -202,9 +209,11 @@ int ops_mvq_fits(const ops *o, uint32_t type, uint32_t k, uint32_t ntok);
 /* 1 if the device has the int8 decode products at all (engine_info reports it) */
 int ops_int8_decode(const ops *o);
 /* 1 if op_matmul / op_matmul_multi / op_matmul_geglu run this type, shape (rows: of all the
- * matrices sharing X) and token count (5-16) on the int8 tensor-core kernels (mmq8: X rounded to
- * int8 per 32 values) */
+ * matrices sharing X) and token count (5 to the policy's mmq8_max_tok) on the int8 tensor-core
+ * kernels (mmq8: X rounded to int8 per 32 values) */
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
+/* the tokens mmq8's int8 X is padded to: 8, 16, 32, then multiples of 64 (its kernels' token tiles) */
+uint32_t ops_q8x_tpad(uint32_t ntok);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */
 int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* y = norm(x) * w (y may be x): an op_norm_chain, so rows of n % 4 == 0 values

@@ -66,7 +66,7 @@ int ops_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem
                 uint32_t xdiv, cl_mem Y, uint32_t ldy, cl_mem ord, uint32_t nsel, int kind);
 
 /* ---- matmul_q8.c, for matmul and norm (NVIDIA): n (1-3) matrices of one type sharing X (or
- * gelu(X) * U: gg) on mvq / mvqg (1-4 tokens) or mmq8 (5-16 tokens) */
+ * gelu(X) * U: gg) on mvq / mvqg (1-4 tokens) or mmq8 (5-256 tokens) */
 typedef struct geglu_in { cl_mem U; uint32_t u_off, ldu; } geglu_in;
 int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok);
 int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok);
@@ -83,7 +83,7 @@ int ops_mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, in
  * launches that do not read the int8 X forget the tag (they may rewrite xq, or X itself). */
 int  ops_mvqg_takes_x(const ops *o, uint32_t k, uint32_t ntok); /* mvqg's layout, 1-4 tokens */
 int  ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k);
-int  ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok);  /* mmq8's layout, 5-16 tokens */
+int  ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok);  /* mmq8's layout, 5-256 tokens */
 int  ops_q8x_reserve(ops *o, uint32_t ntok, uint32_t k);
 void ops_xq_given(ops *o, cl_mem x, uint32_t ntok, uint32_t k);
 /* 1 if xq / xqs hold X (ldx apart) of ntok rows of k as its producer left it */

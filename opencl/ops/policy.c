@@ -29,10 +29,17 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         /* small products stay on mmqs: its X conversion takes no launch of its own, and a step of
          * small matrices is bound by host enqueue */
         .mmq8_min_elems = 4u << 20,
+        /* a decode step of up to 256 sequences reads the weights once per 64 tokens, in int8 */
+        .mmq8_max_tok = OPS_MMQ8_MAXT,
+        /* at 128 tokens q8_0 ran faster dequantized on the f16 tiles (E4B 4,717 against 4,318 tok/s) */
+        .mmq8g_max_tok = 64,
+        /* FFN down at 64 tokens: one warp a group (its ring fills the local memory), 168 groups */
+        .mmq8_slices_max = 16,
+        .mmq8_slice_units = 8,
         .mmq8_warps = 0,
         /* deeper rings take local memory from L1, where a compute unit's row groups share X */
         .mmq8p_stages = 2,
-        /* mmq8p twice as many: its ring hides less latency per warp */
+        /* the int8 products twice as many: one unit in flight per warp hides less latency */
         .mmq_warps_target = 2048,
         .mmq8p_warps_target = 4096,
         /* below about half a group per compute unit the tiles leave the GPU part-idle; mmql does better */
@@ -62,6 +69,10 @@ static const struct policy_name {
     F(MVQG_RPG, mvqg_rpg, 4, 128),
     F(Q8X_MIN_K, q8x_min_k, 0, UINT32_MAX),
     F(MMQ8_MIN_ELEMS, mmq8_min_elems, 0, UINT32_MAX),
+    F(MMQ8_MAX_TOK, mmq8_max_tok, 4, OPS_MMQ8_MAXT),
+    F(MMQ8G_MAX_TOK, mmq8g_max_tok, 4, OPS_MMQ8_MAXT),
+    F(MMQ8_SLICES_MAX, mmq8_slices_max, 1, 64),
+    F(MMQ8_SLICE_UNITS, mmq8_slice_units, 1, 1024),
     F(MMQ8_WARPS, mmq8_warps, 0, 16),
     F(MMQ8P_STAGES, mmq8p_stages, 2, 4),
     F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),

@@ -17,10 +17,14 @@ typedef struct ops_policy {
     uint32_t mvqg_rpg;            /* MVQG_RPG: rows per mvqg group (rounded down to whole warps of 4 rows) */
     uint32_t q8x_min_k;           /* Q8X_MIN_K: producers leave mmq8's int8 X for rows at least this long */
     uint32_t mmq8_min_elems;      /* MMQ8_MIN_ELEMS: int8 tensor-core products (mmq8) from this many weights */
+    uint32_t mmq8_max_tok;        /* MMQ8_MAX_TOK: int8 tensor-core products up to this many tokens (5..256) ... */
+    uint32_t mmq8g_max_tok;       /* MMQ8G_MAX_TOK: ... and on the kernel of all types (mmq8_T, no ring) up to this many */
+    uint32_t mmq8_slices_max;     /* MMQ8_SLICES_MAX: k slices across groups of one int8 tensor-core product at most */
+    uint32_t mmq8_slice_units;    /* MMQ8_SLICE_UNITS: ... each leaving every warp this many 64-value units at least */
     uint32_t mmq8_warps;          /* MMQ8_WARPS: warps per mmq8 / mmq8p group (0: split of k chosen per launch) */
     uint32_t mmq8p_stages;        /* MMQ8P_STAGES: units in flight per mmq8p warp */
     uint32_t mmq_warps_target;    /* MMQ_WARPS_TARGET: batched products split k until about this many warps */
-    uint32_t mmq8p_warps_target;  /* MMQ8P_WARPS_TARGET: the same for mmq8p */
+    uint32_t mmq8p_warps_target;  /* MMQ8P_WARPS_TARGET: the same for the int8 ones (mmq8, mmq8p) */
     /* prefill products */
     uint32_t mmt_min_groups;      /* MMT_MIN_GROUPS: the 128 x 128 tiles only for grids of this many groups */
     /* attention and RoPE */

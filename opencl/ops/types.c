@@ -20,9 +20,9 @@ static const dev_type DEV_TYPES[GGML_TYPE_COUNT] = {
     [GGML_TYPE_Q5_1] = { "q5_1", ANY },
     /* int8 pieces and units index whole 256-value super-blocks */
     [GGML_TYPE_Q4_K] = { "q4_k", ANY | DT_GEMV_Q8 | DT_MMQ8_RING, .k_gemv_q8 = 256, .k_mmq8 = 256 },
-    [GGML_TYPE_Q5_K] = { "q5_k", ANY | DT_GEMV_Q8, .k_gemv_q8 = 256 },
-    /* int8 decode only (q5_k too): mma_q8's units take one scale per 32 values, q6_k has one per 16 */
-    [GGML_TYPE_Q6_K] = { "q6_k", ANY | DT_GEMV_Q8, .k_gemv_q8 = 256 },
+    [GGML_TYPE_Q5_K] = { "q5_k", ANY | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 256, .k_mmq8 = 256 },
+    /* q6_k's scale per 16 values: two mmas per sub-block (mma_q8.cl mmq8_mac_q6_k) */
+    [GGML_TYPE_Q6_K] = { "q6_k", ANY | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 256, .k_mmq8 = 256 },
 };
 
 const dev_type *dev_type_of(uint32_t type)

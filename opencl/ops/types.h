@@ -13,8 +13,8 @@ enum dev_family {
     DT_TILES = 1 << 2,     /* mmt, mmte (tiles_f16.cl): NVIDIA */
     DT_DEQH = 1 << 3,      /* deqh (tiles_f16.cl), rows to f16 for mmta: all but f16, read as it is */
     DT_GEMV_Q8 = 1 << 4,   /* mvq, mvqg, mvqn (gemv_q8.cl), mvqe (moe.cl): int8 decode, NVIDIA */
-    DT_MMQ8 = 1 << 5,      /* mmq8_<suffix>_{1,2} (mma_q8.cl): int8 tensor cores at 5-16 tokens */
-    DT_MMQ8_RING = 1 << 6, /* the same as kernels of the type's own, mmq8s_<suffix>_1 and mmq8p_<suffix>_{1,2} */
+    DT_MMQ8 = 1 << 5,      /* mmq8_<suffix>_{1,2,4,8} (mma_q8.cl): int8 tensor cores at 5-256 tokens */
+    DT_MMQ8_RING = 1 << 6, /* the same as kernels of the type's own, mmq8s_<suffix>_1 and mmq8p_<suffix>_{1,2,4,8} */
 };
 
 typedef struct dev_type {

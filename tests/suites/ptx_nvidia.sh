@@ -1,7 +1,9 @@
 #!/bin/sh
 # The NVIDIA-only kernel paths (inline PTX, int8 dot products, tensor cores), which PoCL never builds,
 # compiled for sm_90a without a GPU (tools/ptx_check.sh: clang to PTX, then ptxas): every program and
-# KV type builds, and the int8 decode kernels of every int8 type exist and spill nothing.
+# KV type builds, the int8 decode kernels of every int8 type exist and spill nothing, and the int8
+# tensor-core products keep their accumulators in registers (no stack frame: 31B at 64 tokens ran
+# 1,070 tok/s with them in local memory, 1,294 without, H200).
 cd "$(dirname "$0")/../.." || exit 1
 if ! command -v clang >/dev/null || ! command -v ptxas >/dev/null; then
   echo "ptx_nvidia: no clang or ptxas here (the CUDA toolkit): not checked"; exit 0
@@ -23,3 +25,17 @@ for t in $types; do
 done
 if [ -z "$bad" ] && [ -n "$types" ]; then echo "PASS ptx_int8_decode_kernels ($(echo $types))"
 else echo "FAIL ptx_int8_decode_kernels:$bad"; fi
+# the int8 tensor-core products: every token width of every type, no stack frame
+bad=""; n=0
+for t in $types; do
+  for f in mmq8 mmq8p; do
+    for nt in 1 2 4 8; do
+      line=$(echo "$out" | grep -m1 "^  ${f}_${t}_$nt ")
+      [ -n "$line" ] || continue
+      n=$((n + 1)); set -- $line
+      [ "$4" = 0 ] && [ "$7" = 0 ] || bad="$bad ${f}_${t}_$nt:$4-spilled-$7-stack"
+    done
+  done
+done
+if [ -z "$bad" ] && [ $n -ge 20 ]; then echo "PASS ptx_int8_mma_kernels ($n kernels)"
+else echo "FAIL ptx_int8_mma_kernels ($n kernels):$bad"; fi

@@ -274,12 +274,13 @@ static void matmul_case(const golden *g, uint32_t ntok)
     poison(Y, ny * 4);
     char what[96];
     int q8m = ops_mmq8_fits(&O, g->type, g->rows, g->cols, ntok), mma = O.has_mma && ntok > 4 && !q8m;
+    uint32_t tp = ops_q8x_tpad(ntok), nt = tp <= 8 ? 0 : tp <= 16 ? 1 : tp <= 32 ? 2 : 3;
     int q8x = q8m || ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
                  (O.mm.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
              q8m ? (O.q8.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
-                    O.q8.mmq8p[ntok > 8][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
+                    O.q8.mmq8p[nt][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
                                                                        "mmq8, int8 tensor cores") :
              mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
              ntok <= OPS_MV_MAXT ? "mv" : "deq + GEMM");
@@ -338,6 +339,7 @@ static void test_matmul_tiles(void)
     uint32_t keep = O.pol.mmt_min_groups;
     cl_kernel mmta = O.mm.mmta;
     O.pol.mmt_min_groups = 0;
+    O.act_int8 = 0; /* prefill forwards: below 256 tokens a decode step's products take mmq8 */
     for (uint32_t i = 0; i < NG * (mmta ? 2 : 1); i++) {
         O.mm.mmta = i < NG ? mmta : NULL;
         golden g = golden_rows(&G[i % NG], 261 + irand(8), 7, 3);
@@ -352,6 +354,7 @@ static void test_matmul_tiles(void)
     }
     O.mm.mmta = mmta;
     O.pol.mmt_min_groups = keep;
+    O.act_int8 = 1;
 }
 
 /* several matrices of the same X in one op (fused Q/K/V, gate/up): every type goes through
@@ -590,6 +593,48 @@ static void test_matmul_multi(void)
     multi_case(c1024, 1, 2);
 }
 
+/* batched decode past 16 tokens on the int8 tensor cores: every token-tile width (32, 64) and
+ * several 64-token blocks, with partial tiles and blocks, for every int8 type (q6_k's two mmas
+ * per sub-block among them), against float64 within the int8 bound; then the tiles' side of the
+ * limit (MMQ8_MAX_TOK) */
+static void test_mmq8_wide(void)
+{
+    reseed(__func__);
+    static const uint32_t ntoks[] = { 17, 32, 33, 64, 65, 100, 256 };
+    int ran = 0;
+    uint32_t keep_g = O.pol.mmq8g_max_tok;
+    O.pol.mmq8g_max_tok = OPS_MMQ8_MAXT; /* every type's kernel at every width, not only q4_k's */
+    for (uint32_t i = 0; i < NG; i++)
+        for (size_t j = 0; j < sizeof ntoks / sizeof *ntoks; j++) {
+            if (!ops_mmq8_fits(&O, G[i].type, G[i].rows, G[i].cols, ntoks[j])) continue;
+            matmul_case(&G[i], ntoks[j]);
+            ran++;
+        }
+    if (!O.has_mma) { O.pol.mmq8g_max_tok = keep_g; return; }
+    CHECK(ran >= 5 * 7, "int8 tensor-core products ran %d cases, want all of q4_k, q5_k, q6_k, q8_0, q5_0", ran);
+    const golden *q6 = golden_of(GGML_TYPE_Q6_K);
+    CHECK(q6 && !ops_mmq8_fits(&O, q6->type, q6->rows, q6->cols, OPS_MMQ8_MAXT + 1),
+          "%u tokens still taken by mmq8", OPS_MMQ8_MAXT + 1);
+    /* Q/K/V in one launch (q4_k's ring kernel), and of two types (the q5_0 pair in one launch, q5_k
+     * alone), X quantized once */
+    static const uint32_t q4k3[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, GGML_TYPE_Q4_K };
+    static const uint32_t mixed[] = { GGML_TYPE_Q5_0, GGML_TYPE_Q5_0, GGML_TYPE_Q5_K };
+    static const uint32_t rows[] = { 96, 64, 64 };
+    multi_case_rows(q4k3, 3, 70, rows);
+    multi_case_rows(mixed, 3, 24, rows);
+    multi_case_rows(mixed, 3, 129, rows);
+    /* k split across groups (the partial Ys added by mmq8_sum): one warp a group, a unit a slice */
+    ops_policy keep = O.pol;
+    O.pol.mmq8_warps = 1;
+    O.pol.mmq8_slice_units = 1;
+    static const uint32_t few[] = { 6, 16, 40, 64, 130 };
+    for (uint32_t i = 0; i < NG; i++)
+        for (size_t j = 0; j < sizeof few / sizeof *few; j++)
+            if (ops_mmq8_fits(&O, G[i].type, G[i].rows, G[i].cols, few[j])) matmul_case(&G[i], few[j]);
+    O.pol = keep;
+    O.pol.mmq8g_max_tok = keep_g;
+}
+
 /* ------------------------------------------------------------------ int8 X hand-offs, fused norm chains */
 
 
@@ -765,6 +810,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_matmul_gemm_path);
     RUN_TEST(test_matmul_tiles);
     RUN_TEST(test_matmul_multi);
+    RUN_TEST(test_mmq8_wide);
     RUN_TEST(test_moe_products);
     RUN_TEST(test_matmul_geglu);
     RUN_TEST(test_products_mvqg);
