@@ -4,24 +4,9 @@
 # UndefinedBehaviorSanitizer (leak checking on) and runs them. The tests' PASS/FAIL lines pass
 # through; any sanitizer report aborts the run, which fails the suite.
 cd "$(dirname "$0")/../.." || exit 1
-CC=${CC:-cc}
-out=build/asan
-mkdir -p "$out"
+. tests/lib/asan_test.sh
 for t in test_tokenizer test_tokenizer_gemma4; do
-    if ! $CC -std=c11 -Wall -Wextra -D_GNU_SOURCE -O1 -g \
-            -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
-            -Iopencl -Iopencl/io -Iopencl/include -Itests/lib -Itests/opencl/io -o "$out/$t" \
-            "tests/opencl/io/$t.c" opencl/io/tokenizer*.c opencl/io/gguf.c opencl/errf.c; then
-        echo "FAIL asan_tokenizer: $t: build failed"
-        exit 1
-    fi
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        "$out/$t"
-    rc=$?
-    if [ "$rc" -ne 0 ]; then
-        echo "FAIL asan_tokenizer: $t: exit status $rc (sanitizer report or failed checks above)"
-        exit 1
-    fi
+    asan_test asan_tokenizer "$t" -Itests/opencl/io "tests/opencl/io/$t.c" opencl/io/tokenizer*.c opencl/io/gguf.c \
+        opencl/errf.c || exit 1
 done
 echo "PASS asan_tokenizer"
