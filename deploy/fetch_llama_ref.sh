@@ -1,6 +1,6 @@
 #!/bin/sh
 # Fetches llama.cpp's source of October 2026 (inside the PyPI sdist llama-cpp-python==0.3.36) into the
-# git-ignored .cache/llama.cpp/: the real Gemma 4 vocabulary with llama.cpp's tokenizer cases, the
+# git-ignored .cache/llama.cpp/: the real Gemma 4 and Qwen vocabularies with llama.cpp's tokenizer cases, the
 # real chat templates, the converter and gguf-py. Tests and tools read these references; nothing
 # from it is built into the product. Prints the directory; quiet when it is already there.
 set -e

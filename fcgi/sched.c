@@ -1,4 +1,5 @@
-/* sched.c — engine thread, job queue, per-job token channels. */
+/* sched.c — the engine thread and the job queue: admission, each step's plan, and what a step's
+ * results do to the jobs (their channels: job.c). */
 #include "sched.h"
 
 #include <errno.h>
@@ -12,70 +13,12 @@
 
 #include "admit.h"
 #include "clock.h"
+#include "job_int.h"
 #include "log.h"
 #include "spec_step.h"
 #include "step_plan.h"
 
-enum { CANCEL_NONE = 0, CANCEL_STOP, CANCEL_CLIENT, CANCEL_ALL };
-
-/* where a choice is: its prompt not started; the prompt going into a group's first choice (the
- * other n - 1 slots kept for its forks); generating; ended */
-enum { PH_WAIT, PH_PROMPT, PH_DECODE, PH_ENDED };
-
 #define PLP_PIECE 16 /* prompt tokens per step while their logprobs are scored (rows of logits each) */
-
-/* one choice: a sequence of the engine's (engine thread) and the channel of its tokens (under mu) */
-typedef struct job_choice {
-    int seq, phase, fed, n_gen; /* fed: prompt tokens in its KV (PH_PROMPT) */
-    int32_t last;
-    sampler *smp;
-    constraint *con;          /* structured output, or NULL */
-    uint32_t *allow;          /* its mask, n_vocab bits, remade before each step */
-    engine_logprobs lp_now;   /* the step's logprobs of its token */
-    double t_last, t_first_out, t_last_out; /* any token chosen; first and last token handed out */
-    atomic_int stop;          /* the reader has what it wanted from it */
-    int held;                 /* it counts in its prompt's KV reservation */
-    int32_t *toks;            /* generated tokens, capacity the group's max_tokens */
-    spec_seq sp;              /* its drafts (off unless the job may take them: spec_step.h) */
-    engine_logprobs *lps;     /* theirs, when n_logprobs > 0 */
-    int n_toks, n_read;
-    enum job_end end;
-} job_choice;
-
-/* one prompt and its n choices */
-typedef struct job_group {
-    int32_t *prompt;
-    int n_prompt, max_tokens;
-    float *rows;              /* PH_PROMPT with prompt logprobs (PLP_PIECE rows of logits) or forks to
-                               * come (the last prompt token's row, which they choose from) */
-    engine_logprobs *plp;     /* prompt logprobs, token i + 1's at i */
-    int plp_ready;            /* under mu */
-    int holding;              /* its choices that count in its KV reservation (engine thread) */
-} job_group;
-
-struct gen_job {
-    /* fixed at submit */
-    int n_groups, n, n_choices;
-    job_group *g;
-    job_choice *ch;
-    double t_arrival, t_submit;
-    engine_bias *bias;
-    int n_bias, n_logprobs, prompt_lp, ignore_eos, priority;
-    /* engine thread only */
-    int next_group;           /* groups started */
-    int live;                 /* choices not ended, + 1 while queued: the scheduler's reference lasts as long */
-    int ttft_done, cancel_counted;
-    gen_job *next;            /* queue link (under sched.mu) */
-    /* shared */
-    atomic_int cancel;
-    atomic_int started;       /* the engine took its first prompt from the queue */
-    atomic_int cached;        /* prompt tokens whose KV came from the prefix cache, over the prompts started */
-    atomic_int refs;
-    pthread_mutex_t mu;       /* guards the channels, plp_ready and below */
-    pthread_cond_t cv;
-    unsigned events;          /* tokens pushed and choices ended so far */
-    char error[256];
-};
 
 /* a running sequence: choice c of job j */
 typedef struct run { gen_job *j; int c; } run;
@@ -118,126 +61,7 @@ struct sched {
     int *mcount, *mrun;
 };
 
-/* ---- jobs ---- */
-
-static void job_free(gen_job *j)
-{
-    for (int c = 0; j->ch && c < j->n_choices; c++) {
-        job_choice *ch = &j->ch[c];
-        sampler_destroy(ch->smp);
-        constraint_destroy(ch->con);
-        free(ch->allow);
-        free(ch->toks);
-        free(ch->lps);
-        spec_seq_free(&ch->sp);
-    }
-    for (int g = 0; j->g && g < j->n_groups; g++) {
-        free(j->g[g].prompt);
-        free(j->g[g].rows);
-        free(j->g[g].plp);
-    }
-    free(j->ch);
-    free(j->g);
-    free(j->bias);
-    pthread_cond_destroy(&j->cv);
-    pthread_mutex_destroy(&j->mu);
-    free(j);
-}
-
-static void job_unref(gen_job *j)
-{
-    if (atomic_fetch_sub(&j->refs, 1) == 1) job_free(j);
-}
-
-int job_started(gen_job *j)
-{
-    return atomic_load(&j->started);
-}
-
-int job_cached_tokens(gen_job *j) { return atomic_load(&j->cached); }
-
-void job_release(gen_job *j)
-{
-    if (j) job_unref(j);
-}
-
-void job_cancel(gen_job *j, int client_gone)
-{
-    int none = CANCEL_NONE;
-    atomic_compare_exchange_strong(&j->cancel, &none, client_gone ? CANCEL_CLIENT : CANCEL_STOP);
-}
-
-void job_stop_choice(gen_job *j, int c)
-{
-    if (c >= 0 && c < j->n_choices) atomic_store(&j->ch[c].stop, 1);
-}
-
-static void deadline(struct timespec *until, double timeout_s)
-{
-    clock_gettime(CLOCK_REALTIME, until);
-    double t = (double)until->tv_nsec / 1e9 + timeout_s;
-    until->tv_sec += (time_t)t;
-    until->tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
-}
-
-int job_wait(gen_job *j, unsigned *seen, double timeout_s)
-{
-    struct timespec until;
-    if (timeout_s > 0) deadline(&until, timeout_s);
-    int rc = 0;
-    pthread_mutex_lock(&j->mu);
-    while (j->events == *seen && rc == 0) {
-        if (timeout_s <= 0) pthread_cond_wait(&j->cv, &j->mu);
-        else if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT) rc = -1;
-    }
-    *seen = j->events;
-    pthread_mutex_unlock(&j->mu);
-    return rc;
-}
-
-int job_take(gen_job *j, int c, int32_t *toks, engine_logprobs *lps, int cap, job_status *st)
-{
-    job_choice *ch = &j->ch[c];
-    pthread_mutex_lock(&j->mu);
-    int k = ch->n_toks - ch->n_read;
-    if (k > cap) k = cap;
-    memcpy(toks, ch->toks + ch->n_read, (size_t)k * sizeof *toks);
-    if (lps && ch->lps) memcpy(lps, ch->lps + ch->n_read, (size_t)k * sizeof *lps);
-    ch->n_read += k;
-    st->end = ch->n_read == ch->n_toks ? ch->end : JOB_RUNNING;
-    snprintf(st->error, sizeof st->error, "%s", st->end == JOB_ERROR ? j->error : "");
-    pthread_mutex_unlock(&j->mu);
-    return k;
-}
-
-const engine_logprobs *job_prompt_logprobs(gen_job *j, int p)
-{
-    if (p < 0 || p >= j->n_groups) return NULL;
-    pthread_mutex_lock(&j->mu);
-    const engine_logprobs *r = j->g[p].plp_ready ? j->g[p].plp : NULL;
-    pthread_mutex_unlock(&j->mu);
-    return r;
-}
-
-/* engine thread: hand choice c's token to the reader */
-static void job_push(gen_job *j, int c, int32_t tok)
-{
-    job_choice *ch = &j->ch[c];
-    pthread_mutex_lock(&j->mu);
-    if (ch->n_toks < j->g[c / j->n].max_tokens) {
-        if (ch->lps) ch->lps[ch->n_toks] = ch->lp_now;
-        ch->toks[ch->n_toks++] = tok;
-    }
-    j->events++;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
-}
-
-/* engine thread: a choice ended, or the job left the queue */
-static void job_live_drop(gen_job *j)
-{
-    if (--j->live == 0) job_unref(j);
-}
+/* ---- jobs on the engine thread ---- */
 
 /* engine thread: choice c is over; frees its sequence, and drops the scheduler's reference with the
  * last choice */
@@ -263,12 +87,7 @@ static void choice_finish(sched *s, gen_job *j, int c, enum job_end end, const c
             j->cancel_counted = 1;
         }
     }
-    pthread_mutex_lock(&j->mu);
-    ch->end = end;
-    if (error && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", error);
-    j->events++;
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&j->mu);
+    job_choice_end(j, c, end, error);
     job_live_drop(j);
 }
 
@@ -278,56 +97,6 @@ static void publish_counts(sched *s)
     metrics_load(s->m, s->n_active, s->n_queued);
 }
 
-/* the job's groups and choices for spec; 0, or -1 out of memory (job_free undoes it) */
-static int job_fill(gen_job *j, const job_spec *spec, const sched *s)
-{
-    uint32_t n_vocab = s->n_vocab;
-    j->n_groups = spec->n_prompts;
-    j->n = spec->n;
-    j->n_choices = spec->n_prompts * spec->n;
-    j->ch = calloc((size_t)j->n_choices, sizeof *j->ch);
-    if (!j->ch) return -1;
-    for (int c = 0; c < j->n_choices; c++) { /* from here job_free finds everything it must free */
-        j->ch[c].con = spec->con ? spec->con[c] : NULL;
-        j->ch[c].seq = -1;
-        atomic_init(&j->ch[c].stop, 0);
-    }
-    if (!(j->g = calloc((size_t)j->n_groups, sizeof *j->g))) return -1;
-    for (int p = 0; p < j->n_groups; p++) {
-        job_group *g = &j->g[p];
-        const job_prompt *jp = &spec->prompts[p];
-        g->prompt = malloc((size_t)jp->n * sizeof *g->prompt);
-        if (!g->prompt) return -1;
-        memcpy(g->prompt, jp->ids, (size_t)jp->n * sizeof *g->prompt);
-        g->n_prompt = jp->n;
-        g->max_tokens = jp->max_tokens;
-        if (spec->prompt_logprobs && jp->n > 1 && !(g->plp = calloc((size_t)jp->n - 1, sizeof *g->plp))) return -1;
-    }
-    for (int c = 0; c < j->n_choices; c++) {
-        job_choice *ch = &j->ch[c];
-        size_t max = (size_t)j->g[c / j->n].max_tokens;
-        sampler_params sp = spec->sampling;
-        sp.seed += (uint64_t)c; /* the choices differ, each reproducible */
-        if (!(ch->toks = malloc(max * sizeof *ch->toks)) || sampler_create(&ch->smp, &sp, n_vocab)) return -1;
-        if (ch->con && !(ch->allow = malloc(((size_t)n_vocab + 31) / 32 * sizeof *ch->allow))) return -1;
-        if (spec->n_logprobs > 0 && !(ch->lps = malloc(max * sizeof *ch->lps))) return -1;
-        int drafts = !spec->n_logprobs && !spec->n_bias && !ch->con; /* rows before the last come raw */
-        const job_prompt *jp = &spec->prompts[c / j->n];
-        if (spec_seq_init(&ch->sp, s->spec, s->draft_max, drafts, ch->smp, n_vocab, jp->ids, jp->n, jp->max_tokens))
-            return -1;
-    }
-    if (spec->n_bias > 0) {
-        if (!(j->bias = malloc((size_t)spec->n_bias * sizeof *j->bias))) return -1;
-        memcpy(j->bias, spec->bias, (size_t)spec->n_bias * sizeof *j->bias);
-        j->n_bias = spec->n_bias;
-    }
-    j->n_logprobs = spec->n_logprobs;
-    j->ignore_eos = spec->ignore_eos;
-    j->priority = spec->priority;
-    j->prompt_lp = spec->prompt_logprobs && spec->n_logprobs > 0;
-    return 0;
-}
-
 int sched_submit(sched *s, const job_spec *spec, gen_job **out)
 {
     *out = NULL;
@@ -335,26 +104,12 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
     for (int p = 0; !bad && p < spec->n_prompts; p++) bad = spec->prompts[p].n < 1 || spec->prompts[p].max_tokens < 1;
     for (int p = 0; !bad && !big && p < spec->n_prompts; p++) /* else it would wait forever */
         big = !kv_budget_whole(&s->kv, kv_budget_need(&s->kv, spec->prompts[p].n, spec->prompts[p].max_tokens, spec->n));
-    gen_job *j = bad || big ? NULL : calloc(1, sizeof *j);
-    if (!j || pthread_mutex_init(&j->mu, NULL)) {
+    if (bad || big) {
         for (int c = 0; spec->con && c < spec->n_prompts * spec->n; c++) constraint_destroy(spec->con[c]);
-        free(j);
         return big ? SCHED_TOO_BIG : SCHED_ENOMEM;
     }
-    pthread_cond_init(&j->cv, NULL); /* from here job_free undoes everything */
-    if (job_fill(j, spec, s)) {
-        if (!j->ch)
-            for (int c = 0; spec->con && c < j->n_choices; c++) constraint_destroy(spec->con[c]);
-        job_free(j);
-        return SCHED_ENOMEM;
-    }
-    j->t_arrival = spec->t_arrival;
-    j->t_submit = monotonic_seconds();
-    j->live = j->n_choices + 1;
-    atomic_init(&j->cancel, CANCEL_NONE);
-    atomic_init(&j->started, 0);
-    atomic_init(&j->cached, 0);
-    atomic_init(&j->refs, 2); /* the reader and the scheduler */
+    gen_job *j;
+    if (job_create(&j, spec, s->n_vocab, s->spec, s->draft_max)) return SCHED_ENOMEM;
 
     pthread_mutex_lock(&s->mu);
     int rc = SCHED_OK;
@@ -373,7 +128,7 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
-    if (rc != SCHED_OK) { job_free(j); return rc; }
+    if (rc != SCHED_OK) { job_destroy(j); return rc; }
     *out = j;
     return SCHED_OK;
 }
@@ -551,9 +306,7 @@ static void prompt_done(sched *s, int i, const engine_item *it, double t)
     }
     free(g->rows);
     g->rows = NULL;
-    pthread_mutex_lock(&j->mu);
-    g->plp_ready = 1; /* before any of the group's tokens */
-    pthread_mutex_unlock(&j->mu);
+    job_prompt_logprobs_ready(j, c0 / j->n); /* before any of the group's tokens */
     after_step(s, i, it->token_out, t);
     for (int f = 0; f < nf; f++) after_step(s, forks[f], first[f], t);
 }

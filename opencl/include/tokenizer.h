@@ -1,5 +1,6 @@
-/* tokenizer.h — the tokenizers of llama.cpp's "llama" (SentencePiece, scores) and "gemma4" (BPE with
- * merges over SentencePiece-style text) models, built from GGUF vocabulary arrays: pieces, scores,
+/* tokenizer.h — the tokenizers of llama.cpp's "llama" (SentencePiece, scores), "gemma4" (BPE with
+ * merges over SentencePiece-style text) and "gpt2" (byte-level BPE after a pre-tokenizer regex, as
+ * Qwen's) models, built from GGUF vocabulary arrays: pieces, scores,
  * token types, merges, byte-fallback tokens <0xXX>, special/control tokens. Behaviour matches
  * llama.cpp's llama_tokenize() / llama_token_to_piece() / llama_detokenize() for the same GGUF.
  * No OpenCL here. */
@@ -19,6 +20,14 @@ enum tok_type {
 enum tok_model {
     TOK_MODEL_SPM = 0,    /* "llama": highest-score merges, " " prefix, U+2581 for spaces */
     TOK_MODEL_GEMMA4 = 1, /* "gemma4": ranked BPE merges per line, U+2581 for spaces, raw UTF-8 */
+    TOK_MODEL_GPT2 = 2,   /* "gpt2": ranked BPE merges per pre-tokenizer word, GPT-2's bytes-to-unicode */
+};
+
+/* the pre-tokenizer of a "gpt2" model (tokenizer.ggml.pre), as llama.cpp's LLAMA_VOCAB_PRE_TYPE_* */
+enum tok_pre {
+    TOK_PRE_NONE = 0,
+    TOK_PRE_QWEN2 = 1,  /* "qwen2": letters \p{L}+, digits one by one */
+    TOK_PRE_QWEN35 = 2, /* "qwen35": as qwen2, with combining marks \p{M} inside letter runs */
 };
 
 typedef struct tokenizer_vocab {
@@ -31,7 +40,8 @@ typedef struct tokenizer_vocab {
     int32_t bos, eos, unk, pad; /* -1 when absent */
     int add_bos, add_eos, add_space_prefix;
     int clean_spaces;           /* detokenize drops " " before ?!., and around ' (llama.cpp BPE) */
-    /* TOK_MODEL_GEMMA4 only: n_merges "left right" lines, highest priority first */
+    enum tok_pre pre;           /* TOK_MODEL_GPT2 only (the others ignore it) */
+    /* TOK_MODEL_GEMMA4 and TOK_MODEL_GPT2: n_merges "left right" lines, highest priority first */
     uint32_t n_merges;
     const char *const *merges;
     const uint32_t *merge_lens;

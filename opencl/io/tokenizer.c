@@ -1,6 +1,7 @@
 /* tokenizer.c — the vocabulary (pieces, attributes, piece -> id hash), special-token partitioning
- * and the encode driver shared by both of llama.cpp's tokenizer models we serve: "llama" (SPM,
- * tokenizer_spm.c) and "gemma4" (BPE, tokenizer_bpe.c). Decoding is in tokenizer_decode.c.
+ * and the encode driver shared by the llama.cpp tokenizer models we serve: "llama" (SPM,
+ * tokenizer_spm.c), "gemma4" (BPE, tokenizer_bpe.c) and "gpt2" (byte-level BPE, tokenizer_gpt2.c).
+ * Decoding is in tokenizer_decode.c.
  *
  * Encoding, as llama.cpp's llama_vocab::impl::tokenize() does it:
  *  1. Special-token partitioning. Every CONTROL / USER_DEFINED / UNKNOWN token's text is searched
@@ -181,6 +182,8 @@ void tokenizer_destroy(tokenizer *t) {
     if (!t) return;
     free(t->arena); free(t->off); free(t->len); free(t->score); free(t->attr);
     free(t->htab); free(t->special); free(t->group); free(t->trie); free(t->merge);
+    pcre2_code_free(t->pre_re);
+    pcre2_match_context_free(t->pre_mc);
     free(t);
 }
 
@@ -211,7 +214,7 @@ int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_
     if (!out) { errf(err, errlen, "tokenizer_create: no output pointer"); return -1; }
     *out = NULL;
     if (!v || !v->pieces || !v->piece_lens) { errf(err, errlen, "tokenizer_create: no vocabulary"); return -1; }
-    if (v->model != TOK_MODEL_SPM && v->model != TOK_MODEL_GEMMA4) {
+    if (v->model != TOK_MODEL_SPM && v->model != TOK_MODEL_GEMMA4 && v->model != TOK_MODEL_GPT2) {
         errf(err, errlen, "tokenizer_create: unknown model %d", (int)v->model);
         return -1;
     }
@@ -292,11 +295,13 @@ int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_
     fix_attributes(t);
 
     /* byte fallback: "<0xXX>"; SPM also takes the single byte as a piece (llama.cpp's
-     * byte_to_token), BPE without a GPT-2 byte map only the hex form */
+     * byte_to_token), BPE without a GPT-2 byte map only the hex form, gpt2 only the single byte
+     * (of the byte-encoded text: llama.cpp's fallback there) */
     for (int b = 0; b < 256; b++) {
         char buf[7];
         snprintf(buf, sizeof buf, "<0x%02X>", b);
-        int32_t id = tok_lookup(t, buf, 6);
+        if (t->model == TOK_MODEL_GPT2) buf[0] = (char)b;
+        int32_t id = tok_lookup(t, buf, t->model == TOK_MODEL_GPT2 ? 1 : 6);
         if (id < 0 && b != 0 && t->model == TOK_MODEL_SPM) { buf[0] = (char)b; id = tok_lookup(t, buf, 1); }
         t->byte_tok[b] = id;
     }
@@ -312,7 +317,8 @@ int tokenizer_create(tokenizer **out, const tokenizer_vocab *v, char *err, size_
     qsort_r(t->special, t->n_special, sizeof *t->special, cmp_special, t);
     if (build_trie(t)) { errf(err, errlen, "tokenizer_create: out of memory"); goto fail; }
 
-    if (t->model == TOK_MODEL_GEMMA4 && tok_bpe_build(t, v, err, errlen)) goto fail;
+    if (t->model != TOK_MODEL_SPM && tok_bpe_build(t, v, err, errlen)) goto fail;
+    if (t->model == TOK_MODEL_GPT2 && tok_gpt2_build(t, v->pre, err, errlen)) goto fail;
 
     *out = t;
     return 0;
@@ -534,6 +540,7 @@ out:
 static int fragment(tok_enc *e, const char *text, size_t len, int after_special) {
     const tokenizer *t = e->t;
     if (t->model == TOK_MODEL_GEMMA4) return tok_bpe_fragment(e, text, len);
+    if (t->model == TOK_MODEL_GPT2) return tok_gpt2_fragment(e, text, len);
     return tok_spm_fragment(e, text, len, t->add_space_prefix && after_special);
 }
 
@@ -571,6 +578,6 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_s
     if (add_special && t->add_eos) tok_emit(&e, t->eos);
     rc = e.count > INT_MAX ? -1 : (int)e.count;
 out:
-    free(mark); free(tok_at); free(e.esc); free(e.norm); free(e.syms); free(e.heap);
+    free(mark); free(tok_at); free(e.esc); free(e.norm); free(e.word); free(e.syms); free(e.heap);
     return rc;
 }

@@ -1,5 +1,7 @@
 /* tokenizer_bpe.c — llama.cpp's "gemma4" tokenizer model: BPE with ranked merges over
- * SentencePiece-style text (LLAMA_VOCAB_PRE_TYPE_GEMMA4 in llama_vocab / llm_tokenizer_bpe_session).
+ * SentencePiece-style text (LLAMA_VOCAB_PRE_TYPE_GEMMA4 in llama_vocab / llm_tokenizer_bpe_session),
+ * and the parts the byte-level "gpt2" model (tokenizer_gpt2.c) shares with it: the merge table,
+ * the code-point round trip (step 1 without the escape) and the merging of one word (steps 3, 4).
  *
  * One raw fragment (special tokens are already split off by tokenizer.c):
  *  1. ' ' -> U+2581, and the text goes through llama.cpp's code-point round trip
@@ -125,9 +127,8 @@ int tok_bpe_build(tokenizer *t, const tokenizer_vocab *v, char *err, size_t errl
 
 /* ---------------------------------------------------------------- encoding */
 
-/* One code point at p[0..n) by llama.cpp's unicode_cpt_from_utf8; returns its byte length, 0
- * when p[0] starts no sequence it accepts. */
-static size_t cpt_decode(const unsigned char *p, size_t n, uint32_t *cp) {
+size_t tok_cpt_decode(const char *s, size_t n, uint32_t *cp) {
+    const unsigned char *p = (const unsigned char *)s;
     unsigned char c = p[0];
     if (!(c & 0x80)) { *cp = c; return 1; }
     if (!(c & 0x40)) return 0;
@@ -143,7 +144,7 @@ static size_t cpt_decode(const unsigned char *p, size_t n, uint32_t *cp) {
     return len;
 }
 
-static size_t cpt_encode(uint32_t cp, char *o) {
+size_t tok_cpt_encode(uint32_t cp, char *o) {
     if (cp < 0x80) { o[0] = (char)cp; return 1; }
     if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
     if (cp < 0x10000) {
@@ -155,18 +156,17 @@ static size_t cpt_encode(uint32_t cp, char *o) {
     return 4;
 }
 
-/* Step 1 into e->norm; returns the length or -1. A raw ' ' byte is escaped; a space that was
- * an overlong form stays ' ' (llama.cpp escapes before it decodes). */
-static int64_t normalise(tok_enc *e, const char *text, size_t len) {
+/* Step 1 into e->norm. With escape_spaces a raw ' ' byte is escaped; a space that was an
+ * overlong form stays ' ' (llama.cpp escapes before it decodes). */
+int64_t tok_cpt_roundtrip(tok_enc *e, const char *text, size_t len, int escape_spaces) {
     if (tok_grow((void **)&e->norm, &e->norm_cap, 3 * len + 4, 1)) return -1; /* a byte grows to 3 at most */
-    const unsigned char *s = (const unsigned char *)text;
     char *o = e->norm;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t k = cpt_decode(s + i, len - i, &cp);
+        size_t k = tok_cpt_decode(text + i, len - i, &cp);
         if (k == 0) { memcpy(o, "\xef\xbf\xbd", 3); o += 3; i++; continue; }
-        if (k == 1 && cp == ' ') { memcpy(o, "\xe2\x96\x81", 3); o += 3; }
-        else o += cpt_encode(cp, o);
+        if (k == 1 && cp == ' ' && escape_spaces) { memcpy(o, "\xe2\x96\x81", 3); o += 3; }
+        else o += tok_cpt_encode(cp, o);
         i += k;
     }
     return o - e->norm;
@@ -181,16 +181,16 @@ static void try_merge(tok_enc *e, int32_t left, int32_t right) {
     tok_heap_push(e, (tok_bigram){ -(double)m->rank, left, right, l->n + r->n, m->result });
 }
 
-/* steps 3 and 4 for the run e->norm[off, off + n) */
-static int bpe_run(tok_enc *e, uint32_t off, uint32_t n) {
+/* steps 3 and 4 (gpt2 models too, whose byte_tok are their one-byte pieces) */
+int tok_bpe_word(tok_enc *e, const char *buf, uint32_t off, uint32_t n) {
     const tokenizer *t = e->t;
-    int32_t ns = tok_split_chars(e, e->norm, off, n, 1);
+    int32_t ns = tok_split_chars(e, buf, off, n, 1);
     if (ns < 0 || tok_merge_all(e, ns, try_merge)) return -1;
     for (int32_t i = 0; i >= 0; i = e->syms[i].next) {
         const tok_sym *s = &e->syms[i];
         if (s->id >= 0) { tok_emit(e, s->id); continue; }
         for (uint32_t j = 0; j < s->n; j++) {
-            int32_t b = t->byte_tok[(unsigned char)e->norm[s->off + j]];
+            int32_t b = t->byte_tok[(unsigned char)buf[s->off + j]];
             if (b >= 0) tok_emit(e, b);
         }
     }
@@ -198,7 +198,7 @@ static int bpe_run(tok_enc *e, uint32_t off, uint32_t n) {
 }
 
 int tok_bpe_fragment(tok_enc *e, const char *text, size_t len) {
-    int64_t n = normalise(e, text, len);
+    int64_t n = tok_cpt_roundtrip(e, text, len, 1);
     if (n < 0) return -1;
     const char *s = e->norm;
     for (int64_t p = 0; p < n;) {
@@ -207,7 +207,7 @@ int tok_bpe_fragment(tok_enc *e, const char *text, size_t len) {
         while (q < n && (s[q] == '\n') == nl) q++;
         int32_t id = nl ? tok_lookup(e->t, s + p, (size_t)(q - p)) : -1;
         if (id >= 0) tok_emit(e, id);
-        else if (bpe_run(e, (uint32_t)p, (uint32_t)(q - p))) return -1;
+        else if (tok_bpe_word(e, s, (uint32_t)p, (uint32_t)(q - p))) return -1;
         p = q;
     }
     return 0;

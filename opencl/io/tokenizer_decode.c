@@ -1,5 +1,6 @@
 /* tokenizer_decode.c — ids back to text, as llama.cpp's llama_token_to_piece() and
- * llama_detokenize() do: NORMAL pieces with U+2581 -> ' ', BYTE tokens -> their byte,
+ * llama_detokenize() do: NORMAL pieces with U+2581 -> ' ' (gpt2: each character back to the byte
+ * it stands for), BYTE tokens -> their byte,
  * USER_DEFINED as text, CONTROL/UNKNOWN as text only when rendering specials, UNUSED/UNDEFINED
  * -> nothing; plus the streaming decoder, which never ends a chunk inside a UTF-8 character. */
 #include "tokenizer_int.h"
@@ -24,6 +25,43 @@ static unsigned char token_byte(const tokenizer *t, uint32_t id) {
     return (unsigned char)v;
 }
 
+/* l bytes at buf + *n, as far as cap goes (the count goes on: callers size their buffer from it) */
+static void put(char *buf, int cap, int *n, const char *p, size_t l) {
+    for (size_t i = 0; i < l; i++, (*n)++)
+        if (*n < cap) buf[*n] = p[i];
+}
+
+/* llama.cpp's llama_decode_text: each code point of a gpt2 piece back to its byte (an invalid
+ * byte reads as U+FFFD); one that stands for no byte gives "[UNK_BYTE_0x<its UTF-8 in hex><the
+ * whole piece>]", kept as llama.cpp writes it */
+static int gpt2_piece(const char *p, uint32_t l, char *buf, int cap) {
+    int n = 0;
+    for (uint32_t i = 0; i < l;) {
+        uint32_t cp;
+        size_t k = tok_cpt_decode(p + i, l - i, &cp);
+        if (k == 0) { cp = 0xfffd; k = 1; }
+        i += (uint32_t)k;
+        int b = tok_gpt2_cp_byte(cp);
+        if (b >= 0) {
+            char c = (char)b;
+            put(buf, cap, &n, &c, 1);
+            continue;
+        }
+        char u[4], hex[9];
+        size_t ul = tok_cpt_encode(cp, u);
+        for (size_t j = 0; j < ul; j++) {
+            static const char digits[] = "0123456789abcdef";
+            hex[2 * j] = digits[(unsigned char)u[j] >> 4];
+            hex[2 * j + 1] = digits[(unsigned char)u[j] & 15];
+        }
+        put(buf, cap, &n, "[UNK_BYTE_0x", 12);
+        put(buf, cap, &n, hex, 2 * ul);
+        put(buf, cap, &n, p, l);
+        put(buf, cap, &n, "]", 1);
+    }
+    return n;
+}
+
 int tokenizer_piece(const tokenizer *t, int32_t id, int render_special, char *buf, int cap) {
     if (!t || id < 0 || (uint32_t)id >= t->n || cap < 0 || (!buf && cap > 0)) return -1;
     uint16_t a = t->attr[id];
@@ -34,6 +72,7 @@ int tokenizer_piece(const tokenizer *t, int32_t id, int render_special, char *bu
     } else if (a & A_USER) {
         /* as is */
     } else if (a & A_NORMAL) {
+        if (t->model == TOK_MODEL_GPT2) return gpt2_piece(p, l, buf, cap);
         int n = 0;
         for (uint32_t i = 0; i < l;) {
             char c;
@@ -157,6 +196,8 @@ static int utf8_cont_ok(const unsigned char *pend, int n, unsigned char c) {
     return 1;
 }
 
+/* Feeds bytes through the UTF-8 assembler in pend/npend, writing complete characters (and
+ * U+FFFD for each maximal invalid subpart) to k. */
 typedef struct sink { char *out; int cap; int n; } sink;
 
 static void sink_put(sink *k, const void *p, int n) {
@@ -164,8 +205,6 @@ static void sink_put(sink *k, const void *p, int n) {
     k->n += n;
 }
 
-/* Feeds bytes through the UTF-8 assembler in pend/npend, writing complete characters (and
- * U+FFFD for each maximal invalid subpart) to k. */
 static void utf8_feed(unsigned char *pend, int *npend, const unsigned char *p, int n, sink *k) {
     static const unsigned char fffd[3] = { 0xef, 0xbf, 0xbd };
     for (int i = 0; i < n;) {

@@ -61,10 +61,41 @@ static const struct tok_model_desc {
     int add_bos;            /* default, or forced when force_add_bos */
     int force_add_bos;      /* llama.cpp overrides the file's false (Gemma 4, PR 21500) */
     int add_space_prefix, clean_spaces, need_merges;
+    int need_pre;           /* tokenizer.ggml.pre picks the pre-tokenizer (pres[] below) */
 } models[] = {
-    { "llama", TOK_MODEL_SPM, 1, 2, 0, 1, 0, 1, 0, 0 },
-    { "gemma4", TOK_MODEL_GEMMA4, -1, -1, -1, 1, 1, 0, 1, 1 },
+    { "llama", TOK_MODEL_SPM, 1, 2, 0, 1, 0, 1, 0, 0, 0 },
+    { "gemma4", TOK_MODEL_GEMMA4, -1, -1, -1, 1, 1, 0, 1, 1, 0 },
+    { "gpt2", TOK_MODEL_GPT2, 11, 11, -1, 0, 0, 0, 1, 1, 1 },
 };
+
+/* tokenizer.ggml.pre values we serve for "gpt2", with the clean_spaces llama.cpp sets for each */
+static const struct tok_pre_desc {
+    const char *name;
+    enum tok_pre pre;
+    int clean_spaces;
+} pres[] = {
+    { "qwen2", TOK_PRE_QWEN2, 0 },
+    { "deepseek-r1-qwen", TOK_PRE_QWEN2, 0 },
+    { "qwen35", TOK_PRE_QWEN35, 0 },
+};
+
+/* the pre-tokenizer of a model that needs one; -1 with a message naming the value and the known ones */
+static const struct tok_pre_desc *read_pre(const gguf_file *f, const char *model, char *err, size_t errlen) {
+    gguf_str pre;
+    int rc = gguf_get_str(f, "tokenizer.ggml.pre", &pre);
+    for (size_t i = 0; rc == 0 && i < sizeof pres / sizeof pres[0]; i++)
+        if (gguf_str_eq(pre, pres[i].name)) return &pres[i];
+    char known[160] = "";
+    for (size_t i = 0, o = 0; i < sizeof pres / sizeof pres[0] && o < sizeof known; i++)
+        o += (size_t)snprintf(known + o, sizeof known - o, "%s'%s'", i ? ", " : "", pres[i].name);
+    if (rc != 0)
+        errf(err, errlen, "tokenizer.ggml.pre %s (tokenizer.ggml.model '%s' needs it; known: %s)",
+             rc == -1 ? "missing" : "is not a string", model, known);
+    else
+        errf(err, errlen, "tokenizer.ggml.pre '%.*s' unsupported for tokenizer.ggml.model '%s' (known: %s)",
+             pre.len > 64 ? 64 : (int)pre.len, pre.ptr, model, known);
+    return NULL;
+}
 
 int tokenizer_load(tokenizer **out, const char *path, char *err, size_t errlen)
 {
@@ -93,10 +124,14 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t e
         if (gguf_str_eq(model, models[i].name)) md = &models[i];
     if (!md) {
         int l = model.len > 64 ? 64 : (int)model.len;
-        errf(err, errlen, "tokenizer.ggml.model '%.*s' unsupported (known: 'llama' = SentencePiece, 'gemma4' = BPE)",
+        errf(err, errlen, "tokenizer.ggml.model '%.*s' unsupported (known: 'llama' = SentencePiece, 'gemma4' = BPE, "
+             "'gpt2' = byte-level BPE)",
                l, model.ptr);
         return -1;
     }
+
+    const struct tok_pre_desc *pd = md->need_pre ? read_pre(f, md->name, err, errlen) : NULL;
+    if (md->need_pre && !pd) return -1;
 
     const gguf_str *strs;
     uint64_t n64;
@@ -181,7 +216,7 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *f, char *err, size_t e
         .bos = md->bos < (int64_t)n ? md->bos : -1, .eos = md->eos < (int64_t)n ? md->eos : -1,
         .unk = md->unk < (int64_t)n ? md->unk : -1, .pad = -1,
         .add_bos = md->add_bos, .add_eos = 0, .add_space_prefix = md->add_space_prefix,
-        .clean_spaces = md->clean_spaces,
+        .clean_spaces = pd ? pd->clean_spaces : md->clean_spaces, .pre = pd ? pd->pre : TOK_PRE_NONE,
         .n_merges = (uint32_t)nm64, .merges = merges, .merge_lens = merge_lens,
     };
     if (read_id(f, "tokenizer.ggml.bos_token_id", n, &v.bos, err, errlen) ||

@@ -1,11 +1,14 @@
 /* tokenizer_int.h — the tokenizer's state and the encoder's work buffers, shared by tokenizer.c
- * (vocabulary, special tokens, encode driver), tokenizer_spm.c and tokenizer_bpe.c (one text
- * fragment each) and tokenizer_decode.c. Not a public header. */
+ * (vocabulary, special tokens, encode driver), tokenizer_spm.c, tokenizer_bpe.c and
+ * tokenizer_gpt2.c (one text fragment each) and tokenizer_decode.c. Not a public header. */
 #ifndef CLGEMMA_TOKENIZER_INT_H
 #define CLGEMMA_TOKENIZER_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "tokenizer.h"
 
@@ -61,6 +64,8 @@ struct tokenizer {
     bpe_merge *merge;     /* open addressing on (left, right); NULL for SPM */
     uint32_t mmask;
     uint32_t n_merges;    /* distinct pairs */
+    pcre2_code *pre_re;   /* TOK_MODEL_GPT2: the pre-tokenizer, compiled once (matching only reads it) */
+    pcre2_match_context *pre_mc; /* and its match limits */
 };
 
 static inline const char *tok_piece_ptr(const tokenizer *t, uint32_t id) { return t->arena + t->off[id]; }
@@ -85,6 +90,28 @@ static inline size_t tok_utf8_len_lead(unsigned char c) {
     return lut[c >> 4];
 }
 
+/* One code point at p[0..n) as llama.cpp's unicode_cpt_from_utf8 reads it (overlong forms and
+ * surrogates pass, past U+10FFFF does not); its byte length, 0 when p[0] starts no sequence. */
+size_t tok_cpt_decode(const char *p, size_t n, uint32_t *cp);
+/* UTF-8 of cp (at most 4 bytes at o); returns the length */
+size_t tok_cpt_encode(uint32_t cp, char *o);
+
+/* GPT-2's bytes_to_unicode: the printable Latin-1 bytes stand for themselves, the other 68 (0x00-0x20,
+ * 0x7f-0xa0, 0xad) become U+0100.. in byte order, so every byte is a visible character */
+static inline uint32_t tok_gpt2_byte_cp(unsigned char b) {
+    if (b <= 0x20) return 0x100u + b;
+    if (b >= 0x7f && b <= 0xa0) return 0x100u + 33 + (b - 0x7fu);
+    if (b == 0xad) return 0x100u + 67;
+    return b;
+}
+/* its inverse: the byte code point cp stands for, or -1 */
+static inline int tok_gpt2_cp_byte(uint32_t cp) {
+    if (cp < 0x100) return cp <= 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad ? -1 : (int)cp;
+    if (cp < 0x100 + 33) return (int)(cp - 0x100);
+    if (cp < 0x100 + 67) return (int)(cp - 0x100 - 33 + 0x7f);
+    return cp == 0x100 + 67 ? 0xad : -1;
+}
+
 /* ------------------------------------------------------------ encoder work state */
 
 typedef struct tok_sym { int32_t prev, next; uint32_t off, n; int32_t id; } tok_sym;
@@ -100,6 +127,7 @@ typedef struct tok_enc {
     /* work buffers, grown as needed and freed at the end of the call */
     char *esc; size_t esc_cap;
     char *norm; size_t norm_cap;
+    char *word; size_t word_cap;
     tok_sym *syms; size_t syms_cap;
     tok_bigram *heap; size_t heap_cap; size_t heap_n;
 } tok_enc;
@@ -116,11 +144,25 @@ int32_t tok_split_chars(tok_enc *e, const char *buf, uint32_t off, uint32_t n, i
  * the candidate (if any) for two adjacent live symbols. -1 on allocation failure. */
 int tok_merge_all(tok_enc *e, int32_t ns, void (*try_pair)(tok_enc *, int32_t, int32_t));
 
-/* One raw (non-special) fragment each; -1 on allocation failure. */
+/* One raw (non-special) fragment each; -1 on allocation failure (gpt2: or a failed match). */
 int tok_spm_fragment(tok_enc *e, const char *text, size_t len, int space_prefix);
 int tok_bpe_fragment(tok_enc *e, const char *text, size_t len);
+int tok_gpt2_fragment(tok_enc *e, const char *text, size_t len);
+/* steps 1 and 2 of tok_gpt2_fragment: the words of text, in order, each as text[off, off + n) of the
+ * round-tripped text (e->norm); stops at the first non-zero return. -1 on failure. */
+typedef int tok_word_fn(tok_enc *e, const char *text, size_t off, size_t n);
+int tok_gpt2_words(tok_enc *e, const char *text, size_t len, tok_word_fn *word);
 
 /* Builds t->merge from v's merge lines (pieces must already be in t). -1 with a message. */
 int tok_bpe_build(tokenizer *t, const tokenizer_vocab *v, char *err, size_t errlen);
+/* Compiles the pre-tokenizer of a gpt2 model into t->pre_re. -1 with a message. */
+int tok_gpt2_build(tokenizer *t, enum tok_pre pre, char *err, size_t errlen);
+
+/* llama.cpp's code-point round trip of text into e->norm (see tokenizer_bpe.c), with raw ' '
+ * bytes escaped to U+2581 when escape_spaces. Returns the length, -1 on allocation failure. */
+int64_t tok_cpt_roundtrip(tok_enc *e, const char *text, size_t len, int escape_spaces);
+/* Ranked merges over the characters of buf[off, off + n), then the pieces' ids out (a symbol
+ * that is no piece as its bytes' byte_tok, dropping bytes without one). -1 on failure. */
+int tok_bpe_word(tok_enc *e, const char *buf, uint32_t off, uint32_t n);
 
 #endif

@@ -1,21 +1,23 @@
-/* fuzz_tokenizer.c — libFuzzer harness for opencl/io/tokenizer*.c on the real Gemma vocabularies:
- * Gemma 3's SentencePiece ("llama") and Gemma 4's BPE ("gemma4").
+/* fuzz_tokenizer.c — libFuzzer harness for opencl/io/tokenizer*.c on real vocabularies: Gemma 3's
+ * SentencePiece ("llama"), Gemma 4's BPE ("gemma4") and Qwen 3.5's byte-level BPE ("gpt2", "qwen35").
  *
- * Input: first byte = flags (bit 0: add_special, bit 3: Gemma 4), the rest = text. For both
+ * Input: first byte = flags (bit 0: add_special, bit 3: Gemma 4, bit 4: Qwen 3.5), the rest = text. For both
  * parse_special settings it checks that
  *   - the count from a cap-0 call equals what a full call returns, every id is in range, and a
  *     call with a smaller cap writes the same prefix;
  *   - decoding with render_special gives the text back, up to U+2581 vs ' ' (a literal U+2581
  *     decodes to a space, and a bad UTF-8 lead byte can swallow an escaped space, which then
- *     decodes as raw U+2581 bytes — both llama.cpp behaviours); for Gemma 4 the text as
+ *     decodes as raw U+2581 bytes — both llama.cpp behaviours); for Gemma 4 and Qwen the text as
  *     llama.cpp's code-point round trip leaves it (each byte that starts no sequence becomes
  *     U+FFFD, overlong forms their code point), recomputed here from the rules;
  *   - tokenizer_detokenize gives a length, writes no more than asked, and fails only on bad ids;
  * then it reads the input as int32 token ids (valid and not) and checks tokenizer_piece and the
  * streaming decoder: invalid ids are rejected, and stream output is always valid UTF-8; and it
- * streams the text as <0xXX> byte tokens: valid UTF-8 out, equal to the text when that is valid.
+ * streams the text as byte tokens (<0xXX>; Qwen: the byte's GPT-2 character): valid UTF-8 out,
+ * equal to the text when that is valid.
  * Build and run: tests/suites/fuzz_tokenizer.sh. Vocabularies: $CLGEMMA_MODEL or the default
- * Gemma 3 model, and $CLGEMMA_GEMMA4_VOCAB or llama.cpp's ggml-vocab-gemma-4.gguf in .cache. */
+ * Gemma 3 model, $CLGEMMA_GEMMA4_VOCAB or llama.cpp's ggml-vocab-gemma-4.gguf in .cache, and
+ * $CLGEMMA_QWEN35_VOCAB or its ggml-vocab-qwen35.gguf. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +26,10 @@
 #include "gguf.h"
 #include "tokenizer.h"
 #include "tokenizer_gguf.h"
+#include "tokenizer_int.h"
 #include "tok_test.h"
 
-static tokenizer *tok_spm, *tok_bpe; /* loaded once; read-only afterwards */
+static tokenizer *tok_spm, *tok_bpe, *tok_gpt2; /* loaded once; read-only afterwards */
 static const tokenizer *tok;         /* the one this input uses */
 
 static tokenizer *load(const char *env, const char *def) {
@@ -51,6 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     tok_spm = load("CLGEMMA_MODEL", "models/gemma-3-270m-q4_k_m.gguf");
     tok_bpe = load("CLGEMMA_GEMMA4_VOCAB", ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf");
+    tok_gpt2 = load("CLGEMMA_QWEN35_VOCAB", ".cache/llama.cpp/models/ggml-vocab-qwen35.gguf");
     return 0;
 }
 
@@ -130,7 +134,7 @@ static void check_encode(const char *text, size_t len, int add_special, int pars
     char *want = malloc(3 * len + 1);
     REQUIRE(want);
     size_t wl = len;
-    if (tokenizer_model(tok) == TOK_MODEL_GEMMA4) wl = cp_roundtrip((const unsigned char *)text, len, want);
+    if (tokenizer_model(tok) != TOK_MODEL_SPM) wl = cp_roundtrip((const unsigned char *)text, len, want);
     else if (len) memcpy(want, text, len);
     wl = norm(want, wl);
     l = norm(out, l);
@@ -145,9 +149,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_encode("", 0, 1, 1);
         tok = tok_bpe;
         check_encode("", 0, 1, 1);
+        tok = tok_gpt2;
+        check_encode("", 0, 1, 1);
         return 0;
     }
-    tok = data[0] & 8 ? tok_bpe : tok_spm;
+    tok = data[0] & 16 ? tok_gpt2 : data[0] & 8 ? tok_bpe : tok_spm;
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     int add_special = data[0] & 1;
@@ -175,15 +181,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int k = tok_stream_flush(&s, tail, sizeof tail);
     REQUIRE(k == 0 || (k == 3 && valid_utf8((const unsigned char *)tail, 3)));
 
-    /* the text as <0xXX> byte tokens through the streaming decoder: always valid UTF-8, and
-     * exactly the text when the text is valid UTF-8 */
+    /* the text as byte tokens through the streaming decoder: always valid UTF-8, and exactly the
+     * text when the text is valid UTF-8 */
     tok_stream_init(&s, tok, 0);
     char *out = malloc(3 * len + 8);
     REQUIRE(out);
     size_t l = 0;
     for (size_t i = 0; i < len; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "<0x%02X>", (unsigned char)text[i]);
+        char name[8] = { 0 };
+        if (tok == tok_gpt2) tok_cpt_encode(tok_gpt2_byte_cp((unsigned char)text[i]), name);
+        else snprintf(name, sizeof name, "<0x%02X>", (unsigned char)text[i]);
         int32_t id = tokenizer_find(tok, name);
         REQUIRE(id >= 0);
         k = tok_stream_push(&s, id, out + l, (int)(3 * len + 8 - l));

@@ -387,11 +387,7 @@ static void test_synthetic_vocab(void) {
 }
 
 static void test_timing(void) {
-#if defined(__SANITIZE_ADDRESS__)
-    const double scale = 10; /* sanitizers slow everything down; bounds stay meaningful */
-#else
-    const double scale = 1;
-#endif
+    const double scale = TT_TIME_SCALE;
     CHECK(build_ms < 200 * scale, "tokenizer_from_gguf took %.1f ms", build_ms);
     printf("  build 262144 tokens: %.1f ms cpu (%.1f ms wall)\n", build_ms, build_wall_ms);
 

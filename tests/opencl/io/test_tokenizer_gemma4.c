@@ -66,15 +66,6 @@ static int load_golden(void) {
 }
 
 
-static char *detok_alloc(const int32_t *ids, int n, int remove_special, int unparse_special, size_t *len) {
-    int k = tokenizer_detokenize(tok, ids, n, remove_special, unparse_special, NULL, 0);
-    if (k < 0) return NULL;
-    char *out = malloc((size_t)k + 1);
-    if (tokenizer_detokenize(tok, ids, n, remove_special, unparse_special, out, k) != k) { free(out); return NULL; }
-    *len = (size_t)k;
-    return out;
-}
-
 /* ------------------------------------------------------------------ against llama.cpp */
 
 static void test_vocab_facts(void) {
@@ -104,46 +95,22 @@ static void test_vocab_facts(void) {
 }
 
 /* llama.cpp's tests/test-tokenizer-0 cases */
-static void test_llama_cpp_cases(void) {
-    size_t ni, no;
-    char *inp = slurp(VOCAB ".inp", &ni), *out = slurp(VOCAB ".out", &no);
-    CHECK(inp && out, "cannot read %s.inp/.out", VOCAB);
-    if (!inp || !out) { free(inp); free(out); return; }
-    static const char sep[] = "\n__ggml_vocab_test__\n";
-    char *p = inp, *o = out;
-    int k = 0, bad = 0;
-    for (;;) {
-        char *nx = strstr(p, sep);
-        size_t l = nx ? (size_t)(nx - p) : strlen(p);
-        char *eol = strchr(o, '\n');
-        CHECK(eol || *o, "case %d: no output line", k);
-        if (!eol && !*o) break;
-        if (eol) *eol = 0;
-        int32_t want[4096];
-        int nw = 0;
-        for (char *q = o, *e; *q;) {
-            long v = strtol(q, &e, 10);
-            if (e == q) { q++; continue; }
-            want[nw++] = (int32_t)v;
-            q = e;
-        }
-        int n;
-        int32_t *got = encode_alloc(tok, p, l, 0, 0, &n);
-        if (!got || !ids_eq(got, n, want, nw)) {
-            bad++;
-            CHECK(0, "llama.cpp case %d ('%.*s') differs", k, (int)(l > 40 ? 40 : l), p);
-            print_ids("want", want, nw);
-            if (got) print_ids("got ", got, n);
-        }
-        free(got);
-        k++;
-        if (!nx) break;
-        p = nx + sizeof sep - 1;
-        o = eol ? eol + 1 : o + strlen(o);
+static void llama_case(void *ctx, int k, const char *text, size_t l, const int32_t *want, int nw) {
+    int n;
+    int32_t *got = encode_alloc(tok, text, l, 0, 0, &n);
+    if (!got || !ids_eq(got, n, want, nw)) {
+        (*(int *)ctx)++;
+        CHECK(0, "llama.cpp case %d ('%.*s') differs", k, (int)(l > 40 ? 40 : l), text);
+        print_ids("want", want, nw);
+        if (got) print_ids("got ", got, n);
     }
-    CHECK(k == 46, "%d llama.cpp cases, expected 46", k);
+    free(got);
+}
+
+static void test_llama_cpp_cases(void) {
+    int bad = 0, k = for_llama_cases(VOCAB, llama_case, &bad);
+    CHECK(k == 46, "%d llama.cpp cases, expected 46 (cannot read %s.inp/.out?)", k, VOCAB);
     printf("  %d llama.cpp test-tokenizer-0 cases, %d differ\n", k, bad);
-    free(inp); free(out);
 }
 
 static void check_encode(int add_special, int parse_special) {
@@ -185,13 +152,13 @@ static void test_corpus_decode(void) {
         d = pieces_alloc(tok, c->ids_sp, c->n_sp, 1, &l);
         if (!d || !bytes_eq(d, l, c->pieces_sp)) { bad++; CHECK(0, "case %s: pieces (special) differ", c->name); }
         free(d);
-        d = detok_alloc(c->ids_sp, c->n_sp, 0, 0, &l);
+        d = detok_alloc(tok, c->ids_sp, c->n_sp, 0, 0, &l);
         if (!d || !bytes_eq(d, l, c->detok)) { bad++; CHECK(0, "case %s: detokenize differs", c->name); }
         free(d);
-        d = detok_alloc(c->ids_sp, c->n_sp, 1, 1, &l);
+        d = detok_alloc(tok, c->ids_sp, c->n_sp, 1, 1, &l);
         if (!d || !bytes_eq(d, l, c->detok_sp)) { bad++; CHECK(0, "case %s: detokenize (remove, unparse) differs", c->name); }
         free(d);
-        d = detok_alloc(c->ids_pl, c->n_pl, 1, 0, &l);
+        d = detok_alloc(tok, c->ids_pl, c->n_pl, 1, 0, &l);
         if (!d || !bytes_eq(d, l, c->detok_pl)) { bad++; CHECK(0, "case %s: detokenize (plain ids) differs", c->name); }
         free(d);
     }
@@ -445,11 +412,7 @@ static void test_bad_gguf(void) {
 /* ------------------------------------------------------------------ cost */
 
 static void test_timing(void) {
-#if defined(__SANITIZE_ADDRESS__)
-    const double scale = 10; /* sanitizers slow everything down; bounds stay meaningful */
-#else
-    const double scale = 1;
-#endif
+    const double scale = TT_TIME_SCALE;
     printf("  load 262144 tokens + 514906 merges: %.1f ms cpu (%.1f ms wall)\n", load_ms, load_wall_ms);
     CHECK(load_ms < 500 * scale, "tokenizer_from_gguf took %.1f ms", load_ms);
     size_t cap = 1 << 18, len = 0;

@@ -222,7 +222,54 @@ TT_FN jbytes jget_bytes(const jval *obj, const char *key) {
 
 TT_FN int bytes_eq(const char *a, size_t na, jbytes b) { return b.ok && na == b.n && (na == 0 || !memcmp(a, b.p, na)); }
 
+/* llama.cpp's tests/test-tokenizer-0 cases of a vocabulary, read as that test reads them: VOCAB.inp
+ * holds the texts separated (newer files: each followed) by "\n__ggml_vocab_test__\n", VOCAB.out one
+ * line of ids per text.
+ * Calls fn for each case (k counts from 0); returns the number of cases, -1 when a file is
+ * unreadable or has a line too few or too many ids. */
+typedef void tt_case_fn(void *ctx, int k, const char *text, size_t len, const int32_t *ids, int n);
+
+TT_FN int for_llama_cases(const char *vocab, tt_case_fn *fn, void *ctx) {
+    char path[512];
+    size_t ni, no;
+    snprintf(path, sizeof path, "%s.inp", vocab);
+    char *inp = slurp(path, &ni);
+    snprintf(path, sizeof path, "%s.out", vocab);
+    char *out = slurp(path, &no);
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    int k = inp && out ? 0 : -1;
+    for (char *p = inp, *o = out; k >= 0;) {
+        char *nx = strstr(p, sep);
+        size_t l = nx ? (size_t)(nx - p) : strlen(p);
+        char *eol = strchr(o, '\n');
+        if (!eol && !*o) { k = -1; break; }
+        if (eol) *eol = 0;
+        int32_t want[4096];
+        int nw = 0;
+        for (char *q = o, *e; *q && nw < 4096;) {
+            long v = strtol(q, &e, 10);
+            if (e == q) { q++; continue; }
+            want[nw++] = (int32_t)v;
+            q = e;
+        }
+        fn(ctx, k++, p, l, want, nw);
+        if (!nx) break;
+        p = nx + sizeof sep - 1;
+        o = eol ? eol + 1 : o + strlen(o);
+        if (!*p && !*o) break; /* a separator after the last text */
+    }
+    free(inp); free(out);
+    return k;
+}
+
 /* ------------------------------------------------------------------ tokenizer helpers */
+
+/* time bounds are multiplied by this: sanitizers slow everything down, and bounds stay meaningful */
+#if defined(__SANITIZE_ADDRESS__)
+#define TT_TIME_SCALE 10.0
+#else
+#define TT_TIME_SCALE 1.0
+#endif
 
 /* Timing bounds use this thread's CPU time: the build machine is shared (parallel builds of
  * other parts), and waiting for a core is not the tokenizer's cost. Wall time is printed too. */
@@ -284,6 +331,17 @@ TT_FN char *pieces_alloc(const tokenizer *t, const int32_t *ids, int n, int rend
     }
     out[l] = 0;
     *len = l;
+    return out;
+}
+
+/* tokenizer_detokenize into a buffer of exactly the right size (NUL-terminated, *len without it) */
+TT_FN char *detok_alloc(const tokenizer *t, const int32_t *ids, int n, int remove_special, int unparse_special, size_t *len) {
+    int k = tokenizer_detokenize(t, ids, n, remove_special, unparse_special, NULL, 0);
+    if (k < 0) return NULL;
+    char *out = malloc((size_t)k + 1);
+    if (tokenizer_detokenize(t, ids, n, remove_special, unparse_special, out, k) != k) { free(out); return NULL; }
+    out[k] = 0;
+    *len = (size_t)k;
     return out;
 }
 
