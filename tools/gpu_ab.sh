@@ -6,6 +6,9 @@
 # B=1/16/64 and prefill 2048 when given (a tools/gguf_sample.py grown copy times the same), and synthetic
 # real-shape Gemma 4 26B-A4B q4_k, 31B q4_k, E4B q8_0 decode B=1, prefill 2048, decode B=16. Each result
 # line is appended to OUTDIR/ab.txt as soon as it exists; the table comes last.
+# REAL="31b e4b 26b" (any of them) adds the real-format files (llama.cpp's Q4_K_M / Q8_0 type mixes, written
+# once by the after build's `clgemma synth` into OUTDIR with the vocabulary .gpu/vocab-gemma-4.gguf.xz) at
+# decode B=8, 16, 64 and 128 (BATCHES to change them): the rows the int8 tensor-core products serve.
 set -u
 A=$1; B=$2; g3=${3:-}; out=${4:-/tmp/clgemma-ab}; rounds=${5:-2}
 mkdir -p "$out"
@@ -28,6 +31,15 @@ rows+=(
   "e4b_b1|$S gemma4-e4b --type q8_0 -p 512 -n 64|decode"
   "e4b_b16|$S gemma4-e4b --type q8_0 -b 16 -p 128 -n 32|decode"
   "e4b_p2048|$S gemma4-e4b --type q8_0 -p 2048 -n 4|prefill")
+for m in ${REAL:-}; do
+  case $m in 31b) arch=gemma4-31b mix=q4_k_m ;; 26b) arch=gemma4-26b-a4b mix=q4_k_m ;; e4b) arch=gemma4-e4b mix=q8_0 ;;
+             *) echo "gpu_ab: REAL takes 31b, 26b, e4b, not $m" >&2; exit 1 ;; esac
+  f=$out/real-$m.gguf
+  [ -f "$out/vocab-g4.gguf" ] || xz -dc .gpu/vocab-gemma-4.gguf.xz > "$out/vocab-g4.gguf" || exit 1
+  [ -f "$f" ] || "$B" synth $arch -o "$f" --mix $mix --vocab "$out/vocab-g4.gguf" > "$out/synth-$m.log" 2>&1 ||
+    { tail -3 "$out/synth-$m.log"; exit 1; }
+  for n in ${BATCHES:-8 16 64 128}; do rows+=("${m}_real_b$n|-m $f -b $n -p 64 -n 32|decode"); done
+done
 one() { # bin tag args metric -> prints the figure (empty on failure)
   j=$(timeout 120 "$1" bench $3 -r 3 2>>"$out/$2.err")
   echo "$j" | grep -o "\"$4_tok_s\":[0-9.]*" | cut -d: -f2
