@@ -204,16 +204,26 @@ static void check_equal(const char *mode, const job_case *cs, int n, const run_o
         }
 }
 
+/* equal_cases run plainly and with speculation (mode), on metrics of their own, and compared (check_equal);
+ * -1 when the metrics could not be made */
+static int run_equal(int mode, const char *name, job_case *cs, int *n, run_out *plain, run_out *spec, metrics **mp,
+                     metrics **ms)
+{
+    *n = equal_cases(cs);
+    if (metrics_create(mp) || metrics_create(ms)) { CHECK(0, "metrics"); return -1; }
+    run_cases(SPEC_OFF, cs, *n, plain, *mp);
+    run_cases(mode, cs, *n, spec, *ms);
+    check_equal(name, cs, *n, plain, spec);
+    return 0;
+}
+
 static void test_sched_equals_plain(void)
 {
     job_case cs[N_EQ_CASES];
-    int n = equal_cases(cs);
+    int n;
     static run_out plain[6], spec[6];
     metrics *mp, *ms;
-    if (metrics_create(&mp) || metrics_create(&ms)) { CHECK(0, "metrics"); return; }
-    run_cases(SPEC_OFF, cs, n, plain, mp);
-    run_cases(SPEC_NGRAM, cs, n, spec, ms);
-    check_equal("ngram", cs, n, plain, spec);
+    if (run_equal(SPEC_NGRAM, "ngram", cs, &n, plain, spec, &mp, &ms)) return;
     CHECK(spec[2].n[0] == 13 && spec[2].end[0] == JOB_LENGTH, "max_tokens 13: %d tokens, end %d", spec[2].n[0],
           spec[2].end[0]);
     CHECK(spec[3].n[0] == CTX - 200 + 1 && spec[3].end[0] == JOB_LENGTH, "the context's end: %d tokens, end %d",
@@ -361,13 +371,10 @@ static void test_sched_sampled_distribution(void)
 static void test_sched_mtp(void)
 {
     job_case cs[N_EQ_CASES];
-    int n = equal_cases(cs);
+    int n;
     static run_out plain[6], spec[6];
     metrics *mp, *ms;
-    if (metrics_create(&mp) || metrics_create(&ms)) { CHECK(0, "metrics"); return; }
-    run_cases(SPEC_OFF, cs, n, plain, mp);
-    run_cases(SPEC_MTP, cs, n, spec, ms);
-    check_equal("mtp", cs, n, plain, spec);
+    if (run_equal(SPEC_MTP, "mtp", cs, &n, plain, spec, &mp, &ms)) return;
     const board *bs = metrics_board(ms);
     printf("  mtp: %llu verifications, %llu draft tokens, %llu accepted\n", (unsigned long long)bs->spec_steps,
            (unsigned long long)bs->spec_draft_tokens, (unsigned long long)bs->spec_accepted_tokens);
