@@ -1,6 +1,7 @@
 #!/bin/bash
 # On a GPU machine with several GPUs (issue 24; repo root, $OUT set by the device tool; carry .gpu with build/
-# binaries in .gpu/now, the .debs of nginx, nginx-common, spawn-fcgi and libpcre2-8-0 in .gpu/ngx):
+# binaries in .gpu/now, the .debs of nginx, nginx-common, spawn-fcgi, libpcre2-8-0 and
+# libhttp-parser2.9 in .gpu/ngx):
 # make serve's own deployment (deploy/serve.sh: spawn-fcgi workers, nginx with TLS and an API key,
 # least_conn) with one worker and with one worker per GPU, the same file, the load trace of issue 20
 # (tools/loadgen.py) through nginx; then one worker killed mid-run while the trace runs.
@@ -11,7 +12,9 @@
 # queue holds a trace longer than the longest answer (max-queue MAX_QUEUE, 700; queue-timeout 900 s):
 # throughput is the measure here, not admission. KILL_AFTER_S (0: none): seconds into a run with every GPU at the last rate before worker 1
 # is killed with SIGKILL. Prints per run the loadgen table and each worker's requests and tokens.
-# PROCS (8): loadgen client processes (one Python process streams ~5k tokens/s). GPUS ("P:D P:D"): these devices instead of the GPUs found; SCALE: loadgen's --scale (a CPU rehearsal:
+# CONC (0): requests in flight at most per GPU of the run (loadgen --concurrency CONC x GPUs: a closed loop,
+#   the capacity measure; a worker holds at most 1,024 requests, waiting or running).
+# LOAD_TIMEOUT (900): seconds a trace may run. PROCS (8): loadgen client processes (one Python process streams ~5k tokens/s). GPUS ("P:D P:D"): these devices instead of the GPUs found; SCALE: loadgen's --scale (a CPU rehearsal:
 #   GPUS="0:0 0:0" SCALE=0.05 OUT=/tmp/o bash tools/gpu_multi.sh g3 40 inf 3).
 model=${1:-g3}
 requests=${2:-400}
@@ -36,6 +39,8 @@ except Exception:
 PY
   chmod +x /tmp/shim/curl; export PATH=/tmp/shim:$PATH
 fi
+# a library missing there would only show as spawn-fcgi's "child exited with: 127"
+missing=$(ldd build/clgemma-fcgi | grep "not found") && { echo "build/clgemma-fcgi: $missing" >&2; exit 1; }
 file=$(bash tools/gpu_model_file.sh $model) ||
   { echo "usage: bash tools/gpu_multi.sh g3|26b [REQUESTS] [RATES] [KILL_AFTER_S]" >&2; exit 1; }
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>/dev/null
@@ -66,12 +71,15 @@ for w, v in sorted(tot.items()):
 PY
 }
 serve_trace() { # label devices [kill_after]
-  local label=$1 devs=$2 k=${3:-0}
+  local label=$1 devs=$2 k=${3:-0} n
+  n=$(echo "$devs" | tr ',' '\n' | wc -l)
+  # serve.sh waits up to 10 minutes for /health; a worker that cannot load says why well before that
   CLGEMMA_SKIP_SETUP=1 CLGEMMA_MODEL=$file CLGEMMA_DEVICES=$devs CLGEMMA_RUN_DIR=$run CLGEMMA_PORT=18443 \
-    sh deploy/serve.sh > $OUT/serve-$model-$label.txt 2>&1 || { echo "$label: serve failed"; tail -5 $OUT/serve-$model-$label.txt; return 1; }
+    timeout ${SERVE_TIMEOUT:-240} sh deploy/serve.sh > $OUT/serve-$model-$label.txt 2>&1 || { echo "$label: serve failed"; tail -5 $OUT/serve-$model-$label.txt; tail -5 $run/logs/worker-0.log
+         RUN_DIR=$run sh deploy/stop.sh --quiet; return 1; }
   local key; key=$(grep -v '^#' $run/api_keys | head -n 1)
-  python3 tools/loadgen.py --url https://localhost:18443 --cacert $run/tls/cert.pem --api-key "$key" --model "$(basename $file .gguf)" \
-    --requests $requests --rates $rates --scale ${SCALE:-1} --procs ${PROCS:-8} --label "$label $model" --json $OUT/multi-$model-$label.json \
+  timeout ${LOAD_TIMEOUT:-900} python3 tools/loadgen.py --url https://localhost:18443 --cacert $run/tls/cert.pem --api-key "$key" --model "$(basename $file .gguf)" \
+    --requests $requests --rates $rates --scale ${SCALE:-1} --procs ${PROCS:-8} --concurrency $(( ${CONC:-0} * n )) --label "$label $model" --json $OUT/multi-$model-$label.json \
     > $OUT/multi-$model-$label.txt 2>&1 &
   local lg=$!
   if [ "$k" != 0 ]; then

@@ -3,18 +3,21 @@
 llama-server, vLLM) at arrival rates ramped until saturation, and reports per rate: output throughput,
 TTFT and inter-token latency percentiles, rejected requests (a stream cut before [DONE] counts as one) and
 prefix-cache hits. "sat tok/s" is the throughput while every request is admitted (until the last first token),
-without the drain of the longest answers that ends a finite trace.
+without the drain of the longest answers that ends a finite trace; "steady" is the same less its first quarter
+(the ramp: the first batch's prefill), the capacity figure for scaling.
 
 The trace (issue 20's): N requests (200), prompt lengths 50..4,000 tokens with a long tail (log-normal,
 median ~350), outputs 20..500 tokens (log-normal, median ~100), 30% of them opening with one shared
 1,000-token system prompt. Prompts are words of a fixed list (about one token each on Gemma's
 vocabularies; the report gives the tokens the server counted). Requests are streamed completions
 (/v1/completions, greedy, ignore_eos so every answer runs its length, stream_options.include_usage), so
-both servers do the same work on the same file; a request arrives every 1/rate seconds ("inf": all at once).
+both servers do the same work on the same file; a request arrives every 1/rate seconds ("inf": all at once),
+or, with --concurrency N, when fewer than N are in flight (a closed loop: the capacity of a server whose
+connections are bounded, as a worker's request threads are).
 
   tools/loadgen.py --url http://127.0.0.1:8080 --model NAME --rates 2,4,8,16,inf [--requests 200]
                    [--api-key KEY] [--cacert CERT] [--label clgemma] [--json out.json] [--scale 0.05]
-                   [--procs 8]
+                   [--procs 8] [--concurrency 512]
 
 Hits: usage.prompt_tokens_details.cached_tokens where the server reports it (clgemma, vLLM, recent
 llama-server), else llama-server's timings.cache_n; "-" when neither comes back.
@@ -71,13 +74,18 @@ def pct(xs, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-async def one(client, args, prompt, max_tokens, t_sched, res):
+async def one(client, args, prompt, max_tokens, t_sched, res, slots):
     body = {"model": args.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}}
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     now = time.monotonic()
     if t_sched > now:
         await asyncio.sleep(t_sched - now)
+    async with slots:
+        await send(client, args, body, headers, res)
+
+
+async def send(client, args, body, headers, res):
     t0 = time.monotonic()
     r = {"start": t0, "status": 0, "ttft": None, "gaps": [], "times": [], "out": 0, "prompt": 0, "cached": None,
          "end": None, "done": False}
@@ -137,11 +145,13 @@ async def one(client, args, prompt, max_tokens, t_sched, res):
 async def run_part(args, reqs, rate, t0, part, procs):
     """requests part, part + procs, ... of the trace, each at its place in the one schedule from t0"""
     res = []
+    # --concurrency: requests in flight at most (closed loop), shared evenly by the client processes
+    slots = asyncio.Semaphore(-(-args.concurrency // procs) if args.concurrency > 0 else len(reqs) + 1)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     verify = ssl.create_default_context(cafile=args.cacert) if args.cacert else True
     async with httpx.AsyncClient(timeout=httpx.Timeout(args.timeout), limits=limits, verify=verify) as client:
         dt = 0 if rate == math.inf else 1.0 / rate
-        await asyncio.gather(*(one(client, args, p, o, t0 + i * dt, res)
+        await asyncio.gather(*(one(client, args, p, o, t0 + i * dt, res, slots)
                                for i, (p, o, _) in enumerate(reqs) if i % procs == part))
     return res
 
@@ -170,14 +180,20 @@ def run_rate(args, reqs, rate):
     # the servers full), over that time; the drain after it is one long request's tail, not capacity
     t_start = min(r["start"] for r in res)
     firsts = [r["times"][0] for r in ok if r["times"]]
-    sat = 0.0
+    sat = steady = 0.0
     if firsts and max(firsts) > t_start:
         t_full = max(firsts)
         toks = sum(r["out"] / len(r["times"]) * sum(1 for t in r["times"] if t <= t_full) for r in ok if r["times"])
         sat = toks / (t_full - t_start)
+        # steady: the same window less its first quarter, the ramp where the first batch is still in prefill
+        t_a = t_start + 0.25 * (t_full - t_start)
+        toks = sum(r["out"] / len(r["times"]) * sum(1 for t in r["times"] if t_a < t <= t_full)
+                   for r in ok if r["times"])
+        steady = toks / (t_full - t_a)
     return {"rate": "inf" if rate == math.inf else rate, "requests": len(res), "ok": len(ok),
             "rejected": len(res) - len(ok), "span_s": span, "output_tokens": out, "prompt_tokens": prompt,
             "throughput": out / span if span > 0 else 0.0, "sat_throughput": sat,
+            "steady_throughput": steady,
             "ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99),
             "itl_p50": pct(gaps, 0.5), "itl_p99": pct(gaps, 0.99),
             "hit_rate": sum(cached) / prompt if cached and prompt else None,
@@ -197,6 +213,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--procs", type=int, default=1,
                     help="client processes sharing the trace (one Python process parses ~5k SSE events/s)")
+    ap.add_argument("--concurrency", type=int, default=0,
+                    help="requests in flight at most; the next waits for one to end (0: no limit)")
     ap.add_argument("--label", default="")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
@@ -204,14 +222,14 @@ def main():
     rows = []
     print(f"{args.label or args.url}: {len(reqs)} requests, "
           f"{sum(s for _, _, s in reqs)} opening with the shared system prompt", flush=True)
-    print("rate   ok  rej  out tok/s  sat tok/s  TTFT p50   p99     ITL p50  p99      hit", flush=True)
+    print("rate   ok  rej  out tok/s  sat tok/s  steady  TTFT p50   p99     ITL p50  p99      hit", flush=True)
     for rs in args.rates.split(","):
         rate = math.inf if rs.strip() == "inf" else float(rs)
         row = run_rate(args, reqs, rate)
         row["label"] = args.label
         rows.append(row)
         hit = "-" if row["hit_rate"] is None else f"{row['hit_rate']:.2f}"
-        print(f"{rs:>5} {row['ok']:4d} {row['rejected']:4d} {row['throughput']:10.1f} {row['sat_throughput']:10.1f} "
+        print(f"{rs:>5} {row['ok']:4d} {row['rejected']:4d} {row['throughput']:10.1f} {row['sat_throughput']:10.1f} {row['steady_throughput']:7.0f} "
               f"{row['ttft_p50']:8.3f} {row['ttft_p99']:8.3f}  {row['itl_p50'] * 1e3:7.1f} {row['itl_p99'] * 1e3:8.1f} ms "
               f"{hit}", flush=True)
         if row["errors"]:
