@@ -272,45 +272,49 @@ void mmq8s_q4_k_##NT(global const uchar *W, uint row_bytes, uint n_rows, uint k,
 
 DEFINE_MMQ8S(1, 1)
 
-/* --- q4_k with a per-warp cp.async ring (mmq8p) ---------------------------------------------
+/* --- q4_k with a cp.async ring (mmq8p, mmq8r) -----------------------------------------------
  * mmq8's warp loads a unit's nibbles, scales and X into registers and waits on them before its
- * mmas: one unit in flight per warp, and latency rather than memory bounds it. Here each
- * warp keeps nst units in flight in its own slice of local memory, filled by cp.async: the 32 rows'
- * scale headers (16 bytes each) and nibbles (32 bytes each), the unit's int8 X (64 bytes a token)
- * and its X scales. Only warp barriers inside the loop; grid, split of k across warps and arithmetic
- * are mmq8's, except that each row's two sub-block scales are decoded once per unit (lane l, row l)
- * into the place of its header. The slice is reused for the partial tiles at the end.
- * X rows in a stage are 64 bytes apart, their 16-byte chunks swizzled (chunk ^ 2 for tokens 2-3
- * mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on distinct banks. Needs k % 256 == 0. */
+ * mmas: one unit in flight per warp, and latency rather than memory bounds it. Here units are kept
+ * in flight in local memory, filled by cp.async: the rows' scale headers (16 bytes each) and
+ * nibbles (32 bytes each), the unit's int8 X (64 bytes a token) and its X scales. Each row's two
+ * sub-block scales are decoded once per unit (one lane a row) into the place of its header.
+ *   mmq8p (RW 1): each warp has its own ring for its 32 rows and the units it takes of k (warps
+ *     split k as mmq8's do, and add their partial tiles through the idle ring at the end); only
+ *     warp barriers inside the loop.
+ *   mmq8r (RW 4): the group's 4 warps take 32 rows each and every unit of k, sharing one ring, so
+ *     the unit's X is staged once for 128 rows: at 64 tokens X is 3.3 times a warp's weight bytes.
+ * Groups and k slices across groups as mmq8's. X rows in a stage are 64 bytes apart, their 16-byte
+ * chunks swizzled (chunk ^ 2 for tokens 2-3 mod 4) so 8-byte reads of 4 tokens x 4 lanes fall on
+ * distinct banks. Needs k % 256 == 0. */
 
-#define MQP_STAGE(tpb) (1536 + 80 * (tpb)) /* bytes per stage: 32 headers, 32 x 32 nibbles, X, X scales */
+#define MQP_STAGE(rows, tpb) (48 * (rows) + 80 * (tpb)) /* bytes per stage: headers, nibbles, X, X scales */
 
-/* issue unit u's copies into stage buffer st: lane l copies row l's header and nibbles (wrow), then
- * the lanes copy the unit's X and X scales of the group's tpb tokens (Xq, Xs at its first token; X
- * quantized for tp tokens) */
-inline void mqp_issue(local uchar *st, int u, int lane, global const uchar *wrow, uint k, uint tpb, uint tp,
+/* issue unit u's copies into stage buffer st by the R items id = 0..R-1 that stage R rows: item id
+ * copies row id's header and nibbles (wrow), then the items copy the unit's X and X scales of the
+ * group's tpb tokens (Xq, Xs at its first token; X quantized for tp tokens) */
+inline void mqp_issue(local uchar *st, int u, int id, int R, global const uchar *wrow, uint k, uint tpb, uint tp,
                       global const uint *Xq, global const float4 *Xs)
 {
-    local uint4 *hd = (local uint4 *)st, *nb = hd + 32, *xq = nb + 64, *xs = xq + 4 * tpb;
+    local uint4 *hd = (local uint4 *)st, *nb = hd + R, *xq = nb + 2 * R, *xs = xq + 4 * tpb;
     global const uchar *b = wrow + (u >> 2) * 144;
-    cp_async16(hd + lane, (global const uint4 *)b);
+    cp_async16(hd + id, (global const uint4 *)b);
     global const uint4 *n = (global const uint4 *)(b + 16 + 32 * (u & 3));
-    cp_async16(nb + 2 * lane, n);
-    cp_async16(nb + 2 * lane + 1, n + 1);
-    for (uint c = lane; c < 4 * tpb; c += 32) {
+    cp_async16(nb + 2 * id, n);
+    cp_async16(nb + 2 * id + 1, n + 1);
+    for (uint c = id; c < 4 * tpb; c += R) {
         uint tok = c >> 2, ch = c & 3;
         cp_async16_ca(xq + tok * 4 + (ch ^ (((tok >> 1) & 1) << 1)),
                       (global const uint4 *)(Xq + tok * (k / 4)) + 4 * u + ch);
     }
-    for (uint c = lane; c < tpb; c += 32) { /* [sub-block s][token pair] */
+    for (uint c = id; c < tpb; c += R) { /* [sub-block s][token pair] */
         uint s = c / (tpb / 2), pr = c % (tpb / 2);
         cp_async16_ca(xs + c, (global const uint4 *)(Xs + (size_t)(2 * u + s) * (tp / 2) + pr));
     }
 }
 
-/* groups and k slices as mmq8's */
-#define DEFINE_MMQ8P(NT)                                                                          \
-kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,  \
+/* RW warps share a stage (1: mmq8p, each warp its own ring; 4: mmq8r); nst stages in flight */
+#define DEFINE_MMQ8P(NAME, NT, RW)                                                                \
+kernel void NAME##_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,\
                             global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1, \
                             global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
                             uint k, global const uint *Xq, global const float4 *Xs, uint ntok,     \
@@ -318,12 +322,16 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
 {                                                                                                 \
     int lid = get_local_id(0), L = get_local_size(0);                                             \
     int lane = lid & 31, warp = lid >> 5, nw = L >> 5, g = lane >> 2, t = lane & 3;               \
-    uint r0 = get_group_id(0) * (16 * MMQ8_MT), kk = get_group_id(1) % kg, tb = 64 * (get_group_id(1) / kg); \
-    uint tpb = 8 * NT, SB = MQP_STAGE(8 * NT);                                                    \
+    const int R = 32 * (RW), rw = (RW) > 1 ? warp : 0; /* rows a stage holds; this warp's 32 of them */ \
+    const int kw = (RW) > 1 ? 0 : warp, kn = (RW) > 1 ? 1 : nw; /* this warp's share of k's units */ \
+    uint r0 = (get_group_id(0) * (RW) + rw) * (16 * MMQ8_MT), kk = get_group_id(1) % kg;          \
+    uint tb = 64 * (get_group_id(1) / kg), tpb = 8 * NT, SB = MQP_STAGE(R, 8 * NT);              \
+    int idle = r0 >= n0 + n1 + n2; /* mmq8r's warps past the last row still copy and wait */      \
     global const uchar *W = W0;                                                                   \
     global float *Y = Y0;                                                                         \
     uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
-    if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; }  \
+    if (idle) r0 = 0;                                                                             \
+    else if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; } \
     else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
     Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */  \
     ntok -= tb;                                                                                   \
@@ -331,32 +339,35 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
     Xs += tb / 2;                                                                                 \
     global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
     local uchar *ring = (local uchar *)ring16;                                                    \
-    local uchar *mine = ring + (size_t)warp * nst * SB;                                           \
+    local uchar *mine = ring + (size_t)kw * nst * SB;                                             \
+    int id = (RW) > 1 ? lid : lane;                                                               \
     float4 acc[MMQ8_MT][NT];                                                                      \
-    UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                             \
-        UNROLL for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                                  \
+    UNROLL for (int i = 0; i < MMQ8_MT; i++)                                                      \
+        UNROLL for (int j = 0; j < NT; j++) acc[i][j] = (float4)(0.0f);                           \
     int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), nk = (int)((kk + 1) * nu / kg) - u0;        \
-    int ni = warp < nk ? (nk - warp + nw - 1) / nw : 0;                                           \
+    int ni = kw < nk ? (nk - kw + kn - 1) / kn : 0;                                               \
     for (int si = 0; si < (int)nst - 1; si++) {                                                   \
-        if (si < ni) mqp_issue(mine + si * SB, u0 + warp + si * nw, lane, wrow, k, tpb, tp, Xq, Xs); \
+        if (si < ni) mqp_issue(mine + si * SB, u0 + kw + si * kn, id, R, wrow, k, tpb, tp, Xq, Xs); \
         cp_async_commit();                                                                        \
     }                                                                                             \
     const uint M = 0x0F0F0F0Fu;                                                                   \
     for (int i = 0; i < ni; i++) {                                                                \
         /* stage i landed (nst - 2 younger groups may still be in flight) */                      \
         if (nst == 2) cp_async_wait0(); else if (nst == 3) cp_async_wait1(); else cp_async_wait2(); \
-        bar_warp(); /* every lane's copies visible, and stage i - 1 (refilled next) read by all */ \
+        /* every item's copies visible, and stage i - 1 (refilled next) read by all */            \
+        if ((RW) > 1) barrier(CLK_LOCAL_MEM_FENCE); else bar_warp();                              \
         if (i + (int)nst - 1 < ni)                                                                \
-            mqp_issue(mine + ((i + nst - 1) % nst) * SB, u0 + warp + (i + nst - 1) * nw, lane, wrow, k, tpb, tp, Xq, Xs); \
+            mqp_issue(mine + ((i + nst - 1) % nst) * SB, u0 + kw + (i + nst - 1) * kn, id, R, wrow, k, tpb, tp, \
+                      Xq, Xs);                                                                    \
         cp_async_commit();                                                                        \
         local uchar *st = mine + (i % nst) * SB;                                                  \
-        local uint4 *hd = (local uint4 *)st;                                                      \
-        local const uint2 *nb = (local const uint2 *)(st + 512);                                  \
-        local const uint2 *xq = (local const uint2 *)(st + 1536);                                 \
-        local const float4 *xsl = (local const float4 *)(st + 1536 + 64 * tpb);                   \
-        int u = u0 + warp + i * nw, p = u & 3;                                                    \
-        /* each row's two sub-block scales decoded once (lane l: row l), in place of its header: \
-         * the 4 lanes that read a row would each decode them */                                 \
+        local uint4 *hd = (local uint4 *)st + 32 * rw;                                            \
+        local const uint2 *nb = (local const uint2 *)(st + 16 * R) + 4 * 32 * rw;                 \
+        local const uint2 *xq = (local const uint2 *)(st + 48 * R);                               \
+        local const float4 *xsl = (local const float4 *)(st + 48 * R + 64 * tpb);                 \
+        int u = u0 + kw + i * kn, p = u & 3;                                                      \
+        /* each row's two sub-block scales decoded once (lane l: row l of this warp's 32), in     \
+         * place of its header: the 4 lanes that read a row would each decode them */            \
         {                                                                                         \
             uint4 hh = hd[lane];                                                                  \
             float d0, m0, d1, m1;                                                                 \
@@ -369,20 +380,20 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
          * (read once for both; at NT 8 all of it would not fit in registers) */                  \
         uint2 q[MMQ8_MT][2][2];                                                                   \
         float4 f[MMQ8_MT][2];                                                                     \
-        UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                         \
-            UNROLL for (int h = 0; h < 2; h++) {                                                         \
+        UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                  \
+            UNROLL for (int h = 0; h < 2; h++) {                                                  \
                 int row = 16 * a + 8 * h + g;                                                     \
                 f[a][h] = as_float4(hd[row]);                                                     \
                 uint2 w = nb[row * 4 + t];                                                        \
                 q[a][h][0] = (uint2)(w.x & M, w.y & M);                                           \
                 q[a][h][1] = (uint2)((w.x >> 4) & M, (w.y >> 4) & M);                             \
             }                                                                                     \
-        UNROLL for (int s = 0; s < 2; s++)                                                               \
-            UNROLL for (int j = 0; j < NT; j++) {                                                        \
+        UNROLL for (int s = 0; s < 2; s++)                                                        \
+            UNROLL for (int j = 0; j < NT; j++) {                                                 \
                 int tok = 8 * j + g, ch = (2 * s + (t >> 1)) ^ (((tok >> 1) & 1) << 1);           \
                 uint2 xb = xq[tok * 8 + ch * 2 + (t & 1)];                                        \
                 float4 xs = xsl[s * (tpb / 2) + 4 * j + t];                                       \
-                UNROLL for (int a = 0; a < MMQ8_MT; a++) {                                               \
+                UNROLL for (int a = 0; a < MMQ8_MT; a++) {                                        \
                     int4 c = mma8_u8(q[a][0][s].x, q[a][1][s].x, q[a][0][s].y, q[a][1][s].y, xb.x, xb.y);\
                     float d0 = s ? f[a][0].z : f[a][0].x, m0 = s ? f[a][0].w : f[a][0].y;         \
                     float d1 = s ? f[a][1].z : f[a][1].x, m1 = s ? f[a][1].w : f[a][1].y;         \
@@ -391,25 +402,28 @@ kernel void mmq8p_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global fl
             }                                                                                     \
     }                                                                                             \
     cp_async_wait0();                                                                             \
-    if (nw > 1) { /* the other warps' partial tiles into warp 0's, through the (idle) ring */     \
+    if ((RW) == 1 && nw > 1) { /* the other warps' partial tiles into warp 0's, through the (idle) ring */ \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         local float4 *part = (local float4 *)ring;                                                \
-        UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                         \
-            UNROLL for (int j = 0; j < NT; j++) part[(a * NT + j) * L + lid] = acc[a][j];                \
+        UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                  \
+            UNROLL for (int j = 0; j < NT; j++) part[(a * NT + j) * L + lid] = acc[a][j];         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         if (warp == 0)                                                                            \
             for (int w = 1; w < nw; w++)                                                          \
-                UNROLL for (int a = 0; a < MMQ8_MT; a++)                                                 \
+                UNROLL for (int a = 0; a < MMQ8_MT; a++)                                          \
                     UNROLL for (int j = 0; j < NT; j++) acc[a][j] += part[(a * NT + j) * L + 32 * w + lane]; \
     }                                                                                             \
-    if (warp != 0) return;                                                                        \
+    if (kw != 0 || idle) return;                                                                  \
     MMQ8_STORE(MMQ8_MT, NT)                                                                       \
 }
 
 /* 64 rows per warp (X read half as often per weight byte) measured slower: too many registers */
-DEFINE_MMQ8P(1)
-DEFINE_MMQ8P(2)
-DEFINE_MMQ8P(4)
-DEFINE_MMQ8P(8)
+DEFINE_MMQ8P(mmq8p, 1, 1)
+DEFINE_MMQ8P(mmq8p, 2, 1)
+DEFINE_MMQ8P(mmq8p, 4, 1)
+DEFINE_MMQ8P(mmq8p, 8, 1)
+DEFINE_MMQ8P(mmq8r, 2, 4)
+DEFINE_MMQ8P(mmq8r, 4, 4)
+DEFINE_MMQ8P(mmq8r, 8, 4)
 
 #endif /* CLG_NVIDIA */

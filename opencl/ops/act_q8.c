@@ -67,7 +67,7 @@ int ops_xq_holds(const ops *o, cl_mem X, uint32_t ldx, uint32_t ntok, uint32_t k
 
 /* the launches that read the int8 X (and so leave it, and X, as they were) */
 static const unsigned char READS_XQ[K_COUNT] = { [K_MVQG] = 1, [K_MMQ8] = 1, [K_MMQ8S] = 1, [K_MMQ8P] = 1,
-                                                 [K_MMQ8_SUM] = 1 };
+                                                 [K_MMQ8R] = 1, [K_MMQ8_SUM] = 1 };
 
 void ops_xq_launched(ops *o, int kind)
 {

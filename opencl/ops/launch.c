@@ -26,6 +26,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMQ8S] = "mmq8s (int8 tensor cores, cp.async)",
     [K_MMQ8P] = "mmq8p (int8 tensor cores, per-warp cp.async)",
     [K_MMQ8_SUM] = "mmq8_sum (k slices added)",
+    [K_MMQ8R] = "mmq8r (int8 tensor cores, cp.async, X shared by 4 warps)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }

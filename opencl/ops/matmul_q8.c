@@ -30,10 +30,11 @@ int ops_q8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
             if (dev_type_has(t, DT_MMQ8) &&
                 nt_kernel(rt, &q->mmq8[nt][t], &q->mmq8_wg[nt][t], "mmq8", t, nt, err, errlen))
                 return -1;
-            /* a ring type's own kernels: mmq8s at 5-8 tokens only, mmq8p at all */
+            /* a ring type's own kernels: mmq8s at 5-8 tokens only, mmq8p at all, mmq8r from 9 */
             if (dev_type_has(t, DT_MMQ8_RING) &&
                 ((nt == 0 && nt_kernel(rt, &q->mmq8s[t], NULL, "mmq8s", t, nt, err, errlen)) ||
-                 nt_kernel(rt, &q->mmq8p[nt][t], &q->mmq8p_wg[nt][t], "mmq8p", t, nt, err, errlen)))
+                 nt_kernel(rt, &q->mmq8p[nt][t], &q->mmq8p_wg[nt][t], "mmq8p", t, nt, err, errlen) ||
+                 (nt > 0 && nt_kernel(rt, &q->mmq8r[nt][t], NULL, "mmq8r", t, nt, err, errlen))))
                 return -1;
         }
     return 0;
@@ -48,6 +49,7 @@ void ops_q8_release(ops *o)
         for (int nt = 0; nt < OPS_MMQ8_NT; nt++) {
             ops_kernel_release(&q->mmq8[nt][t]);
             ops_kernel_release(&q->mmq8p[nt][t]);
+            ops_kernel_release(&q->mmq8r[nt][t]);
         }
     }
     ops_kernel_release(&q->mmq8_sum);
@@ -217,9 +219,14 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         uint32_t stages = o->pol.mmq8p_stages;
         size_t per_warp = ring ? (size_t)stages * (48 * OPS_MMQ8_ROWS + 80 * tpb) : part_per_warp;
         size_t target = o->pol.mmq8p_warps_target;
+        /* mmq8r: 4 warps of 32 rows share one ring, as many stages as fit, k split across groups only */
+        size_t r_stage = 48 * 4 * OPS_MMQ8_ROWS + 80 * tpb, r_stages = o->local_mem / r_stage;
+        if (r_stages > stages) r_stages = stages;
+        int shared = ring && o->q8.mmq8r[nt][w->type] && ntok >= o->pol.mmq8r_min_tok && r_stages >= 2;
         size_t wg = ring ? o->q8.mmq8p_wg[nt][w->type] : o->q8.mmq8_wg[nt][w->type];
-        size_t ks = o->pol.mmq8_warps ? o->pol.mmq8_warps
-                                      : ops_split_k_to(o, tiles * blocks, k / 32, wg, per_warp, 16, target);
+        size_t ks = shared ? 1
+                    : o->pol.mmq8_warps ? o->pol.mmq8_warps
+                                        : ops_split_k_to(o, tiles * blocks, k / 32, wg, per_warp, 16, target);
         /* a product of few rows and long k (FFN down, attention output) whose groups cannot take more
          * warps (at 64 tokens a warp's ring fills the local memory) splits k across groups too: each
          * slice writes its partial Y, mmq8_sum adds them */
@@ -236,7 +243,15 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         }
         size_t lws[2] = { 32 * ks, 1 }, gws[2] = { tiles * lws[0], (size_t)blocks * kg };
         size_t part = ring ? ks * per_warp : ks > 1 ? ks * part_per_warp : sizeof(float);
-        int rc = ring ? OPS_LAUNCH(o, K_MMQ8P, o->q8.mmq8p[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k,
+        if (shared) {
+            lws[0] = 128;
+            gws[0] = (tiles + 3) / 4 * lws[0];
+            stages = (uint32_t)r_stages;
+            part = r_stages * r_stage;
+        }
+        int kind = shared ? K_MMQ8R : K_MMQ8P;
+        cl_kernel kr = shared ? o->q8.mmq8r[nt][w->type] : o->q8.mmq8p[nt][w->type];
+        int rc = ring ? OPS_LAUNCH(o, kind, kr, 2, gws, lws, bytes, 2.0 * ntok * a.rows * k,
                                    A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]),
                                    A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]),
                                    A(a.ld[2]), A(k), A(o->act.xq), A(o->act.xqs), A(ntok), A(tp), A(kg), A(stages),

@@ -47,6 +47,7 @@ enum op_kernel {
     K_MMQ8S,
     K_MMQ8P,
     K_MMQ8_SUM,
+    K_MMQ8R,
     K_COUNT
 };
 
@@ -93,6 +94,8 @@ typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVI
     cl_kernel mmq8s[OPS_T];    /* 5-8 tokens with weights staged by cp.async */
     cl_kernel mmq8p[OPS_MMQ8_NT][OPS_T]; /* the same token counts with a per-warp cp.async ring */
     size_t mmq8p_wg[OPS_MMQ8_NT][OPS_T];
+    cl_kernel mmq8r[OPS_MMQ8_NT][OPS_T]; /* 9-256 tokens with one ring per group of 4 warps, X staged
+                                          * once for their 128 rows (none at 5-8 tokens) */
     cl_kernel mmq8_sum;        /* the k slices' partial Ys of one product added (mma_q8.cl) */
     cl_mem part;               /* those partial Ys (grown on demand) */
     size_t part_bytes;

@@ -39,6 +39,8 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mmq8_warps = 0,
         /* deeper rings take local memory from L1, where a compute unit's row groups share X */
         .mmq8p_stages = 2,
+        /* from two 64-token blocks on; below, mmq8p's per-warp rings measured faster (docs/PERF.md) */
+        .mmq8r_min_tok = 65,
         /* the int8 products twice as many: one unit in flight per warp hides less latency */
         .mmq_warps_target = 2048,
         .mmq8p_warps_target = 4096,
@@ -75,6 +77,7 @@ static const struct policy_name {
     F(MMQ8_SLICE_UNITS, mmq8_slice_units, 1, 1024),
     F(MMQ8_WARPS, mmq8_warps, 0, 16),
     F(MMQ8P_STAGES, mmq8p_stages, 2, 4),
+    F(MMQ8R_MIN_TOK, mmq8r_min_tok, 9, OPS_MMQ8_MAXT + 1),
     F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),
     F(MMQ8P_WARPS_TARGET, mmq8p_warps_target, 1, 1u << 20),
     F(MMT_MIN_GROUPS, mmt_min_groups, 0, 1u << 20),

@@ -22,7 +22,10 @@ typedef struct ops_policy {
     uint32_t mmq8_slices_max;     /* MMQ8_SLICES_MAX: k slices across groups of one int8 tensor-core product at most */
     uint32_t mmq8_slice_units;    /* MMQ8_SLICE_UNITS: ... each leaving every warp this many 64-value units at least */
     uint32_t mmq8_warps;          /* MMQ8_WARPS: warps per mmq8 / mmq8p group (0: split of k chosen per launch) */
-    uint32_t mmq8p_stages;        /* MMQ8P_STAGES: units in flight per mmq8p warp */
+    uint32_t mmq8p_stages;        /* MMQ8P_STAGES: units in flight per mmq8p warp (and per mmq8r group, as
+                                   * many as fit) */
+    uint32_t mmq8r_min_tok;       /* MMQ8R_MIN_TOK: q4_k's products on mmq8r (X shared by 4 warps) from this many
+                                   * tokens, on mmq8p below */
     uint32_t mmq_warps_target;    /* MMQ_WARPS_TARGET: batched products split k until about this many warps */
     uint32_t mmq8p_warps_target;  /* MMQ8P_WARPS_TARGET: the same for the int8 ones (mmq8, mmq8p) */
     /* prefill products */

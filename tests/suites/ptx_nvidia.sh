@@ -28,7 +28,7 @@ else echo "FAIL ptx_int8_decode_kernels:$bad"; fi
 # the int8 tensor-core products: every token width of every type, no stack frame
 bad=""; n=0
 for t in $types; do
-  for f in mmq8 mmq8p; do
+  for f in mmq8 mmq8p mmq8r; do
     for nt in 1 2 4 8; do
       line=$(echo "$out" | grep -m1 "^  ${f}_${t}_$nt ")
       [ -n "$line" ] || continue

@@ -280,6 +280,7 @@ static void matmul_case(const golden *g, uint32_t ntok)
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
                  (O.mm.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
              q8m ? (O.q8.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
+                    O.q8.mmq8r[nt][g->type] && ntok >= O.pol.mmq8r_min_tok ? "mmq8r, X shared by 4 warps" :
                     O.q8.mmq8p[nt][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
                                                                        "mmq8, int8 tensor cores") :
              mma ? "mmq, tensor cores" : q8x ? "mvq, int8 dot" :
@@ -631,6 +632,18 @@ static void test_mmq8_wide(void)
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < sizeof few / sizeof *few; j++)
             if (ops_mmq8_fits(&O, G[i].type, G[i].rows, G[i].cols, few[j])) matmul_case(&G[i], few[j]);
+    /* q4_k on mmq8r from 9 tokens: 4 warps of 32 rows share each unit's X, so a group's warps may lie
+     * in different matrices (Q/K/V of 96 + 64 + 64 rows) or past the last row, and k slices */
+    const golden *q4 = golden_of(GGML_TYPE_Q4_K);
+    O.pol = keep;
+    O.pol.mmq8r_min_tok = 9;
+    static const uint32_t shared[] = { 9, 16, 17, 32, 33, 64, 100, 256 };
+    for (size_t j = 0; q4 && j < sizeof shared / sizeof *shared; j++) matmul_case(q4, shared[j]);
+    multi_case_rows(q4k3, 3, 12, rows);
+    multi_case_rows(q4k3, 3, 70, rows);
+    O.pol.mmq8_slice_units = 1;
+    for (size_t j = 0; q4 && j < sizeof few / sizeof *few; j++)
+        if (few[j] >= 9) matmul_case(q4, few[j]);
     O.pol = keep;
     O.pol.mmq8g_max_tok = keep_g;
 }
