@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/golden/chat_gemma4.json and tests/golden/chat_gemma3.json: conversations and the text
+"""Writes tests/golden/chat_gemma4.json, chat_gemma3.json and chat_qwen35.json: conversations and the text
 jinja2 renders from the real chat templates, checked byte for byte by tests/opencl/io/test_chat_gemma4.c and
 tests/opencl/io/test_chat.c against clgemma's native renderers (opencl/io/chat*.c); and tests/golden/chat_checks.json:
 template texts and whether jinja2 parses them, for the structural check of unknown templates.
@@ -11,6 +11,8 @@ llama.cpp-dir defaults to .cache/llama.cpp (made by deploy/fetch_llama_ref.sh). 
   gemma4-interleaved  llama.cpp's models/templates/google-gemma-4-31B-it-interleaved.jinja
   gemma4-31b          llama.cpp's models/templates/google-gemma-4-31B-it.jinja
   gemma3              google/gemma-3-*-it's tokenizer_config.json chat_template (GEMMA3_TEMPLATE below)
+  qwen35              llama.cpp's models/templates/Qwen3.5-4B.jinja (every conversation, and QWEN_CASES; rendered
+                      with enable_thinking False where a case does not set it, as clgemma's options always do)
 
 Rendering is transformers' own: transformers.utils.chat_template_utils._compile_jinja_template (jinja2's
 ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, loopcontrols, raise_exception,
@@ -418,6 +420,70 @@ CASES = [
 
 GEMMA4_TEMPLATES = ["gemma4", "gemma4-interleaved", "gemma4-31b"]
 
+TR = lambda c: {"role": "tool", "content": c}
+# Qwen 3.5's template on top of CASES: think blocks after the last real query, reasoning from
+# reasoning_content or split off at </think>, tool calls with arguments of every JSON type, tool responses
+# grouped in user turns, user turns that are only tool responses (multi-step), vision parts, and its refusals
+QWEN_CASES = [
+    ("q_reasoning_content_after_query", [U("Is 7 prime?"), {"role": "assistant", "content": "Yes.",
+                                                            "reasoning_content": "  \n7 has no divisors.\n "}],
+     {}, {"add_generation_prompt": False}),
+    ("q_reasoning_before_last_query_dropped", [
+        U("a"), {"role": "assistant", "content": "b", "reasoning_content": "r1"}, U("c")], {},
+     {"add_generation_prompt": True, "enable_thinking": True}),
+    ("q_think_split_from_content", [U("q"), A("<think>\n\nthe reasoning\n\n</think>\n\nthe answer")], {},
+     {"add_generation_prompt": False}),
+    ("q_think_split_odd", [U("q"), A("pre <think>a<think>\nb\n</think>mid</think>\n\nend </think>")], {},
+     {"add_generation_prompt": False}),
+    ("q_reasoning_content_keeps_think_text", [
+        U("q"), {"role": "assistant", "content": "x</think>y", "reasoning_content": "r"}], {},
+     {"add_generation_prompt": False}),
+    ("q_tool_calls_every_type", [
+        U("Weather?"), {"role": "assistant", "content": "Checking.", "tool_calls": [
+            call("get_weather", {"city": "Paris", "days": 3, "hourly": False, "ratio": 0.5, "none": None,
+                                 "list": [1, "a", None, True], "obj": {"k": "v\n\"q\"", "n": [1.0, 1e20]}}, "c1"),
+            call("get_time", {}, "c2")]},
+        TR("sunny"), TR("12:00"), A("Sunny at noon.")], [WEATHER], {"add_generation_prompt": True}),
+    ("q_tool_call_without_content", [U("a"), {"role": "assistant", "content": "  ", "tool_calls": [
+        {"name": "f", "arguments": {"x": "1"}}]}, TR("r")], {}, {"add_generation_prompt": True}),
+    ("q_error_tool_call_arguments_none", [U("a"), {"role": "assistant", "tool_calls": [call("f", None)]}], {},
+     {"add_generation_prompt": True}),
+    ("q_multi_step_tool_responses_in_user_turn", [
+        U("Plan a trip."), {"role": "assistant", "content": "", "reasoning_content": "need weather",
+                            "tool_calls": [call("get_weather", {"city": "Rome"})]},
+        U("<tool_response>\nrain\n</tool_response>"),
+        {"role": "assistant", "content": "Take an umbrella.", "reasoning_content": "it rains"}], [WEATHER],
+     {"add_generation_prompt": False}),
+    ("q_tool_first_message", [TR("orphan"), U("hi")], {}, {"add_generation_prompt": True}),
+    ("q_vision_parts", [S([{"type": "text", "text": "Sys."}]), U([
+        {"type": "image", "image": "x.png"}, {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:"}}, {"type": "video", "video": "v.mp4"}, "a text part"])],
+     {}, {"add_generation_prompt": True}),
+    ("q_error_vision_part_plain_string", [U([{"type": "text", "text": "x"}, "plain"])], {},
+     {"add_generation_prompt": True}),
+    ("q_tool_call_no_arguments_key", [U("a"), {"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": "f"}}, {"name": "g", "arguments": {"k": [{"a": 1}]}}]}, TR("r")],
+     {}, {"add_generation_prompt": True}),
+    ("q_tools_with_system", [S("  Be brief.  "), U("hi")], [WEATHER, NO_PARAMS], {"add_generation_prompt": True}),
+    ("q_tools_with_empty_system", [S("   "), U("hi")], [WEATHER], {"add_generation_prompt": True}),
+    ("q_thinking_off", [U("hi")], {}, {"add_generation_prompt": True, "enable_thinking": False}),
+    ("q_content_none", [U("hi"), {"role": "assistant", "content": None}], {}, {"add_generation_prompt": False}),
+    ("q_error_system_image", [S([{"type": "image"}]), U("hi")], {}, {"add_generation_prompt": True}),
+    ("q_error_system_not_first", [U("hi"), S("late")], {}, {"add_generation_prompt": True}),
+    ("q_error_no_query", [A("hello"), U("<tool_response>x</tool_response>")], {}, {"add_generation_prompt": True}),
+    ("q_error_developer_role", [{"role": "developer", "content": "d"}, U("hi")], {}, {"add_generation_prompt": True}),
+    ("q_error_content_number", [U(5)], {}, {"add_generation_prompt": True}),
+    ("q_error_content_mapping", [U({"text": "x"})], {}, {"add_generation_prompt": True}),
+    ("q_error_part_unknown", [U([{"type": "audio", "audio": "a.wav"}])], {}, {"add_generation_prompt": True}),
+    ("q_error_part_number", [U([5])], {}, {"add_generation_prompt": True}),
+    ("q_error_arguments_string", [U("a"), {"role": "assistant", "tool_calls": [call("f", "{\"x\": 1}")]}], {},
+     {"add_generation_prompt": True}),
+    ("q_error_tool_call_name_missing", [U("a"), {"role": "assistant", "tool_calls": [{"arguments": {}}]}], {},
+     {"add_generation_prompt": True}),
+    ("q_error_empty", [], {}, {"add_generation_prompt": True}),
+]
+QWEN_TEMPLATE = "Qwen3.5-4B.jinja"
+
 # Template texts for the structural check (opencl/io/chat_check.c): whether jinja2 (transformers' environment)
 # parses each is recorded, and the C check must agree. Expressions are not the check's business, so every
 # text here has valid expressions.
@@ -454,8 +520,10 @@ TEMPLATE_CHECKS = [
 ]
 
 
-def render(compiled, conv):
+def render(compiled, conv, thinking_default=None):
     kwargs = dict(conv["options"])
+    if thinking_default is not None:  # clgemma's chat_opts always define it (0 when the request does not ask)
+        kwargs.setdefault("enable_thinking", thinking_default)
     try:
         text = compiled.render(messages=conv["messages"], tools=conv.get("tools"), documents=None,
                                bos_token="<bos>", **kwargs)
@@ -478,17 +546,19 @@ def main():
         "gemma4-interleaved": read(os.path.join(REF, "models", "templates", "google-gemma-4-31B-it-interleaved.jinja")),
         "gemma4-31b": read(os.path.join(REF, "models", "templates", "google-gemma-4-31B-it.jinja")),
         "gemma3": GEMMA3_TEMPLATE,
+        "qwen35": read(os.path.join(REF, "models", "templates", QWEN_TEMPLATE)),
     }
     sources = {
         "gemma4": "tokenizer.chat_template of llama.cpp models/ggml-vocab-gemma-4.gguf (llama-cpp-python 0.3.36 sdist)",
         "gemma4-interleaved": "llama.cpp models/templates/google-gemma-4-31B-it-interleaved.jinja (same sdist)",
         "gemma4-31b": "llama.cpp models/templates/google-gemma-4-31B-it.jinja (same sdist)",
         "gemma3": "google/gemma-3-*-it tokenizer_config.json chat_template",
+        "qwen35": f"llama.cpp models/templates/{QWEN_TEMPLATE} (same sdist)",
     }
     compiled = {k: _compile_jinja_template(v) for k, v in texts.items()}
     # the conversations as the C test reads them: through JSON and back
     convs = []
-    for name, messages, tools, options in CASES:
+    for name, messages, tools, options in CASES + QWEN_CASES:
         c = {"name": name, "messages": messages}
         if tools:
             c["tools"] = tools
@@ -507,7 +577,9 @@ def main():
         json.dump(dict(header, checks=checks), f, ensure_ascii=False, indent=1)
         f.write("\n")
     print(f"tests/golden/chat_checks.json: {len(checks)} templates, {sum(not c['parses'] for c in checks)} do not parse")
-    for out, names in (("tests/golden/chat_gemma4.json", GEMMA4_TEMPLATES), ("tests/golden/chat_gemma3.json", ["gemma3"])):
+    qwen_only = {c[0] for c in QWEN_CASES}
+    for out, names in (("tests/golden/chat_gemma4.json", GEMMA4_TEMPLATES), ("tests/golden/chat_gemma3.json", ["gemma3"]),
+                       ("tests/golden/chat_qwen35.json", ["qwen35"])):
         doc = dict(header)
         doc["templates"] = {k: {"source": sources[k], "fnv1a64": fnv1a64(texts[k]),
                                 "sha256": hashlib.sha256(texts[k].encode()).hexdigest(), "text": texts[k]}
@@ -516,8 +588,10 @@ def main():
         for c in convs:
             if names == ["gemma3"] and not gemma3_applicable(c):
                 continue
+            if (c["name"] in qwen_only) != (names == ["qwen35"]) and c["name"] in qwen_only:
+                continue
             r = dict(c)
-            r["render"] = {k: render(compiled[k], c) for k in names}
+            r["render"] = {k: render(compiled[k], c, False if k == "qwen35" else None) for k in names}
             cases.append(r)
         doc["cases"] = cases
         with open(out, "w", encoding="utf-8", newline="\n") as f:

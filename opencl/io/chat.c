@@ -25,9 +25,11 @@ static const chat_tpl_info tpl_info[CHAT_TPL_COUNT] = {
     [CHAT_TPL_GEMMA4] = { "gemma4", CHAT_GEMMA4, 0x8db03aa6cb1ffc2full, 12044 },
     [CHAT_TPL_GEMMA4_INTERLEAVED] = { "gemma4-interleaved", CHAT_GEMMA4, 0x1e244f9a64c9873full, 12751 },
     [CHAT_TPL_GEMMA4_31B] = { "gemma4-31b", CHAT_GEMMA4, 0xecf8ed96903a3852ull, 16447 },
+    [CHAT_TPL_QWEN35] = { "qwen35", CHAT_QWEN35, 0xf07c510f47fbaca0ull, 7756 },
 };
 
-static const chat_kind family_default[] = { [CHAT_GEMMA3] = CHAT_TPL_GEMMA3, [CHAT_GEMMA4] = CHAT_TPL_GEMMA4_31B };
+static const chat_kind family_default[] = { [CHAT_GEMMA3] = CHAT_TPL_GEMMA3, [CHAT_GEMMA4] = CHAT_TPL_GEMMA4_31B,
+                                            [CHAT_QWEN35] = CHAT_TPL_QWEN35 };
 
 /* control-token texts the templates write; template literals are split at these */
 static const char *const specials_gemma3[] = { "<start_of_turn>", "<end_of_turn>", "<start_of_image>", NULL };
@@ -35,6 +37,14 @@ static const char *const specials_gemma4[] = {
     "<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>", "<|tool>", "<tool|>", "<|tool_call>",
     "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>", "<|image|>", "<|audio|>", "<|video|>", NULL
 };
+/* Qwen's added tokens the template writes (<think> and the tool tags are added tokens, not plain text) */
+static const char *const specials_qwen35[] = {
+    "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>",
+    "</tool_response>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", NULL
+};
+static const char *const *const family_specials[] = { [CHAT_GEMMA3] = specials_gemma3,
+                                                      [CHAT_GEMMA4] = specials_gemma4,
+                                                      [CHAT_QWEN35] = specials_qwen35 };
 
 const char *chat_kind_name(chat_kind k) { return k < CHAT_TPL_COUNT ? tpl_info[k].name : "?"; }
 chat_family chat_kind_family(chat_kind k) { return k < CHAT_TPL_COUNT ? tpl_info[k].family : CHAT_GEMMA3; }
@@ -214,9 +224,10 @@ int chat_render(chat_kind k, json_object *messages, json_object *tools, const ch
     char dummy[1];
     chat_out o = { .err = errlen ? err : dummy, .errlen = errlen ? errlen : 1 };
     o.err[0] = 0;
-    o.specials = tpl_info[k < CHAT_TPL_COUNT ? k : 0].family == CHAT_GEMMA4 ? specials_gemma4 : specials_gemma3;
+    o.specials = family_specials[tpl_info[k < CHAT_TPL_COUNT ? k : 0].family];
     if (!messages || json_object_get_type(messages) != json_type_array) co_fail(&o, "messages must be an array");
     else if (k == CHAT_TPL_GEMMA3) chat_render_gemma3(&o, messages, opt);
+    else if (k == CHAT_TPL_QWEN35) chat_render_qwen35(&o, messages, tools, opt);
     else chat_render_gemma4(&o, k, messages, tools, opt);
     if (!o.failed && !o.t.p) { /* an empty rendering still gets its terminator */
         o.t.p = calloc(1, 1);

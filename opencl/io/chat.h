@@ -15,7 +15,7 @@
 struct json_object;
 
 /* the template families; an architecture names its family in its row (models/registry.c) */
-typedef enum chat_family { CHAT_GEMMA3 = 0, CHAT_GEMMA4 = 1 } chat_family;
+typedef enum chat_family { CHAT_GEMMA3 = 0, CHAT_GEMMA4 = 1, CHAT_QWEN35 = 2 } chat_family;
 
 /* the templates clgemma renders */
 typedef enum chat_kind {
@@ -24,6 +24,7 @@ typedef enum chat_kind {
     CHAT_TPL_GEMMA4_INTERLEAVED, /* llama.cpp models/templates/google-gemma-4-31B-it-interleaved.jinja */
     CHAT_TPL_GEMMA4_31B,         /* llama.cpp models/templates/google-gemma-4-31B-it.jinja: tool results
                                   * folded into the model turn; Gemma 4's family default */
+    CHAT_TPL_QWEN35,             /* llama.cpp models/templates/Qwen3.5-4B.jinja */
     CHAT_TPL_COUNT
 } chat_kind;
 
@@ -44,7 +45,8 @@ chat_kind chat_pick(chat_family family, const char *tmpl, size_t n, char *note, 
 
 typedef struct chat_opts {
     int add_generation_prompt;
-    int enable_thinking;     /* Gemma 4's <|think|>; the templates read no reasoning_effort */
+    int enable_thinking;     /* Gemma 4's <|think|>, Qwen's open <think> (0: the empty think block); the templates
+                              * read no reasoning_effort */
     const char *bos;         /* bos_token text the template starts with ("<bos>"), NULL for none */
 } chat_opts;
 

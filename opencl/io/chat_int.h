@@ -61,6 +61,8 @@ void py_str(strbuf *b, json_object *v);
 void py_repr(strbuf *b, json_object *v);
 /* repr of a float: shortest round-trip digits in Python's layout ("1e+16", "0.1", "100.0") */
 void py_float_repr(char out[40], double d);
+/* json.dumps(v, ensure_ascii=False), as transformers' tojson filter writes it, appended to b */
+void py_tojson(strbuf *b, json_object *v);
 /* str.strip() bounds (Python's Unicode whitespace) */
 void py_strip(const char **s, size_t *n);
 /* str.upper() / str.lower() appended to b (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, fullwidth) */
@@ -78,5 +80,6 @@ int py_each_str(chat_out *o, json_object *v, py_each_fn fn, void *ctx);
 /* renderers */
 void chat_render_gemma3(chat_out *o, json_object *messages, const chat_opts *opt);
 void chat_render_gemma4(chat_out *o, chat_kind k, json_object *messages, json_object *tools, const chat_opts *opt);
+void chat_render_qwen35(chat_out *o, json_object *messages, json_object *tools, const chat_opts *opt);
 
 #endif

@@ -247,18 +247,42 @@ static void scalar(strbuf *b, json_object *v)
     }
 }
 
-void py_repr(strbuf *b, json_object *v)
+/* Python's json.dumps(v, ensure_ascii=False): ", " and ": " separators, control characters, quote and
+ * backslash escaped, everything else as it is; floats as repr (NaN, Infinity as Python writes them) */
+static void json_string(strbuf *b, const char *s, size_t n)
 {
-    if (v == PY_UNDEF) return;
-    if (!v) { sb_puts(b, "None"); return; }
+    sb_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" :
+                        c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        char u[8];
+        if (!e && c < 0x20) {
+            snprintf(u, sizeof u, "\\u%04x", c);
+            e = u;
+        }
+        if (e) sb_puts(b, e);
+        else sb_put(b, s + i, 1);
+    }
+    sb_puts(b, "\"");
+}
+
+/* repr(v) (json 0) or json.dumps(v, ensure_ascii=False) (json 1): containers alike, strings and scalars as
+ * each writes them */
+static void dump(strbuf *b, json_object *v, int json)
+{
+    if (v == PY_UNDEF && !json) return;
+    if (!v || v == PY_UNDEF) { sb_puts(b, json ? "null" : "None"); return; }
     switch (json_object_get_type(v)) {
-    case json_type_string: repr_string(b, json_object_get_string(v), (size_t)json_object_get_string_len(v)); break;
+    case json_type_string:
+        (json ? json_string : repr_string)(b, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+        break;
     case json_type_array: {
         size_t n = json_object_array_length(v);
         sb_puts(b, "[");
         for (size_t i = 0; i < n; i++) {
             if (i) sb_puts(b, ", ");
-            py_repr(b, json_object_array_get_idx(v, i));
+            dump(b, json_object_array_get_idx(v, i), json);
         }
         sb_puts(b, "]");
         break;
@@ -269,16 +293,31 @@ void py_repr(strbuf *b, json_object *v)
         json_object_object_foreach(v, k, val) {
             if (!first) sb_puts(b, ", ");
             first = 0;
-            repr_string(b, k, strlen(k));
+            (json ? json_string : repr_string)(b, k, strlen(k));
             sb_puts(b, ": ");
-            py_repr(b, val);
+            dump(b, val, json);
         }
         sb_puts(b, "}");
+        break;
+    }
+    case json_type_boolean:
+        if (json) sb_puts(b, json_object_get_boolean(v) ? "true" : "false");
+        else scalar(b, v);
+        break;
+    case json_type_double: {
+        double x = json_object_get_double(v);
+        if (json && x != x) sb_puts(b, "NaN");
+        else if (json && (x > 1.7976931348623157e308 || x < -1.7976931348623157e308))
+            sb_puts(b, x > 0 ? "Infinity" : "-Infinity");
+        else scalar(b, v);
         break;
     }
     default: scalar(b, v);
     }
 }
+
+void py_repr(strbuf *b, json_object *v) { dump(b, v, 0); }
+void py_tojson(strbuf *b, json_object *v) { dump(b, v, 1); }
 
 void py_str(strbuf *b, json_object *v)
 {

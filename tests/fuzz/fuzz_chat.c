@@ -35,7 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     chat_opts o = { (flags >> 2) & 1, (flags >> 3) & 1, (flags >> 4) & 1 ? "<bos>" : NULL };
     chat_text t;
     char err[256];
-    int rc = chat_render((chat_kind)(flags & 3), msgs, tools, &o, &t, err, sizeof err);
+    /* bits 0, 1 and 7: every template */
+    int rc = chat_render((chat_kind)(((flags & 3) | ((flags >> 5) & 4)) % CHAT_TPL_COUNT), msgs, tools, &o, &t, err,
+                         sizeof err);
     if (rc == 0) {
         ASSERT(t.text && t.text[t.len] == 0);
         for (int i = 0; i < t.n_special; i++) {

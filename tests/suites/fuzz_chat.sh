@@ -11,7 +11,7 @@ if ! command -v "$cc" >/dev/null 2>&1; then
   echo "FAIL fuzz_chat: $cc not found (libFuzzer needs clang)"; exit 1
 fi
 if ! "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 -Wall -Wextra -D_GNU_SOURCE \
-     -Iopencl -Iopencl/io -Iopencl/include tests/fuzz/fuzz_chat.c opencl/io/chat.c opencl/io/chat_py.c opencl/io/chat_gemma4.c opencl/io/chat_check.c \
+     -Iopencl -Iopencl/io -Iopencl/include tests/fuzz/fuzz_chat.c opencl/io/chat.c opencl/io/chat_py.c opencl/io/chat_gemma4.c opencl/io/chat_qwen35.c opencl/io/chat_check.c \
      opencl/io/tokenizer*.c opencl/io/gguf.c opencl/errf.c -ljson-c -lpcre2-8 -lm -o "$out/fuzz_chat" 2> "$out/chat-build.log" ||
    [ -s "$out/chat-build.log" ]; then
   echo "FAIL fuzz_chat: build failed or warned"; cat "$out/chat-build.log"; exit 1

@@ -1,9 +1,10 @@
-/* Gemma 4 chat templates against jinja2: every conversation of tests/golden/chat_gemma4.json (rendered by
- * tools/gen_chat_corpus.py with transformers' jinja2 environment from the GGUF's own tokenizer.chat_template
- * and llama.cpp's two 31B templates) must render byte-identical, or be refused where jinja2 raised. Also:
- * each template text in the corpus is recognised as its renderer, and the control-token spans the renderer
- * marks are exactly the template's own (conversation text holding control-token text gets none).
- * One PASS line per conversation and template. Reference: jinja2 3.1.6 via transformers; tolerance: none. */
+/* Chat templates against jinja2: every conversation of tests/golden/chat_gemma4.json and chat_qwen35.json
+ * (rendered by tools/gen_chat_corpus.py with transformers' jinja2 environment from the GGUF's own
+ * tokenizer.chat_template, llama.cpp's two Gemma 4 31B templates and its Qwen3.5-4B.jinja) must render
+ * byte-identical, or be refused where jinja2 raised. Also: each template text in a corpus is recognised as its
+ * renderer, and the control-token spans the renderer marks are exactly the template's own (conversation text
+ * holding control-token text gets none). One PASS line per conversation and template. Reference: jinja2
+ * 3.1.6 via transformers; tolerance: none. */
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,24 +59,48 @@ static void check_case(json_object *c, const char *tpl, json_object *want)
     chat_text_free(&t);
 }
 
-/* Control-token spans are the template's own: the conversation with its control-token texts defused
- * ("<|" -> "<!", "|>" -> "!>", same length; a model turn's content keeps its thought markers, which the
- * template consumes) must give the same spans, and its text must hold control-token text nowhere else. */
-static const char *const specials[] = { "<bos>", "<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>",
-                                        "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
-                                        "<tool_response|>", "<|\"|>", "<|image|>", "<|audio|>", "<|video|>" };
+/* Control-token spans are the template's own: the conversation with its control-token texts defused (the
+ * second character of each made '!', same length; texts the template itself parses out of content are kept:
+ * Gemma's thought markers and Qwen's think tags in a model turn, Qwen's tool-response tags in a user turn,
+ * which tell a tool result from a query) must give the same spans, and its text must hold control-token
+ * text nowhere else. */
+typedef struct family_specials {
+    const char *const *all;   /* NULL-terminated */
+    const char *const *model; /* kept in an assistant / model turn's content */
+    const char *const *user;  /* kept in a user turn's content */
+} family_specials;
+static const char *const g4_all[] = { "<bos>", "<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>",
+                                      "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
+                                      "<tool_response|>", "<|\"|>", "<|image|>", "<|audio|>", "<|video|>", NULL };
+static const char *const g4_model[] = { "<|channel>", "<channel|>", NULL };
+static const char *const q35_all[] = { "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>",
+                                       "</tool_call>", "<tool_response>", "</tool_response>", "<|vision_start|>",
+                                       "<|vision_end|>", "<|image_pad|>", "<|video_pad|>", NULL };
+static const char *const q35_model[] = { "<think>", "</think>", NULL };
+static const char *const q35_user[] = { "<tool_response>", "</tool_response>", NULL };
+static const char *const none[] = { NULL };
+static const family_specials G4 = { g4_all, g4_model, none }, Q35 = { q35_all, q35_model, q35_user };
 
-static json_object *defuse(json_object *v, int keep_channel)
+static const family_specials *specials_of(const char *tpl) { return !strcmp(tpl, "qwen35") ? &Q35 : &G4; }
+
+static int listed(const char *const *l, const char *s, size_t n)
+{
+    for (; *l; l++)
+        if (strlen(*l) <= n && !strncmp(s, *l, strlen(*l))) return (int)strlen(*l);
+    return 0;
+}
+
+static json_object *defuse(json_object *v, const family_specials *f, const char *const *keep)
 {
     switch (json_object_get_type(v)) {
     case json_type_string: {
         size_t n = (size_t)json_object_get_string_len(v);
         char *s = malloc(n + 1);
         memcpy(s, json_object_get_string(v), n + 1);
-        for (size_t p = 0; p + 1 < n; p++) {
-            if (keep_channel && (!strncmp(s + p, "<|channel>", 10) || !strncmp(s + p, "<channel|>", 10))) { p += 9; continue; }
-            if (s[p] == '<' && s[p + 1] == '|') s[p + 1] = '!';
-            else if (s[p] == '|' && s[p + 1] == '>') s[p] = '!';
+        for (size_t p = 0; p < n; p++) {
+            int l = listed(keep, s + p, n - p);
+            if (l) { p += (size_t)l - 1; continue; }
+            if (listed(f->all, s + p, n - p)) s[p + 1] = '!';
         }
         json_object *r = json_object_new_string_len(s, (int)n);
         free(s);
@@ -84,15 +109,18 @@ static json_object *defuse(json_object *v, int keep_channel)
     case json_type_array: {
         json_object *r = json_object_new_array();
         for (size_t i = 0; i < json_object_array_length(v); i++)
-            json_object_array_add(r, defuse(json_object_array_get_idx(v, i), keep_channel));
+            json_object_array_add(r, defuse(json_object_array_get_idx(v, i), f, keep));
         return r;
     }
     case json_type_object: {
         json_object *r = json_object_new_object(), *role;
-        int model = json_object_object_get_ex(v, "role", &role) && json_object_get_type(role) == json_type_string &&
-                    (!strcmp(json_object_get_string(role), "assistant") || !strcmp(json_object_get_string(role), "model"));
+        int str = json_object_object_get_ex(v, "role", &role) && json_object_get_type(role) == json_type_string;
+        const char *rs = str ? json_object_get_string(role) : "";
+        const char *const *mine = !strcmp(rs, "assistant") || !strcmp(rs, "model") ? f->model
+                                  : !strcmp(rs, "user")                             ? f->user
+                                                                                    : NULL;
         json_object_object_foreach(v, k, x)
-            json_object_object_add(r, k, defuse(x, model ? !strcmp(k, "content") : keep_channel));
+            json_object_object_add(r, k, defuse(x, f, mine && !strcmp(k, "content") ? mine : keep));
         return r;
     }
     default: return json_object_get(v);
@@ -104,7 +132,8 @@ static void check_spans(json_object *c, const char *tpl)
     const char *name = json_object_get_string(json_object_object_get(c, "name"));
     chat_opts o = { 1, 0, "<bos>" };
     json_object *msgs = json_object_object_get(c, "messages"), *tools = json_object_object_get(c, "tools");
-    json_object *dm = defuse(msgs, 0), *dt = tools ? defuse(tools, 0) : NULL;
+    const family_specials *f = specials_of(tpl);
+    json_object *dm = defuse(msgs, f, none), *dt = tools ? defuse(tools, f, none) : NULL;
     chat_text a, b;
     char err[256];
     int ra = chat_render(kind_of(tpl), msgs, tools, &o, &a, err, sizeof err);
@@ -120,37 +149,36 @@ static void check_spans(json_object *c, const char *tpl)
     if (a.n_special != b.n_special) why = "span counts differ";
     for (int i = 0; !why && i < a.n_special; i++)
         if (a.special[i].off != b.special[i].off || a.special[i].len != b.special[i].len) why = "span offsets differ";
-    /* every control-token text in the defused rendering is a span */
+    /* every control-token text in the defused rendering is a span (but for texts kept in conversation
+     * text, which may also stand there) */
     int found = 0;
-    for (size_t p = 0; !why && p < b.len; p++)
-        for (size_t s = 0; s < sizeof specials / sizeof specials[0]; s++) {
-            size_t l = strlen(specials[s]);
-            if (p + l <= b.len && !memcmp(b.text + p, specials[s], l)) {
-                int ok = 0;
-                for (int i = 0; i < b.n_special; i++) ok |= b.special[i].off == p && b.special[i].len == l;
-                if (!ok) why = "control-token text outside a span";
-                found++;
-            }
-        }
+    for (size_t p = 0; !why && p < b.len; p++) {
+        int l = listed(f->all, b.text + p, b.len - p);
+        if (!l) continue;
+        int ok = 0;
+        for (int i = 0; i < b.n_special; i++) ok |= b.special[i].off == p && b.special[i].len == (size_t)l;
+        if (ok) found++;
+        else if (!listed(f->model, b.text + p, b.len - p) && !listed(f->user, b.text + p, b.len - p))
+            why = "control-token text outside a span";
+    }
     if (!why && found != b.n_special) why = "a span that is not control-token text";
     if (why) { printf("FAIL chat_gemma4 spans %s %s: %s\n", tpl, name, why); fails++; }
     chat_text_free(&a);
     chat_text_free(&b);
 }
 
-/* argument: another corpus of the same form (tools/gen_chat_fuzz.py writes random ones) */
-int main(int argc, char **argv)
+static int corpus(const char *path)
 {
-    const char *path = argc > 1 ? argv[1] : "tests/golden/chat_gemma4.json";
     json_object *doc = json_object_from_file(path);
-    if (!doc) { printf("FAIL chat_gemma4: cannot read %s\n", path); return 1; }
+    if (!doc) { printf("FAIL chat_gemma4: cannot read %s\n", path); fails++; return 0; }
     json_object *tpls = json_object_object_get(doc, "templates");
     json_object_object_foreach(tpls, name, t) {
         json_object *text = json_object_object_get(t, "text");
         char note[512];
-        chat_kind k = chat_pick(kind_of(name) == CHAT_TPL_GEMMA3 ? CHAT_GEMMA3 : CHAT_GEMMA4, json_object_get_string(text), (size_t)json_object_get_string_len(text), note,
-                                sizeof note);
-        if (kind_of(name) == CHAT_TPL_COUNT || k != kind_of(name) || note[0]) {
+        chat_kind want = kind_of(name);
+        chat_kind k = chat_pick(chat_kind_family(want), json_object_get_string(text),
+                                (size_t)json_object_get_string_len(text), note, sizeof note);
+        if (want == CHAT_TPL_COUNT || k != want || note[0]) {
             printf("FAIL chat_gemma4 recognise %s: picked %s (%s)\n", name, chat_kind_name(k), note);
             fails++;
         } else {
@@ -167,7 +195,16 @@ int main(int argc, char **argv)
             n++;
         }
     }
-    printf("%d renderings, %d failed\n", n, fails);
     json_object_put(doc);
+    return n;
+}
+
+/* argument: another corpus of the same form (tools/gen_chat_fuzz.py writes random ones) */
+int main(int argc, char **argv)
+{
+    int n = 0;
+    if (argc > 1) n += corpus(argv[1]);
+    else n += corpus("tests/golden/chat_gemma4.json") + corpus("tests/golden/chat_qwen35.json");
+    printf("%d renderings, %d failed\n", n, fails);
     return fails ? 1 : 0;
 }
