@@ -6,15 +6,22 @@
  * launch, in place and slot to slot, both head orders), op_rmsnorm_gated, and the refusals.
  *
  * Tolerances (relative L2 against float64, kernels_fixture.h):
- *   TOL_RED 1e-4 for every output: each is a chain of FP32 dot products of length dk (128) per token;
- *     the recurrence does not amplify their rounding (e^g <= 1, and I − βkkᵀ with |k| = 1, β < 1
- *     contracts), so the error stays near single-precision roundoff times sqrt(dk) whatever the run
- *     length; the chunk form's triangular solve has unit diagonal and |A_ij| <= 1.
- *   the conv state carried across launches: bit-equal to one launch (the same taps of the same inputs). */
+ *   TOL_SCAN 1e-5 for op_delta_scan's outputs and states: each is a chain of FP32 dot products of
+ *     length dk (128) per token, and the recurrence does not amplify their rounding (e^g <= 1; with
+ *     |k| = 1 and β < 1, I − βkkᵀ contracts; the chunk form's triangular solve has a unit diagonal and
+ *     |A_ij| < 1), so the error stays near FP32 roundoff whatever the run length: measured <= 5.1e-7
+ *     on PoCL (300-token runs, both paths), 20x below the tolerance, for other devices' orders of
+ *     summation; a dropped term (β, a decay) costs 1e-2 or more.
+ *   TOL_RED 1e-4 for the conv output and the gated norm (reductions, as the other kernel tests);
+ *   TOL_ELEM 1e-5 for β, g and the conv state (elementwise or copies); the conv state carried across
+ *     launches bit-equal to one launch (the same taps of the same inputs).
+ * The device ops were checked once against transformers 5.23.0's own functions (causal_conv1d_update,
+ * l2norm, torch_recurrent/chunk_gated_delta_rule, Qwen3_5RMSNormGated; grouped heads, 70 tokens):
+ * relative L2 <= 4.1e-7, and 1.8e-6 against its FP32 chunk form. */
 #include "kernels_fixture.h"
 
 #define KC 4
-#define TOL_SCAN TOL_RED
+#define TOL_SCAN 1e-5
 
 typedef struct layer {
     delta_shape sh;
