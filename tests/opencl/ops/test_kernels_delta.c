@@ -312,6 +312,22 @@ static void test_delta_scan_heads(void)
     scan_case_free(&c);
 }
 
+/* a decode-like batch: sixteen sequences, most of one token, at scattered positions */
+static void test_delta_scan_decode_batch(void)
+{
+    reseed(__func__);
+    uint32_t lens[16], pos[16];
+    for (uint32_t i = 0; i < 16; i++) {
+        lens[i] = i == 7 ? 17 : i == 12 ? 40 : irand(4) ? 1 : 2 + irand(4);
+        pos[i] = irand(2000);
+    }
+    scan_case c;
+    scan_case_make(&c, 2, 4, 1, 16, lens, pos);
+    scan_run(&c, 32, 32, 32, NULL); /* all on delta_step */
+    scan_run(&c, 32, 2, 64, NULL);  /* the runs of 2 tokens or more chunked */
+    scan_case_free(&c);
+}
+
 /* delta_step over every run equals the chunk form over every run, within FP32 roundoff */
 static void test_delta_step_vs_chunks(void)
 {
@@ -595,6 +611,7 @@ int main(void)
     RUN_TEST(test_delta_conv_split);
     RUN_TEST(test_delta_scan_runs);
     RUN_TEST(test_delta_scan_heads);
+    RUN_TEST(test_delta_scan_decode_batch);
     RUN_TEST(test_delta_step_vs_chunks);
     RUN_TEST(test_delta_scan_split);
     RUN_TEST(test_rmsnorm_gated);
