@@ -48,6 +48,7 @@ inline float clg_sinf_(float x) { float r; __asm__("sin.approx.ftz.f32 %0, %1;" 
 inline float clg_cosf_(float x) { float r; __asm__("cos.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 #define log(x) clg_logf_(x)
 #define native_log(x) clg_logf_(x)
+#define log1p(x) clg_logf_(1.0f + (x))
 #define sin(x) clg_sinf_(x)
 #define cos(x) clg_cosf_(x)
 #define native_sin(x) clg_sinf_(x)

@@ -17,6 +17,8 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MOE_UP] = "g4_moe_up", [K_GEGLU_SPLIT] = "g4_geglu_split", [K_MOE_DOWN] = "g4_moe_down",
     [K_PLE_GATE] = "g4_ple_gate", [K_MOE_SORT] = "g4_moe_sort", [K_MOE_COMBINE] = "g4_moe_combine",
     [K_LOGITS_CONSTRAIN] = "logits_constrain", [K_LOGPROBS] = "logprobs", [K_SAMPLE_TOPK] = "sample_topk",
+    [K_DELTA_CONV] = "delta_conv", [K_DELTA_STEP] = "delta_step", [K_DELTA_PREP] = "delta_chunk_prep",
+    [K_DELTA_SCAN] = "delta_chunk_scan", [K_RMSNORM_GATED] = "rmsnorm_gated",
     [K_MVQ] = "mvq (int8 dot GEMV)",
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
@@ -61,7 +63,7 @@ static const struct family {
     { ops_q8_init, ops_q8_release },     { ops_act_init, ops_act_release },   { ops_norm_init, ops_norm_release },
     { ops_rope_init, ops_rope_release }, { ops_attn_init, ops_attn_release }, { ops_rows_init, ops_rows_release },
     { ops_logits_init, ops_logits_release },
-    { ops_moe_init, ops_moe_release },
+    { ops_moe_init, ops_moe_release },   { ops_delta_init, ops_delta_release },
 };
 
 int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)

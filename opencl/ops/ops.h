@@ -1,6 +1,6 @@
 /* ops.h — the op API: host-side launchers for the kernels in opencl/kernels, one file per family
  * in opencl/ops (launch.c: the context; matmul.c, matmul_q8.c, act_q8.c, norm.c, rope.c,
- * attention.c, rows.c, logits.c, moe.c). Each op enqueues work on the runtime's in-order queue and returns at
+ * attention.c, rows.c, logits.c, moe.c, delta.c). Each op enqueues work on the runtime's in-order queue and returns at
  * once (no clFinish); a failure is kept in the context (sticky, below). */
 #ifndef CLGEMMA_OPS_H
 #define CLGEMMA_OPS_H
@@ -37,6 +37,7 @@ enum op_kernel {
     K_MV, K_DEQ, K_EMB, K_MMQ, K_GEMM,
     K_MV_ANY, K_ROUTER, K_MOE_UP, K_GEGLU_SPLIT, K_MOE_DOWN, K_PLE_GATE, K_MOE_SORT, K_MOE_COMBINE,
     K_LOGITS_CONSTRAIN, K_LOGPROBS, K_SAMPLE_TOPK,
+    K_DELTA_CONV, K_DELTA_STEP, K_DELTA_PREP, K_DELTA_SCAN, K_RMSNORM_GATED,
     K_MVQ,            /* NVIDIA only from here on */
     K_MMT, K_MMT_CVT,
     K_MMQ8, K_Q8X,
@@ -152,6 +153,12 @@ typedef struct ops_moe {       /* moe.c */
     cl_kernel mvqe[OPS_T];     /* decode expert products on int8 dot products (NVIDIA; DT_GEMV_Q8 types) */
 } ops_moe;
 
+typedef struct ops_delta {     /* delta.c: the gated-delta layers */
+    cl_kernel conv, conv_state, step, prep, scan, norm_gated;
+    cl_mem wu, pg;             /* the chunk form's per-token scratch (grown on demand) */
+    size_t wu_bytes, pg_bytes;
+} ops_delta;
+
 typedef struct ops {
     cl_runtime *rt;
     int has_mma;               /* tensor-core kernels built (NVIDIA) */
@@ -170,6 +177,7 @@ typedef struct ops {
     ops_rows rows;
     ops_logits logits;
     ops_moe moe;
+    ops_delta delta;
     /* profiling (bench --profile): time and launches per op kind */
     double prof_ms[K_COUNT];
     long prof_n[K_COUNT];
@@ -359,6 +367,42 @@ int op_geglu_split(ops *o, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel);
  * path needs it materialised (the int8 decode path folds it into its X quantization). */
 int op_moe_down(ops *o, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel, cl_mem wsel,
                 uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok);
+
+/* delta.c: the gated-delta (linear attention) layers of Qwen 3.5 / 3.6 on FP32 state (kernels/delta.cl
+ * gives the math and layouts). A forward's T token rows are cut into runs, one per sequence: */
+typedef struct delta_run {
+    int32_t t0, len;            /* first token row, tokens (>= 1) */
+    int32_t pos;                /* the sequence position of the first token (chunks end at multiples of C) */
+    int32_t src, dst;           /* state slots read and written (equal: in place) */
+} delta_run;
+#define OPS_DELTA_RUN_INTS 5    /* DR_INTS in delta.cl */
+#define OPS_DELTA_DK_MAX 128    /* DELTA_DK_MAX */
+#define OPS_DELTA_C_MAX 64      /* DELTA_C_MAX */
+#define OPS_DELTA_KC_MAX 8
+/* the runs on the host (sorted by t0, not overlapping, t0 + len <= ntok; a run's dst is no other run's
+ * src or dst) and the same table on the device */
+typedef struct delta_runs { const delta_run *h; cl_mem d; uint32_t n, ntok; } delta_runs;
+/* a layer's shape: Hk q/k heads of dk, Hv value heads of dv (a multiple of Hk), conv kernel kc;
+ * tiled: value head h reads q/k head h % Hk (the GGUF's order), else h / (Hv / Hk) */
+typedef struct delta_shape { uint32_t hk, hv, dk, dv, kc; int tiled; } delta_shape;
+/* the layer's state: n_slots slots of slot_floats floats, the conv state [kc-1][Dc] at conv_off and
+ * S [Hv][dk][dv] at ssm_off within each */
+typedef struct delta_state { cl_mem buf; uint32_t n_slots, slot_floats, conv_off, ssm_off; } delta_state;
+/* The conv of the runs' rows of x [T][Dc] (Dc = 2·Hk·dk + Hv·dv: q, k, v) with weights cw [Dc][kc],
+ * earlier inputs from each run's source slot, then SiLU, into y [T][Dc] (y != x): q and k heads
+ * L2-normalised (x·rsqrt(Σx² + eps)), q also times dk^-1/2; beta [T][Hv] = sigmoid(b), g [T][Hv] =
+ * ssm_a · softplus(a + dt_bias) (ssm_a = −exp(A_log), as the GGUF holds it); each run's last kc-1 raw
+ * inputs to its destination slot's conv state. Rows outside the runs are not written. */
+int op_delta_conv(ops *o, const delta_shape *sh, const delta_runs *r, cl_mem x, cl_mem cw, cl_mem a, cl_mem b,
+                  cl_mem ssm_a, cl_mem dt_bias, float eps, const delta_state *st, cl_mem y, cl_mem beta, cl_mem g);
+/* The delta rule over each run from its source slot's S to its destination slot's, with y, beta, g
+ * as op_delta_conv left them: per token S ← e^g S; u = β(v − Sᵀk); S ← S + k uᵀ; out [T][Hv][dv] =
+ * Sᵀq. Runs shorter than the policy's delta_chunk_min on delta_step, the others on the chunk form
+ * (chunks of delta_chunk tokens at absolute positions). */
+int op_delta_scan(ops *o, const delta_shape *sh, const delta_runs *r, cl_mem y, cl_mem beta, cl_mem g,
+                  const delta_state *st, cl_mem out);
+/* y = x·rsqrt(mean(x²) + eps)·w·silu(z) per row of n values (rows of x, z, y alike; w [n]; y may be x) */
+int op_rmsnorm_gated(ops *o, cl_mem x, cl_mem z, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps);
 
 void ops_profile_reset(ops *o);
 /* prints the per-op profile table to stderr */

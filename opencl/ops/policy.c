@@ -54,6 +54,12 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .attn_decq_max_tok = 4,
         /* a decode step's few rows run faster on qkv_rope's groups */
         .qkv_rope_w_min_rows = 2048,
+        /* a KV block: every block end is a chunk end, where prefix snapshots are taken */
+        .delta_chunk = 32,
+        /* a run shorter than a chunk has no product to share across tokens (decode, drafts) */
+        .delta_chunk_min = 32,
+        /* dv / 32 groups per head and run; the chunk scan's slice of S is then 16 KiB of local memory */
+        .delta_cols = 32,
     };
 }
 
@@ -85,6 +91,9 @@ static const struct policy_name {
     F(ATTN_GROUPS_PER_CU, attn_groups_per_cu, 1, 1024),
     F(ATTN_DECQ_MAX_TOK, attn_decq_max_tok, 1, 256),
     F(QKV_ROPE_W_MIN_ROWS, qkv_rope_w_min_rows, 0, UINT32_MAX),
+    F(DELTA_CHUNK, delta_chunk, 1, OPS_DELTA_C_MAX),
+    F(DELTA_CHUNK_MIN, delta_chunk_min, 1, UINT32_MAX),
+    F(DELTA_COLS, delta_cols, 1, 256),
 #undef F
 };
 

@@ -38,6 +38,11 @@ typedef struct ops_policy {
     uint32_t attn_decq_max_tok;   /* ATTN_DECQ_MAX_TOK: decode batches of up to this many tokens run qkv_rope inside
                                    * the attention launch (attn_decq) */
     uint32_t qkv_rope_w_min_rows; /* QKV_ROPE_W_MIN_ROWS: qkv_rope with a warp per head row from this many rows */
+    /* gated-delta layers */
+    uint32_t delta_chunk;         /* DELTA_CHUNK: tokens per chunk of the chunked scan (C, 1..64) */
+    uint32_t delta_chunk_min;     /* DELTA_CHUNK_MIN: runs of this many tokens or more take the chunked scan,
+                                   * shorter ones delta_step */
+    uint32_t delta_cols;          /* DELTA_COLS: columns of S per work-group of delta_step and delta_chunk_scan */
 } ops_policy;
 
 /* the defaults for the device of rt (some scale with its compute units) */
