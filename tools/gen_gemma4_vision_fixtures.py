@@ -11,7 +11,8 @@ docs/design-vision.md section 5, item 1-2. This script
      processor_config.json (the PIL image processor's fields; the converter reads image_mean/std from it);
   2. converts it with llama.cpp's convert_hf_to_gguf.py --mmproj (.cache/llama.cpp, its own gguf-py) to f32
      and f16: tests/fixtures/gemma4_vision_mmproj{,_f16}.gguf, and the text part (no --mmproj) to f32:
-     tests/fixtures/gemma4_vision_text.gguf (the dense text model with the image tokens);
+     tests/fixtures/gemma4_vision_text.gguf (the dense text model with the image tokens: checked equal to the
+     dense fixture tensor for tensor, but for the four new embedding rows);
   3. prepares IMAGES (Pillow-made, deterministic) with transformers' Gemma4ImageProcessorPil and runs the tower
      (get_image_features: all images in one padded batch) in transformers float32 and float64, and
      tools/ref_gemma4v.py (float64 numpy, reads only the GGUF) on each file; the float32 run must agree with
@@ -171,6 +172,16 @@ def convert(hf_dir: Path) -> None:
            "convert_hf_to_gguf.py (text) --outtype f32")
 
 
+def check_text_gguf(n_base: int) -> None:
+    """The converted text part is the dense fixture, tensor for tensor, plus the image tokens' embedding rows."""
+    a, b = Gemma4Model(str(TEXT_OUT)), Gemma4Model(str(TARGET_GGUF))
+    assert set(a.t) == set(b.t), set(a.t) ^ set(b.t)
+    for n in a.t:
+        x = a.t[n][:n_base] if n == "token_embd.weight" else a.t[n]
+        assert np.array_equal(x, b.t[n]), n
+    assert a.t["token_embd.weight"].shape[0] == n_base + len(MM_TOKENS)
+
+
 def resized_rgb(pv: np.ndarray, pos: np.ndarray, p: int) -> np.ndarray:
     """The processor's resized RGB8 image back from its patches (values are exactly v/255)."""
     gw, gh = int(pos[:, 0].max()) + 1, int(pos[:, 1].max()) + 1
@@ -216,8 +227,8 @@ def main() -> int:
         save_hf(model, hf_dir, tokdir)
         convert(hf_dir)
     refs = {t: Gemma4VisionModel(str(p)) for t, p in OUT.items()}
-    text = Gemma4Model(str(TEXT_OUT))
-    assert refs["f32"].proj_dim == text.n_embd
+    check_text_gguf(n_base)
+    assert refs["f32"].proj_dim == Gemma4Model(str(TEXT_OUT)).n_embd
     images = make_images()
     proc = processor()
     batch = {k: np.asarray(v) for k, v in proc([im for _, im in images], return_tensors="np").items()}
