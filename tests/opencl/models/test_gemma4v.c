@@ -8,7 +8,8 @@
  *     given as the model; a projector type clgemma has no row for (gemma4uv, by either key); a
  *     projection_dim that is not the text width; broken copies: a missing tensor, a wrong shape, std_bias
  *     without std_scale, an unknown tensor, a patch kernel of another type, head dims the 2-D RoPE cannot
- *     take, a zero image_std, another general.type; the file cut short at many lengths (never a crash). */
+ *     take, a zero image_std, another general.type; the file cut short at many lengths and each header byte
+ *     flipped (one line or a load, never a crash). */
 #include "check.h"
 #include "fixture_io.h"
 #include <json-c/json.h>
@@ -29,6 +30,7 @@
 #define TEXT "tests/fixtures/gemma4_vision_text.gguf"
 #define GOLDEN "tests/golden/gemma4_vision.json"
 #define BAD "/tmp/clgemma_test_gemma4v_bad.gguf"
+#define HEADER_BYTES 3072 /* the f16 file's keys and tensor table (2,784 bytes) and a little data */
 
 static cl_runtime RT;
 static char err[1024];
@@ -267,6 +269,37 @@ static void test_truncated(void)
     remove(BAD);
 }
 
+/* every byte of the header (keys, tensor table) flipped in turn: each copy loads or fails with one line naming
+ * the file, never a crash (the sanitizer suite runs this too) */
+static void test_mutated(void)
+{
+    long n;
+    char *buf = slurp(MMPROJ_F16, &n);
+    CHECK(buf != NULL, "no fixture");
+    if (!buf) return;
+    int loaded = 0, refusals = 0;
+    for (long at = 0; at < n && at < HEADER_BYTES; at++) {
+        buf[at] ^= (char)0xff;
+        int wrote = spit(BAD, buf, (size_t)n) == 0;
+        buf[at] ^= (char)0xff;
+        CHECK(wrote, "cannot write %s", BAD);
+        if (!wrote) break;
+        vision_model v;
+        int rc = vision_open(&v, BAD, &TEXT_M, &RT, err, sizeof err);
+        if (!rc) { loaded++; vision_free(&v); continue; }
+        refusals++;
+        if (strncmp(err, BAD ": ", strlen(BAD) + 2) || strchr(err, '\n')) {
+            CHECK(0, "byte %ld flipped: '%s'", at, err);
+            break;
+        }
+    }
+    CHECK(refusals > HEADER_BYTES / 2, "%d of %d flips refused", refusals, HEADER_BYTES);
+    printf("  %d header bytes flipped: %d refused, %d still loaded (names and values nothing checks)\n",
+           loaded + refusals, refusals, loaded);
+    free(buf);
+    remove(BAD);
+}
+
 int main(void)
 {
     if (rt_create(&RT, NULL, 0, err, sizeof err)) { printf("FAIL setup: rt_create: %s\n", err); return 1; }
@@ -280,6 +313,7 @@ int main(void)
     RUN_TEST(test_projector_types);
     RUN_TEST(test_bad_files);
     RUN_TEST(test_truncated);
+    RUN_TEST(test_mutated);
     if (TEXT_OK) model_free(&TEXT_M);
     gguf_close(TEXT_F);
     rt_destroy(&RT);
