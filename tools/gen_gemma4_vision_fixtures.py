@@ -8,9 +8,12 @@ docs/design-vision.md section 5, item 1-2. This script
      four multimodal tokens appended to the fixture vocabulary (their embedding rows random); its vision tower
      (VISION below: hidden 96, 2 layers, 4 heads of 24, MLP 136, patch 16, pooling 3, a 64-row position table,
      standardize with random bias/scale) has random weights, norms included; saves it with the tokenizer and a
-     processor_config.json (the PIL image processor's fields; the converter reads image_mean/std from it);
+     processor_config.json (the PIL image processor's fields; the converter reads image_mean/std from it); and
+     the same model with use_clipped_linears on, each clamp at a random fraction of the largest value (below
+     zero: the smallest) that its linear's input or output takes on the images unclamped;
   2. converts it with llama.cpp's convert_hf_to_gguf.py --mmproj (.cache/llama.cpp, its own gguf-py) to f32
-     and f16: tests/fixtures/gemma4_vision_mmproj{,_f16}.gguf, and the text part (no --mmproj) to f32:
+     and f16: tests/fixtures/gemma4_vision_mmproj{,_f16}.gguf (the clipped one to f32:
+     tests/fixtures/gemma4_vision_mmproj_clipped.gguf), and the text part (no --mmproj) to f32:
      tests/fixtures/gemma4_vision_text.gguf (the dense text model with the image tokens: checked equal to the
      dense fixture tensor for tensor, but for the four new embedding rows);
   3. prepares IMAGES (Pillow-made, deterministic) with transformers' Gemma4ImageProcessorPil and runs the tower
@@ -18,6 +21,8 @@ docs/design-vision.md section 5, item 1-2. This script
      tools/ref_gemma4v.py (float64 numpy, reads only the GGUF) on each file; the float32 run must agree with
      the reference on the f32 file to HF_VS_REF_MAX relative to the rows' scale (asserted), the float64 run
      to HF64_VS_REF_MAX (asserted; its pooler and RoPE tables are float32, modeling_gemma4.py:672-692, :760);
+     the clipped model likewise against the reference on its file, whose rows must differ from the unclipped
+     ones by more than 1% (the clamps bite);
   4. writes tests/golden/gemma4_vision.json (images, sizes, token counts, hyperparameters, keys, tensors,
      agreement numbers, the binary's layout) and tests/golden/gemma4_vision.bin (the resized RGB8 pixels the
      processor patchified, positions, and float32 rows: patch embeddings, layer outputs, pooled,
@@ -53,7 +58,8 @@ from ref_gemma4v import Gemma4VisionModel  # noqa: E402
 TARGET = "dense"
 TARGET_GGUF = ROOT / "tests" / "fixtures" / "gemma4_dense.gguf"
 FIX = ROOT / "tests" / "fixtures"
-OUT = {"f32": FIX / "gemma4_vision_mmproj.gguf", "f16": FIX / "gemma4_vision_mmproj_f16.gguf"}
+OUT = {"f32": FIX / "gemma4_vision_mmproj.gguf", "f16": FIX / "gemma4_vision_mmproj_f16.gguf",
+       "clipped": FIX / "gemma4_vision_mmproj_clipped.gguf"}
 TEXT_OUT = FIX / "gemma4_vision_text.gguf"
 GOLDEN = ROOT / "tests" / "golden" / "gemma4_vision.json"
 BIN = ROOT / "tests" / "golden" / "gemma4_vision.bin"
@@ -64,6 +70,8 @@ MM_TOKENS = ["<|image>", "<image|>", "<|image|>", "<|video|>"]     # boi, eoi, i
 VISION = dict(hidden_size=96, intermediate_size=136, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=4, head_dim=24, patch_size=16, pooling_kernel_size=3,
               position_embedding_size=64, standardize=True, use_clipped_linears=False, rms_norm_eps=1e-6)
+CLAMPS = ("input_min", "input_max", "output_min", "output_max")
+CLIP_FRACTION = (0.5, 0.9)  # a clamp sits at this fraction (random) of the largest value it sees unclamped
 MAX_SOFT_TOKENS = 70       # the smallest budget transformers allows: 630 patches at most per image
 
 
@@ -103,7 +111,8 @@ def target_seed() -> int:
     return int(g["generator"].split("weight seed ")[1].split(")")[0])
 
 
-def make_model(n_base: int, ids: dict[str, int]) -> Gemma4ForConditionalGeneration:
+def make_model(n_base: int, ids: dict[str, int], clipped: bool = False) -> Gemma4ForConditionalGeneration:
+    """The model; clipped: the same weights with use_clipped_linears on (clamps ±inf until set_clamps)."""
     text = g4.make_model(TARGET, target_seed(), n_base)
     names = g4.gguf_to_hf_names(Gemma4Model(str(TARGET_GGUF)), text)
     missing = set(Gemma4Model(str(TARGET_GGUF)).t) - set(names) - {"rope_freqs.weight"}
@@ -111,7 +120,7 @@ def make_model(n_base: int, ids: dict[str, int]) -> Gemma4ForConditionalGenerati
         sys.exit(f"the rebuilt {TARGET} model differs from {TARGET_GGUF.name} in {sorted(missing)}")
     tcfg = Gemma4TextConfig(vocab_size=n_base + len(MM_TOKENS), **g4.COMMON, **g4.VARIANTS[TARGET],
                             use_bidirectional_attention="vision")
-    vcfg = Gemma4VisionConfig(**VISION)
+    vcfg = Gemma4VisionConfig(**(VISION | {"use_clipped_linears": clipped}))
     cfg = Gemma4Config(text_config=tcfg, vision_config=vcfg, audio_config=None,
                        boi_token_id=ids["<|image>"], eoi_token_id=ids["<image|>"],
                        image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"])
@@ -133,8 +142,8 @@ def make_model(n_base: int, ids: dict[str, int]) -> Gemma4ForConditionalGenerati
                 t = torch.cat([t, torch.from_numpy(extra.astype(np.float32))])
             sd[dst].copy_(t)
         for n in sorted(sd):                           # the vision tower and projector, random
-            if not n.startswith(("model.vision_tower.", "model.embed_vision.")):
-                continue
+            if not n.startswith(("model.vision_tower.", "model.embed_vision.")) or n.endswith(CLAMPS):
+                continue                                   # clamps: set_clamps (the weights do not move)
             t = sd[n]
             if n.endswith("std_scale") or t.ndim == 1:
                 v = rng.uniform(0.2, 1.8, size=t.shape)              # norms and the scale: far from 1 and 0
@@ -164,12 +173,36 @@ def save_hf(model, out: Path, tokdir: Path) -> None:
         indent=2, default=str) + "\n")
 
 
-def convert(hf_dir: Path) -> None:
-    for t, path in OUT.items():
+def set_clamps(model, batch, rng: np.random.Generator) -> None:
+    """Finite clamps on every vision linear that bite: each at a random fraction of the largest value (below
+    zero: of the smallest) its input / output takes on the images with no clamps."""
+    seen: dict = {}
+    lins = {n: m for n, m in model.model.vision_tower.named_modules() if hasattr(m, "input_min")}
+
+    def hook(name):
+        def f(mod, a, o):
+            seen[name] = (float(a[0].min()), float(a[0].max()), float(o.min()), float(o.max()))
+        return f
+
+    hs = [m.register_forward_hook(hook(n)) for n, m in lins.items()]
+    with torch.no_grad():
+        model.model.get_image_features(pixel_values=torch.from_numpy(batch["pixel_values"]),
+                                       image_position_ids=torch.from_numpy(batch["image_position_ids"]))
+    for h in hs:
+        h.remove()
+    with torch.no_grad():
+        for n in sorted(lins):
+            for c, v in zip(CLAMPS, seen[n]):
+                getattr(lins[n], c).fill_(v * rng.uniform(*CLIP_FRACTION))
+
+
+def convert(hf_dir: Path, out: dict[str, Path], text: bool) -> None:
+    for t, path in out.items():
         g4.run([sys.executable, g4.LLAMA / "convert_hf_to_gguf.py", hf_dir, "--mmproj", "--outfile", path,
-                "--outtype", t], f"convert_hf_to_gguf.py --mmproj --outtype {t}")
-    g4.run([sys.executable, g4.LLAMA / "convert_hf_to_gguf.py", hf_dir, "--outfile", TEXT_OUT, "--outtype", "f32"],
-           "convert_hf_to_gguf.py (text) --outtype f32")
+                "--outtype", "f32" if t == "clipped" else t], f"convert_hf_to_gguf.py --mmproj ({t})")
+    if text:
+        g4.run([sys.executable, g4.LLAMA / "convert_hf_to_gguf.py", hf_dir, "--outfile", TEXT_OUT, "--outtype", "f32"],
+               "convert_hf_to_gguf.py (text) --outtype f32")
 
 
 def check_text_gguf(n_base: int) -> None:
@@ -219,26 +252,32 @@ def relmax(a: np.ndarray, b: np.ndarray) -> float:
 
 def main() -> int:
     torch.set_num_threads(2)
+    images = make_images()
+    proc = processor()
+    batch = {k: np.asarray(v) for k, v in proc([im for _, im in images], return_tensors="np").items()}
     with tempfile.TemporaryDirectory() as td:
         td = Path(td)
         tokdir, n_base, ids = tokenizer_dir(td)
         model = make_model(n_base, ids)
-        hf_dir = td / "gemma-4-tiny-vision"
-        save_hf(model, hf_dir, tokdir)
-        convert(hf_dir)
+        clipped = make_model(n_base, ids, clipped=True)
+        set_clamps(clipped, batch, np.random.default_rng(SEED + 11))
+        save_hf(model, td / "gemma-4-tiny-vision", tokdir)
+        save_hf(clipped, td / "gemma-4-tiny-vision-clipped", tokdir)
+        convert(td / "gemma-4-tiny-vision", {t: OUT[t] for t in ("f32", "f16")}, True)
+        convert(td / "gemma-4-tiny-vision-clipped", {"clipped": OUT["clipped"]}, False)
     refs = {t: Gemma4VisionModel(str(p)) for t, p in OUT.items()}
     check_text_gguf(n_base)
     assert refs["f32"].proj_dim == Gemma4Model(str(TEXT_OUT)).n_embd
-    images = make_images()
-    proc = processor()
-    batch = {k: np.asarray(v) for k, v in proc([im for _, im in images], return_tensors="np").items()}
+    assert sum(n.endswith(CLAMPS) for n in refs["clipped"].t) == 4 * 7 * VISION["num_hidden_layers"]
     p = VISION["patch_size"]
     proj32, std32, cap32 = hf_tower(model, batch, torch.float32)
     proj64, std64, cap64 = hf_tower(model, batch, torch.float64)
     model.float()
+    projc, _, _ = hf_tower(clipped, batch, torch.float32)
 
     check = {"rel_hf32_vs_ref_f32": 0.0, "rel_hf64_vs_ref_f32": 0.0, "rel_hf32_vs_ref_f16": 0.0,
-             "rel_ref_f16_vs_ref_f32": 0.0, "rel_pooled_hf32_vs_ref_f32": 0.0, "rel_std_hf32_vs_ref_f32": 0.0}
+             "rel_ref_f16_vs_ref_f32": 0.0, "rel_pooled_hf32_vs_ref_f32": 0.0, "rel_std_hf32_vs_ref_f32": 0.0,
+             "rel_clipped_hf32_vs_ref": 0.0, "rel_clipped_vs_unclipped_min": float("inf")}
     blobs: list[np.ndarray] = []
     layout: list[dict] = []
 
@@ -263,6 +302,9 @@ def main() -> int:
         check["rel_hf32_vs_ref_f32"] = max(check["rel_hf32_vs_ref_f32"], relmax(proj32[i], rows["f32"]))
         check["rel_hf64_vs_ref_f32"] = max(check["rel_hf64_vs_ref_f32"], relmax(proj64[i], rows["f32"]))
         check["rel_hf32_vs_ref_f16"] = max(check["rel_hf32_vs_ref_f16"], relmax(proj32[i], rows["f16"]))
+        check["rel_clipped_hf32_vs_ref"] = max(check["rel_clipped_hf32_vs_ref"], relmax(projc[i], rows["clipped"]))
+        check["rel_clipped_vs_unclipped_min"] = min(check["rel_clipped_vs_unclipped_min"],
+                                                    relmax(rows["clipped"], rows["f32"]))
         check["rel_ref_f16_vs_ref_f32"] = max(check["rel_ref_f16_vs_ref_f32"], relmax(rows["f16"], rows["f32"]))
         check["rel_std_hf32_vs_ref_f32"] = max(check["rel_std_hf32_vs_ref_f32"],
                                                relmax(std32[i], traces["f32"]["standardized"]))
@@ -280,6 +322,7 @@ def main() -> int:
         put(f"{name}.standardized", std32[i], "f32")
         put(f"{name}.projected", proj32[i], "f32")
         put(f"{name}.ref_projected", rows["f32"], "f32")
+        put(f"{name}.clipped_projected", projc[i], "f32")
         if i == 0:
             put(f"{name}.embd", cap32["embd"][i][valid].numpy(), "f32")
             for il, h in enumerate(cap32["layers"]):
@@ -287,6 +330,8 @@ def main() -> int:
         out_images.append(entry)
     assert check["rel_hf32_vs_ref_f32"] <= HF_VS_REF_MAX, check
     assert check["rel_hf64_vs_ref_f32"] <= HF64_VS_REF_MAX, check
+    assert check["rel_clipped_hf32_vs_ref"] <= HF_VS_REF_MAX, check
+    assert check["rel_clipped_vs_unclipped_min"] > 0.01, check      # the clamps bite on every image
 
     BIN.write_bytes(b"".join(b.tobytes() for b in blobs))
     r = refs["f32"]
@@ -316,6 +361,8 @@ def main() -> int:
                           "standardized": "transformers float32: the vision tower's output (after std_bias/scale)",
                           "projected": "transformers float32: the rows that replace the text embeddings",
                           "ref_projected": "tools/ref_gemma4v.py float64 on the f32 file",
+                          "clipped_projected": "transformers float32 with use_clipped_linears (the clipped file: "
+                                               "the same weights, finite clamps that bite)",
                           "embd/layerN": "transformers float32, image 0 only: patch embeddings + positions, and "
                                          "each encoder layer's output"}},
         "check": check | {"thresholds": {"hf_vs_ref_max": HF_VS_REF_MAX, "hf64_vs_ref_max": HF64_VS_REF_MAX},

@@ -30,7 +30,6 @@ static const char *const LAYER_VECS[] = { "ln1.weight", "ln2.weight", "attn_q_no
 
 typedef struct gemma4v_priv {
     float (*clamp)[N_LIN][4]; /* [n_layer]: per product its input min, max, output min, max (±inf: none) */
-    int clipped;              /* any finite clamp in the file */
 } gemma4v_priv;
 
 static int read_triple(const gguf_file *f, const char *name, float out[3], char *err, size_t errlen)
@@ -153,8 +152,9 @@ static int load_patch_embd(vision_model *v, const model_src *src, char *err, siz
 }
 
 /* the clamps of layer l's products: [1] F32 scalars read on the host, ±inf where the file has none */
-static int load_clamps(gemma4v_priv *pv, const model_src *src, uint32_t l, char *err, size_t errlen)
+static int load_clamps(vision_model *v, const model_src *src, uint32_t l, char *err, size_t errlen)
 {
+    gemma4v_priv *pv = v->priv;
     char n[96];
     for (int i = 0; i < N_LIN; i++)
         for (int c = 0; c < 4; c++) {
@@ -166,7 +166,7 @@ static int load_clamps(gemma4v_priv *pv, const model_src *src, uint32_t l, char 
             if (tensor_find(src->f, n, 1, 1, 1, 1, &t, err, errlen) || tensor_host(t, n, err, errlen)) return -1;
             memcpy(dst, t->data, 4);
             if (isnan(*dst)) return ERR("mmproj: tensor '%s' is NaN", n);
-            pv->clipped |= isfinite(*dst) != 0;
+            v->hp.clipped |= isfinite(*dst) != 0;
         }
     return 0;
 }
@@ -189,7 +189,7 @@ static int load_layer(vision_model *v, const model_src *src, uint32_t l, char *e
              V(&W->post_ffw_norm, "ffn_post_norm.weight", H);
 #undef M
 #undef V
-    return rc ? -1 : load_clamps(v->priv, src, l, err, errlen);
+    return rc ? -1 : load_clamps(v, src, l, err, errlen);
 }
 
 int gemma4v_load(vision_model *v, const model_src *src, char *err, size_t errlen)

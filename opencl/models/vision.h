@@ -16,6 +16,7 @@ typedef struct vision_hparams {
     float eps, rope_theta;
     float image_mean[3], image_std[3];
     int standardize;          /* std_bias / std_scale after pooling */
+    int clipped;              /* finite clamps around some products (use_clipped_linears: the E-series) */
 } vision_hparams;
 
 struct vision_arch;

@@ -1,14 +1,14 @@
 /* test_gemma4v.c — the Gemma 4 vision projector ("gemma4v" mmproj, docs/design-vision.md 4.3) as llama.cpp's
  * converter writes it (tests/fixtures/gemma4_vision_mmproj{,_f16}.gguf, tools/gen_gemma4_vision_fixtures.py),
  * beside its text model (tests/fixtures/gemma4_vision_text.gguf: the dense fixture with the image tokens):
- *   - the pair loads (f32 and f16 files): the hyperparameters tests/golden/gemma4_vision.json records (the
+ *   - the pair loads (f32, f16, and f32 with clamps): the hyperparameters tests/golden/gemma4_vision.json records (the
  *     converter's keys and transformers' defaults), and the device buffers hold the file's bytes; through
  *     engine_load (opts.mmproj_path) too, its info naming the projector;
  *   - refusals, each one line naming the file and the value: a text model given as the mmproj and the mmproj
  *     given as the model; a projector type clgemma has no row for (gemma4uv, by either key); a
  *     projection_dim that is not the text width; broken copies: a missing tensor, a wrong shape, std_bias
  *     without std_scale, an unknown tensor, a patch kernel of another type, head dims the 2-D RoPE cannot
- *     take, a zero image_std, another general.type; the file cut short at many lengths and each header byte
+ *     take, a zero image_std, another general.type, a clamp of two values or NaN; the file cut short at many lengths and each header byte
  *     flipped (one line or a load, never a crash). */
 #include "check.h"
 #include "fixture_io.h"
@@ -27,6 +27,7 @@
 
 #define MMPROJ "tests/fixtures/gemma4_vision_mmproj.gguf"
 #define MMPROJ_F16 "tests/fixtures/gemma4_vision_mmproj_f16.gguf"
+#define MMPROJ_CLIPPED "tests/fixtures/gemma4_vision_mmproj_clipped.gguf"
 #define TEXT "tests/fixtures/gemma4_vision_text.gguf"
 #define GOLDEN "tests/golden/gemma4_vision.json"
 #define BAD "/tmp/clgemma_test_gemma4v_bad.gguf"
@@ -68,7 +69,7 @@ static int same_bytes(cl_mem m, const char *path, const char *name)
     return same;
 }
 
-static void check_loaded(const char *path, json_object *ghp, uint32_t patch_type)
+static void check_loaded(const char *path, json_object *ghp, uint32_t patch_type, int clipped)
 {
     vision_model v;
     int rc = vision_open(&v, path, &TEXT_M, &RT, err, sizeof err);
@@ -84,8 +85,9 @@ static void check_loaded(const char *path, json_object *ghp, uint32_t patch_type
           hp->n_pos == golden_int(ghp, "n_pos") && hp->proj_dim == golden_int(ghp, "projection_dim") &&
           hp->proj_dim == TEXT_M.hp.n_embd, "patch %u, pool %u, positions %u, projection %u (text %u)", hp->patch,
           hp->pool_k, hp->n_pos, hp->proj_dim, TEXT_M.hp.n_embd);
-    CHECK(hp->rope_theta == 100.0f && hp->eps > 0.99e-6f && hp->eps < 1.01e-6f && hp->standardize == 1,
-          "theta %g, eps %g, standardize %d", hp->rope_theta, hp->eps, hp->standardize);
+    CHECK(hp->rope_theta == 100.0f && hp->eps > 0.99e-6f && hp->eps < 1.01e-6f && hp->standardize == 1 &&
+          hp->clipped == clipped, "theta %g, eps %g, standardize %d, clipped %d", hp->rope_theta, hp->eps,
+          hp->standardize, hp->clipped);
     CHECK(hp->image_mean[0] == 0 && hp->image_mean[2] == 0 && hp->image_std[0] == 1 && hp->image_std[2] == 1,
           "mean %g %g %g, std %g %g %g", hp->image_mean[0], hp->image_mean[1], hp->image_mean[2], hp->image_std[0],
           hp->image_std[1], hp->image_std[2]);
@@ -112,8 +114,9 @@ static void test_pair(void)
     json_object *g = js ? json_tokener_parse(js) : NULL, *ghp = NULL;
     CHECK(g && json_object_object_get_ex(g, "hparams", &ghp), "no %s", GOLDEN);
     if (ghp) {
-        check_loaded(MMPROJ, ghp, GGML_TYPE_F32);
-        check_loaded(MMPROJ_F16, ghp, GGML_TYPE_F16);
+        check_loaded(MMPROJ, ghp, GGML_TYPE_F32, 0);
+        check_loaded(MMPROJ_F16, ghp, GGML_TYPE_F16, 0);
+        check_loaded(MMPROJ_CLIPPED, ghp, GGML_TYPE_F32, 1);
     }
     json_object_put(g);
     free(js);
@@ -243,6 +246,25 @@ static void test_bad_files(void)
              "mmproj: image_std channel 1 is 0");
     bad_copy("general.type", MMPROJ, "general.type", 12 + 4 + 8 + 5, "x", 1,
              "mmproj: general.type is 'mmprox', expected 'mmproj'");
+    uint64_t two = 2;
+    bad_copy("clamp shape", MMPROJ_CLIPPED, "v.blk.0.attn_q.input_min", 24 + 4, &two, 8,
+             "model: tensor 'v.blk.0.attn_q.input_min' has shape [2], expected [1]");
+    /* a NaN clamp: the tensor's bytes found through the reader over the file in memory */
+    long n;
+    char *buf = slurp(MMPROJ_CLIPPED, &n);
+    gguf_file *f = NULL;
+    CHECK(buf && gguf_open_memory(&f, buf, (size_t)n, err, sizeof err) == 0, "%s", err);
+    const gguf_tensor *t = f ? gguf_find_tensor(f, "v.blk.1.ffn_down.output_max") : NULL;
+    CHECK(t && t->nbytes == 4, "no clamp v.blk.1.ffn_down.output_max");
+    if (t) {
+        uint32_t nan = 0x7fc00000u;
+        memcpy((char *)buf + ((const char *)t->data - buf), &nan, 4);
+        CHECK(spit(BAD, buf, (size_t)n) == 0, "cannot write %s", BAD);
+        refused("NaN clamp", BAD, "mmproj: tensor 'v.blk.1.ffn_down.output_max' is NaN");
+        remove(BAD);
+    }
+    gguf_close(f);
+    free(buf);
     uint32_t big = 65;
     bad_copy("patch size", MMPROJ, "clip.vision.patch_size", 22 + 4, &big, 4,
              "mmproj: patch_size 65 out of range (1 to 64)");
