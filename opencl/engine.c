@@ -22,6 +22,7 @@
 #include "runtime.h"
 #include "synth.h"
 #include "tokenizer_gguf.h"
+#include "vision.h"
 
 #include "errf.h"
 #include "fit.h"
@@ -53,6 +54,7 @@ struct engine {
     void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
     const tensor_maker *make; /* synthetic model: makes the weights its header has no data for */
     drafter *draft;       /* opts.draft_path's MTP drafter, or NULL */
+    vision_model vision;  /* opts.mmproj_path's vision projector (vision.arch NULL: none) */
 };
 
 static const tensor_maker synth_maker = { synth_fill, synth_bytes };
@@ -250,6 +252,11 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         cl_int ce = clFinish(e->rt.q);
         if (ce) { ERR("%s: filling the weights failed: %s", path, rt_errstr(ce)); goto fail; }
     }
+    /* the projector's weights are on the device before the KV cache is sized around the weights */
+    if (opts->mmproj_path) {
+        if (vision_open(&e->vision, opts->mmproj_path, &e->m, &e->rt, err, errlen)) goto fail;
+        wbytes += e->vision.weight_bytes;
+    }
     const model_hparams *hp = &e->m.hp;
     uint32_t n_ctx = fit_ctx(opts, hp->n_ctx_train);
     e->max_batch = fit_max_batch(opts, &dev, wbytes);
@@ -321,6 +328,11 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         in->draft_bytes = e->draft->m.weight_bytes;
         in->device_bytes += in->draft_bytes;
     }
+    if (e->vision.arch) {
+        snprintf(in->vision_proj, sizeof in->vision_proj, "%s", e->vision.hp.proj);
+        in->vision_bytes = e->vision.weight_bytes;
+        in->device_bytes += in->vision_bytes;
+    }
     in->host_weight_bytes = e->m.host_bytes;
     in->kv_bytes = e->kv.bytes;
     in->kv_bytes_per_token = e->kv.sizes.full_per_token;
@@ -349,6 +361,7 @@ void engine_destroy(engine *e)
     draw_destroy(&e->draw);
     if (e->draft) drafter_destroy(e->draft);
     free(e->draft);
+    vision_free(&e->vision);
     fwd_bufs_destroy(&e->b);
     kv_destroy(&e->kv);
     ops_destroy(&e->o);

@@ -106,6 +106,23 @@ def seeds():
         ("blk.0.attn_q.weight", "Q4_0", [32, 32]), ("blk.0.ffn_down.weight", "Q4_0", [64, 32]),
         ("blk.0.attn_norm.weight", "F32", [32])])
 
+    # an mmproj as llama.cpp's converter writes it for Gemma 4 (docs/design-vision.md 2.1-2.2), one layer, 8 wide
+    yield "clip_like.gguf", gguf(
+        [("general.architecture", STRING, "clip"), ("general.type", STRING, "mmproj"),
+         ("general.file_type", U32, 1), ("clip.has_vision_encoder", BOOL, True),
+         ("clip.vision.projection_dim", U32, 16), ("clip.vision.image_size", U32, 224),
+         ("clip.vision.patch_size", U32, 2), ("clip.vision.embedding_length", U32, 8),
+         ("clip.vision.feed_forward_length", U32, 12), ("clip.vision.block_count", U32, 1),
+         ("clip.vision.attention.head_count", U32, 2),
+         ("clip.vision.image_mean", ARRAY, (F32, [0.0, 0.0, 0.0])),
+         ("clip.vision.image_std", ARRAY, (F32, [1.0, 1.0, 1.0])),
+         ("clip.vision.projector_type", STRING, "gemma4v"),
+         ("clip.vision.attention.layer_norm_epsilon", F32, 1e-6), ("general.quantization_version", U32, 2)],
+        [("mm.input_projection.weight", "F16", [8, 16]), ("v.blk.0.ln1.weight", "F32", [8]),
+         ("v.blk.0.attn_q.weight", "F16", [8, 8]), ("v.blk.0.attn_q_norm.weight", "F32", [4]),
+         ("v.blk.0.ffn_down.weight", "F16", [12, 8]), ("v.patch_embd.weight", "F16", [2, 2, 3, 8]),
+         ("v.position_embd.weight", "F32", [8, 4, 2]), ("v.std_bias", "F32", [8]), ("v.std_scale", "F32", [8])])
+
 
 def verify_with_gguf_py(path, blob):
     try:

@@ -57,6 +57,8 @@ typedef struct engine_opts {
                            * in multiples of 32 */
     const char *draft_path; /* an MTP drafter (gemma4-assistant GGUF) loaded beside the model for
                            * engine_draft; NULL: none */
+    const char *mmproj_path; /* a vision projector (mmproj GGUF, docs/design-vision.md) loaded beside the
+                           * model; NULL: none. Loaded and checked only: no image input yet */
 } engine_opts;
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
@@ -142,6 +144,9 @@ typedef struct engine_info {
     char draft_arch[32];
     uint32_t draft_layers, draft_embd;
     uint64_t draft_bytes;
+    /* the vision projector (opts.mmproj_path): its type ("" without one) and weights */
+    char vision_proj[16];
+    uint64_t vision_bytes;
 } engine_info;
 
 #define ENGINE_DECODE_ROWS 16 /* draft_rows: see there */

@@ -95,6 +95,8 @@ int model_arch_of(const gguf_file *f, const model_arch **out, char *err, size_t 
     gguf_str a;
     *out = NULL;
     if (gguf_get_str(f, "general.architecture", &a) != 0) return ERR("no general.architecture key");
+    if (gguf_str_eq(a, "clip")) /* llama.cpp's projectors: images in beside a model, never a model */
+        return ERR("'clip' is a vision projector (mmproj), not a model: load it beside one (--mmproj)");
     if (!(*out = model_arch_find(a.ptr, a.len))) {
         char names[128];
         model_arch_names(names, sizeof names);

@@ -32,6 +32,7 @@
  * Also: the chat prompt equals jinja2's rendering of the file's own template, the stop tokens, and
  * broken copies of converter-made files that must fail to load with one error naming the problem. */
 #include "check.h"
+#include "fixture_io.h"
 #include "engine.h"
 #include "gguf.h"
 #include "tokenizer.h"
@@ -63,21 +64,6 @@ static const char SETS[] = "\"sets\":[\"hf:f32\",\"hf:bf16\",\"ref:f32\",\"ref:b
 static char err[1024];
 
 /* ---- a minimal reader for the golden JSON (compact, as json.dumps writes it) ---- */
-
-static char *slurp(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-    if (s) s[n] = 0;
-    fclose(f);
-    if (len) *len = n;
-    return s;
-}
 
 /* p at or before '[': every number of the (nested) array into out (grown); returns the position after
  * the closing bracket, NULL on malformed input */
@@ -431,29 +417,17 @@ static void run_variant(const char *variant)
 static void bad_file(const char *src, const char *what, const char *find, size_t after, const void *patch,
                      size_t plen, const char *want)
 {
-    long n;
-    char *buf = slurp(src, &n);
-    CHECK(buf != NULL, "no fixture %s", src);
-    if (!buf) return;
-    char *hit = NULL;
-    size_t fl = strlen(find);
-    for (long i = 0; i + (long)fl <= n && !hit; i++)
-        if (memcmp(buf + i, find, fl) == 0) hit = buf + i;
-    CHECK(hit != NULL, "%s: '%s' not in %s", what, find, src);
-    if (hit) {
-        memcpy(hit + after, patch, plen);
-        char path[] = "/tmp/clgemma_test_gemma4_bad.gguf";
-        FILE *o = fopen(path, "wb");
-        CHECK(o && fwrite(buf, 1, (size_t)n, o) == (size_t)n, "cannot write %s", path);
-        if (o) fclose(o);
+    const char *why, *path = "/tmp/clgemma_test_gemma4_bad.gguf";
+    int rc = patch_copy(src, find, after, patch, plen, path, &why);
+    CHECK(rc == 0, "%s: %s ('%s' in %s)", what, why, find, src);
+    if (!rc) {
         engine *e = NULL;
-        int rc = engine_load(&e, path, NULL, err, sizeof err);
+        rc = engine_load(&e, path, NULL, err, sizeof err);
         CHECK(rc != 0, "%s: loaded", what);
         CHECK(rc == 0 || strstr(err, want), "%s: error '%s' lacks '%s'", what, err, want);
         if (!rc) engine_destroy(e);
-        remove(path);
     }
-    free(buf);
+    remove(path);
 }
 
 static void test_gemma4_bad_files(void)

@@ -15,6 +15,7 @@
  *     exceeds twice the measured delta. The same drafts come from all contexts in one call, from rows kept by
  *     a verification step then cut back (engine_seq_truncate), and a fork (no rows of its own) drafts none. */
 #include "check.h"
+#include "fixture_io.h"
 #include <json-c/json.h>
 #include <math.h>
 #include "engine.h"
@@ -59,21 +60,6 @@ static void release(held *h)
     if (h->ok) model_free(&h->m);
     if (h->f) gguf_close(h->f);
     memset(h, 0, sizeof *h);
-}
-
-static char *slurp(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-    if (s) s[n] = 0;
-    fclose(f);
-    *len = n;
-    return s;
 }
 
 static void test_pair(void)
@@ -158,29 +144,17 @@ static void test_refused(void)
 static void bad_drafter(const held *t, const char *what, const char *find, size_t after, const void *patch,
                         size_t plen, const char *want)
 {
-    long n;
-    char *buf = slurp(DRAFTER, &n);
-    CHECK(buf != NULL, "no fixture %s", DRAFTER);
-    if (!buf) return;
-    char *hit = NULL;
-    size_t fl = strlen(find);
-    for (long i = 0; i + (long)fl <= n && !hit; i++)
-        if (memcmp(buf + i, find, fl) == 0) hit = buf + i;
-    CHECK(hit != NULL, "%s: '%s' not in the drafter", what, find);
-    if (hit) {
-        memcpy(hit + after, patch, plen);
-        char path[] = "/tmp/clgemma_test_gemma4_assistant_bad.gguf";
-        FILE *o = fopen(path, "wb");
-        CHECK(o && fwrite(buf, 1, (size_t)n, o) == (size_t)n, "cannot write %s", path);
-        if (o) fclose(o);
+    const char *why, *path = "/tmp/clgemma_test_gemma4_assistant_bad.gguf";
+    int rc = patch_copy(DRAFTER, find, after, patch, plen, path, &why);
+    CHECK(rc == 0, "%s: %s ('%s' in the drafter)", what, why, find);
+    if (!rc) {
         held d;
-        int rc = hold_drafter(&d, path, t);
+        rc = hold_drafter(&d, path, t);
         CHECK(rc != 0, "%s: loaded", what);
         CHECK(rc == 0 || strstr(err, want), "%s: error '%s' lacks '%s'", what, err, want);
         release(&d);
-        remove(path);
     }
-    free(buf);
+    remove(path);
 }
 
 static void test_bad_files(void)
