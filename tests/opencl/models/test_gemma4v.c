@@ -1,6 +1,7 @@
 /* test_gemma4v.c — the Gemma 4 vision projector ("gemma4v" mmproj, docs/design-vision.md 4.3) as llama.cpp's
  * converter writes it (tests/fixtures/gemma4_vision_mmproj{,_f16}.gguf, tools/gen_gemma4_vision_fixtures.py),
- * beside its text model (tests/fixtures/gemma4_vision_text.gguf: the dense fixture with the image tokens):
+ * beside its text model (tests/fixtures/gemma4_dense.gguf, the fixture's text part less its four image tokens,
+ * which only the loader's pair check reads here):
  *   - the pair loads (f32, f16, and f32 with clamps): the hyperparameters tests/golden/gemma4_vision.json records (the
  *     converter's keys and transformers' defaults), and the device buffers hold the file's bytes; through
  *     engine_load (opts.mmproj_path) too, its info naming the projector;
@@ -28,7 +29,7 @@
 #define MMPROJ "tests/fixtures/gemma4_vision_mmproj.gguf"
 #define MMPROJ_F16 "tests/fixtures/gemma4_vision_mmproj_f16.gguf"
 #define MMPROJ_CLIPPED "tests/fixtures/gemma4_vision_mmproj_clipped.gguf"
-#define TEXT "tests/fixtures/gemma4_vision_text.gguf"
+#define TEXT "tests/fixtures/gemma4_dense.gguf"
 #define GOLDEN "tests/golden/gemma4_vision.json"
 #define BAD "/tmp/clgemma_test_gemma4v_bad.gguf"
 #define HEADER_BYTES 3072 /* the f16 file's keys and tensor table (2,784 bytes) and a little data */
