@@ -86,6 +86,17 @@ say "waiting for the model to load ($url/health)"
 t=0
 until curl -sf --cacert "$cert" "https://localhost:$PORT/health" -o /dev/null; do
   t=$((t + 1))
+  # every worker has failed to load (each restarts with back-off and would fail again): say why, stop
+  why=$( [ $((t % 3)) -eq 0 ] && curl -s --cacert "$cert" "https://localhost:$PORT/health" 2>/dev/null |
+    python3 -c 'import json, sys
+p = json.load(sys.stdin).get("pool") or []
+if p and all(w.get("load_failures") for w in p):
+    print("; ".join(sorted({w.get("last_error", "") for w in p})))' 2>/dev/null || true)
+  if [ -n "$why" ]; then
+    echo "serve: no worker can load $MODEL: $why (logs: $RUN_DIR/logs/)" >&2
+    RUN_DIR=$RUN_DIR sh deploy/stop.sh --quiet
+    exit 1
+  fi
   if [ "$t" -gt 600 ]; then
     echo "serve: no healthy worker after 10 minutes; worker log:" >&2
     tail -n 20 "$RUN_DIR/logs/worker-0.log" >&2

@@ -27,6 +27,19 @@ static const char *board_state_name(const board_view *v)
     }
 }
 
+/* a worker slot's failed loads since it last loaded, and the last one's reason (it restarts with back-off, so
+ * while it loads again this is the only place the reason shows) */
+static void add_load_failures(json_object *o, const board *b)
+{
+    uint64_t n = atomic_load(&((board *)b)->load_failures);
+    if (!n) return;
+    char last[sizeof b->last_error];
+    memcpy(last, b->last_error, sizeof last);
+    last[sizeof last - 1] = 0;
+    json_object_object_add(o, "load_failures", json_object_new_int64((int64_t)n));
+    json_object_object_add(o, "last_error", json_object_new_string(last));
+}
+
 /* the pool's entries; returns how many workers are ready */
 static int pool(const api_ctx *c, json_object *o)
 {
@@ -45,6 +58,7 @@ static int pool(const api_ctx *c, json_object *o)
         json_object_object_add(w, "device", json_object_new_string(b->device));
         json_object_object_add(w, "active", json_object_new_int64((int64_t)atomic_load(&((board *)b)->active)));
         json_object_object_add(w, "queue_depth", json_object_new_int64((int64_t)atomic_load(&((board *)b)->queued)));
+        add_load_failures(w, b);
         json_object_array_add(arr, w);
     }
     board_scan_free(v, n);
@@ -140,6 +154,7 @@ int api_health(const api_ctx *c, http_req *r)
     json_object_object_add(o, "queue_depth", json_object_new_int(queued));
     json_object_object_add(o, "uptime_seconds", json_object_new_double(monotonic_seconds() - c->t_start));
     if (c->state == WORKER_FAILED) json_object_object_add(o, "error", json_object_new_string(c->load_error));
+    add_load_failures(o, me);
     int ready = pool(c, o);
     int rc = http_send_json(r, ready > 0 ? 200 : 503,
                             json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));

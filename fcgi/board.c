@@ -124,6 +124,15 @@ static const board *map_ro(const char *path, size_t *size)
 
 static void init(board *b, const board_id *id)
 {
+    /* an earlier incarnation's failed loads stay on record until a load succeeds */
+    char last[sizeof b->last_error] = "";
+    uint64_t failures = 0;
+    if (atomic_load(&b->magic) == BOARD_MAGIC && b->version == BOARD_VERSION && b->size == sizeof *b &&
+        !strncmp(b->label, id->label, sizeof b->label)) {
+        memcpy(last, b->last_error, sizeof last);
+        last[sizeof last - 1] = 0;
+        failures = atomic_load(&b->load_failures);
+    }
     atomic_store(&b->magic, 0);
     memset((char *)b + sizeof b->magic, 0, sizeof *b - sizeof b->magic); /* readers see zeros, never a lock */
     b->version = BOARD_VERSION;
@@ -139,7 +148,21 @@ static void init(board *b, const board_id *id)
     copy(b->device, sizeof b->device, id->device);
     copy(b->model, sizeof b->model, id->model);
     atomic_store(&b->state, BOARD_LOADING);
+    memcpy(b->last_error, last, sizeof last);
+    atomic_store(&b->load_failures, failures);
     atomic_store_explicit(&b->magic, BOARD_MAGIC, memory_order_release);
+}
+
+void board_load_failed(board *b, const char *err)
+{
+    copy(b->last_error, sizeof b->last_error, err);
+    atomic_fetch_add(&b->load_failures, 1);
+}
+
+void board_loaded(board *b)
+{
+    atomic_store(&b->load_failures, 0);
+    b->last_error[0] = 0;
 }
 
 board *board_create(const char *path, const board_id *id, char *err, size_t errlen)

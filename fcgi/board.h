@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define BOARD_MAGIC 0x31616d6d65676c63ull /* "clgemma1" */
-#define BOARD_VERSION 4                   /* bump when the layout or a histogram's bounds change */
+#define BOARD_VERSION 5                   /* bump when the layout or a histogram's bounds change */
 
 enum metric_endpoint { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
 enum metric_cancel { CANCEL_CLIENT_GONE, CANCEL_DRAIN, CANCEL_REASONS };
@@ -63,6 +63,10 @@ typedef struct board {
     _Atomic uint64_t kv_blocks[KVP_POOLS], kv_free[KVP_POOLS], kv_cached[KVP_POOLS];
     /* the prefix cache: prompt tokens of the sequences started, and of them those not computed */
     _Atomic uint64_t prefix_tokens, prefix_hit_tokens;
+    /* the last failed load of this worker slot and how many there were since it last loaded: kept across
+     * restarts (a worker that cannot load restarts with back-off, and /health must say why) */
+    _Atomic uint64_t load_failures;
+    char last_error[256];
     board_histogram hist[H_COUNT];
 } board;
 
@@ -81,9 +85,12 @@ void board_identify(int listen_fd, int index, int shared, board_id *id, char *di
 int  board_path(const char *dir, const char *label, char *out, size_t cap);
 
 /* The owner's board: the file at path (created, or taken back from an earlier incarnation and
- * zeroed), or anonymous shared memory when path is NULL. Refuses a file that a live process
+ * zeroed but for its load-failure record), or anonymous shared memory when path is NULL. Refuses a file that a live process
  * other than us owns. Returns NULL with err. */
 board *board_create(const char *path, const board_id *id, char *err, size_t errlen);
+/* A failed load recorded (err: its message) / a successful one clearing the record */
+void   board_load_failed(board *b, const char *err);
+void   board_loaded(board *b);
 /* Unmaps; remove_path (may be NULL) is unlinked: a clean exit leaves no file behind. */
 void   board_destroy(board *b, const char *remove_path);
 

@@ -171,6 +171,12 @@ void metrics_spec(metrics *m, int proposed, int accepted)
 }
 void metrics_state(metrics *m, enum board_state s) { SET(m->b->state, (uint64_t)s); }
 
+void metrics_load_result(metrics *m, const char *err)
+{
+    if (err) board_load_failed(m->b, err);
+    else board_loaded(m->b);
+}
+
 void metrics_load(metrics *m, int active, int queued)
 {
     SET(m->b->active, (uint64_t)(active > 0 ? active : 0));

@@ -34,6 +34,8 @@ void metrics_engine_error(metrics *m);
 
 /* gauges the owner publishes */
 void metrics_state(metrics *m, enum board_state s);
+/* the load's outcome on the board: err NULL when it loaded (clears earlier failures), else why it did not */
+void metrics_load_result(metrics *m, const char *err);
 void metrics_load(metrics *m, int active, int queued);
 void metrics_engine(metrics *m, const char *device_name, uint64_t device_bytes, uint64_t device_total, uint64_t n_ctx);
 /* free_blocks: those a sequence may take, cached ones (held only by the prefix cache) included */

@@ -368,9 +368,11 @@ int worker_run(const server_config *cfg, int index, int listen_fd, double load_d
         LOG(&w, "stopped before loading");
     } else if (load(&w)) {
         LOG(&w, "cannot load %s: %s", cfg->model, w.load_error);
+        metrics_load_result(w.m, w.load_error);
         set_state(&w, WORKER_FAILED);
         rc = WORKER_EXIT_LOAD;
     } else {
+        metrics_load_result(w.m, NULL);
         set_state(&w, WORKER_READY);
         while (!wait_signal(1000)) {}
         drain(&w);

@@ -70,3 +70,18 @@ if [ "$(wc -l < "$run/huge.out")" -eq 1 ] && grep -q 'of weights but device .* h
 else
   echo "FAIL serve_refuses_a_model_too_big: $(cat "$run/huge.out")"; exit 1
 fi
+# a worker that cannot load (here a queue needing more request threads than a worker has): serve.sh says why
+# and stops once every worker has failed, instead of waiting 10 minutes on "loading" while they restart
+sed 's/^# max-queue = .*/max-queue = 1700/' conf/clgemma.conf > "$run/noload.conf"
+start=$(date +%s)
+if CONFIG=$run/noload.conf CLGEMMA_RUN_DIR=$run CLGEMMA_PORT=$port CLGEMMA_SKIP_SETUP=1 CLGEMMA_CTX=1024 \
+   sh deploy/serve.sh > "$run/noload.out" 2>&1; then
+  echo "FAIL serve_reports_a_worker_that_cannot_load: it started"; cat "$run/noload.out"; exit 1
+fi
+took=$(( $(date +%s) - start ))
+if grep -q '^serve: no worker can load .*--threads 1024 is too few for .*--max-queue 1700' "$run/noload.out" &&
+   [ "$took" -lt 120 ] && ! ls "$run"/worker-*.pid >/dev/null 2>&1 && ! pgrep -f "$run/sockets" >/dev/null; then
+  echo "PASS serve_reports_a_worker_that_cannot_load (${took} s: $(grep '^serve: no worker' "$run/noload.out" | cut -c1-140)...)"
+else
+  echo "FAIL serve_reports_a_worker_that_cannot_load (${took} s): $(tail -3 "$run/noload.out")"; exit 1
+fi
