@@ -70,11 +70,15 @@ build/tests/test_fcgi_%: test_fcgi_%.c build/libclgemma-fcgi.a build/libclgemma.
 setup:
 	@sh deploy/setup.sh
 
+# references computed by Pillow at test time (tools/requirements.txt pins it), not committed
+build/data/image_prep/cases.txt: tools/gen_image_prep_fixtures.py
+	.venv/bin/python tools/gen_image_prep_fixtures.py build/data/image_prep
+
 model: setup
 	@sh deploy/fetch_model.sh
 
 test: setup
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all build/data/image_prep/cases.txt
 	@sh deploy/fetch_model.sh
 	@sh deploy/fetch_llama_ref.sh >/dev/null
 	@sh tests/run_all.sh

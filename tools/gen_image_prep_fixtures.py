@@ -11,20 +11,24 @@ References come from Pillow and numpy only, never from clgemma:
   * rescale / patchify / positions: image_processing_gemma4.py:241 (x * 1/255 in float64, stored float32),
     :88-99 (convert_image_to_patches: [3, H, W] -> [N, p*p*3], permute(1, 3, 2, 4, 0)), :250-258 (positions).
 
-Writes tests/data/image_prep/ (images, manifest cases.txt, resized references as lossless PNG, sampled
-float rows, positions) and tests/fuzz/corpus_image/ (small seeds). Run: /work/main/.venv/bin/python
-tools/gen_image_prep_fixtures.py  (needs pillow, numpy). Deterministic.
+Writes OUT_DIR (default build/data/image_prep/: images, manifest cases.txt, resized references as lossless
+PNG, sampled float rows, positions) and, with --seeds, tests/fuzz/corpus_image/ (small seeds, committed).
+`make test` runs it before the tests (.venv has pillow and numpy, pinned in tools/requirements.txt): the
+references are computed by Pillow at test time rather than committed, as 4.8 MB of them would crowd the
+64 MiB a GPU call carries. Run: .venv/bin/python tools/gen_image_prep_fixtures.py [OUT_DIR] [--seeds].
+Deterministic.
 """
 import io
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 from PIL import Image
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-OUT = os.path.join(ROOT, "tests", "data", "image_prep")
+OUT = os.path.join(ROOT, "build", "data", "image_prep")
 SEEDS = os.path.join(ROOT, "tests", "fuzz", "corpus_image")
 P, K = 16, 3
 ROWS_KEPT = 24  # about this many patch rows of pixel_values are stored per case (all of them: megabytes)
@@ -151,6 +155,10 @@ def prep(rgb, mst):
 
 
 def main():
+    global OUT
+    dirs = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if dirs:
+        OUT = os.path.abspath(dirs[0])
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     lines = ["# written by tools/gen_image_prep_fixtures.py; see test_image_prep.c for the line kinds"]
@@ -201,10 +209,13 @@ def main():
         for mst in (70, 140, 280, 560, 1120):
             r = size_rule(h, w, mst)
             lines.append(f"size {w} {h} {mst} " + (f"{r[1]} {r[0]}" if r else "error"))
-    with open(os.path.join(OUT, "cases.txt"), "w") as f:
+    with open(os.path.join(OUT, "cases.txt.part"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
     # fuzz seeds: small files of every kind the decoder takes or refuses
+    os.replace(os.path.join(OUT, "cases.txt.part"), os.path.join(OUT, "cases.txt"))  # last: make's target
+    if "--seeds" not in sys.argv[1:]:
+        return
     shutil.rmtree(SEEDS, ignore_errors=True)
     os.makedirs(SEEDS)
     small = Image.fromarray(pattern(13, 9, 20))

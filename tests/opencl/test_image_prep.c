@@ -1,5 +1,5 @@
 /* Image decoding and Gemma 4 preprocessing against Pillow + numpy references written by
- * tools/gen_image_prep_fixtures.py into tests/data/image_prep/cases.txt:
+ * tools/gen_image_prep_fixtures.py (run by make test) into build/data/image_prep/cases.txt:
  *   decode FILE W H RGB          Pillow's decode + transformers' convert_to_rgb: PNG exact, JPEG within JPEG_TOL
  *   size W H MST TW TH | error   get_aspect_ratio_preserving_size: exact
  *   resize FILE W H REF.png      Pillow's resize(BICUBIC) alone, one axis or both: exact
@@ -16,7 +16,7 @@
 #include "image.h"
 #include "image_prep.h"
 
-#define DIR "tests/data/image_prep/"
+#define DIR "build/data/image_prep/"
 /* Pillow's wheel bundles a newer libjpeg-turbo than the system's 2.1.5; the same ISLOW IDCT and
  * fancy upsampling may still differ by rounding in a value */
 #define JPEG_TOL 1
