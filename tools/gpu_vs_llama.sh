@@ -17,7 +17,8 @@
 # Every figure is the median of 3 runs (llama-bench's samples_ts; batched-bench and start-up run 3 times);
 # llama.cpp: -ngl 99 -fa on, its defaults otherwise. Rows go to $OUT/vs_llama.md as they are measured, so a
 # run cut short keeps what it has. llama.cpp is built once per machine into LLAMA_DIR (default /tmp/lcpp)
-# from .gpu/llama-slim.tar.xz (the llama-cpp-python 0.3.36 sdist's vendor/llama.cpp), CUDA sm_90a, in the
+# from .gpu/llama-slim.tar.xz (the llama-cpp-python 0.3.36 sdist's vendor/llama.cpp; sh tools/gpu_llama_src.sh
+# writes it, 6.1 MB), CUDA sm_90a, in the
 # background while the first file is written (~4 min on 16 cores).
 models=${1:-g3 26b 31b e4b e2b}
 rows=${2:-b1 p2048 b16 b64}
