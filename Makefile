@@ -77,8 +77,17 @@ build/data/image_prep/cases.txt: tools/gen_image_prep_fixtures.py
 model: setup
 	@sh deploy/fetch_model.sh
 
+# the float64 reference's logits of the tiny Qwen 3.5 fixtures at every position (tools/ref_qwen35.py --golden):
+# made at test time, not committed (docs/design-qwen35.md section 6.1); layout in the golden JSON's "logits" section
+QWEN35_GOLDEN := build/golden/qwen35_dense.logits build/golden/qwen35_moe.logits
+build/golden/qwen35_%.logits: tests/golden/qwen35_%.json tools/ref_qwen35.py tools/ref_gemma4.py
+	@mkdir -p $(dir $@)
+	.venv/bin/python tools/ref_qwen35.py --golden $< $@
+build/golden/qwen35_dense.logits: tests/fixtures/qwen35_dense_bf16.gguf tests/fixtures/qwen35_dense_q4_k_m.gguf
+build/golden/qwen35_moe.logits: tests/fixtures/qwen35_moe_q8_0.gguf tests/fixtures/qwen35_moe_q4_k_m.gguf
+
 test: setup
-	@$(MAKE) --no-print-directory all build/data/image_prep/cases.txt
+	@$(MAKE) --no-print-directory all build/data/image_prep/cases.txt $(QWEN35_GOLDEN)
 	@sh deploy/fetch_model.sh
 	@sh deploy/fetch_llama_ref.sh >/dev/null
 	@sh tests/run_all.sh

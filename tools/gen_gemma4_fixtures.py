@@ -46,9 +46,11 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
-from transformers import AutoTokenizer, Gemma4ForCausalLM, Gemma4TextConfig  # noqa: E402
+from transformers import Gemma4ForCausalLM, Gemma4TextConfig  # noqa: E402
 
 import gemma4_fixture_vocab as fvocab  # noqa: E402
+from fixture_checks import (agree, generate, greedy_entries, hf_greedy_margins, llama_run, new_check, r6,  # noqa: E402
+                            top2_gap, golden_files, write_golden, write_logits)
 from ref_gemma4 import Gemma4Model  # noqa: E402
 
 S, F = "sliding_attention", "full_attention"
@@ -163,11 +165,6 @@ def hf_logits(model, tokens) -> np.ndarray:
     return out.logits[0].double().numpy()
 
 
-def top2_gap(row: np.ndarray) -> float:
-    a = np.sort(row)[-2:]
-    return float(a[1] - a[0])
-
-
 def greedy(logits_fn, tokens, n) -> tuple[list[int], list[float]]:
     seq, out, gaps = list(tokens), [], []
     for _ in range(n):
@@ -277,13 +274,6 @@ def check_tokenizer_keys(path: Path) -> None:
     assert ka["tokenizer.chat_template"] == fvocab.TEMPLATE.read_text(encoding="utf-8")
 
 
-def llama_run(path: Path, seqs, texts, td: Path) -> dict:
-    job, out = td / "job.json", td / "out.json"
-    job.write_text(json.dumps({"sequences": seqs, "greedy": N_GREEDY, "texts": texts}))
-    run([REF_PY, ROOT / "tools" / "llamacpp_gemma4_ref.py", "run", path, job, out], f"llama.cpp on {path.name}")
-    return json.loads(out.read_text())
-
-
 # ---- one variant -------------------------------------------------------------------------------------------
 
 def sequences(tok, rng: np.random.Generator) -> tuple[list[list[int]], list[str]]:
@@ -293,10 +283,6 @@ def sequences(tok, rng: np.random.Generator) -> tuple[list[list[int]], list[str]
     for t in texts:
         seqs.append(tok(t, add_special_tokens=False)["input_ids"])     # the template writes <bos> itself
     return seqs, texts
-
-
-def r6(a) -> list:
-    return np.round(np.asarray(a, dtype=np.float64), 6).tolist()
 
 
 def build_variant(name: str, tokdir: Path, tok) -> dict:
@@ -321,7 +307,7 @@ def build_variant(name: str, tokdir: Path, tok) -> dict:
         refs = {t: Gemma4Model(str(paths[t])) for t in TYPES}
         ref_greedy = {t: [greedy(refs[t].forward, s, N_GREEDY)[0] for s in seqs] for t in TYPES}
         # llama.cpp on the sequences, and on each sequence followed by the reference's greedy tokens
-        llama = {t: llama_run(paths[t], seqs + [s + g for s, g in zip(seqs, ref_greedy[t])], texts, td)
+        llama = {t: llama_run(paths[t], seqs + [s + g for s, g in zip(seqs, ref_greedy[t])], texts, N_GREEDY, td)
                  for t in TYPES}
     for t in TYPES:
         assert llama[t]["tokenized"] == seqs[1:], (name, t, llama[t]["tokenized"], seqs[1:])
@@ -336,66 +322,14 @@ def build_variant(name: str, tokdir: Path, tok) -> dict:
     hf_on = {t: (model if t == "f32" else with_weights(model, refs[t], names)) for t in TYPES}
 
     logits = {f"hf:{t}": [] for t in ("f32", "bf16")} | {f"ref:{t}": [] for t in TYPES}
-    check = {"max_abs_hf64_vs_ref_f32": 0.0, "max_abs_hf_vs_ref": {t: 0.0 for t in TYPES},
-             "max_abs_llama_vs_ref": {t: 0.0 for t in TYPES}, "max_abs_ref_vs_ref_f32": {t: 0.0 for t in TYPES},
-             "min_greedy_gap_transformers_f32": float("inf"), "min_router_gap_transformers_f32": None,
-             "llama_greedy_steps_checked": {t: 0 for t in TYPES}, "llama_greedy_steps_total": 0}
-    for t in TYPES:
-        for si, toks in enumerate(seqs):
-            ref = refs[t].forward(toks)
-            logits[f"ref:{t}"].append(ref)
-            hf = hf_logits(hf_on[t], toks)
-            if f"hf:{t}" in logits:
-                logits[f"hf:{t}"].append(hf)
-            d = float(np.abs(hf - ref).max())
-            assert d <= HF_VS_REF_MAX, (name, t, si, d)
-            check["max_abs_hf_vs_ref"][t] = max(check["max_abs_hf_vs_ref"][t], d)
-            check["max_abs_ref_vs_ref_f32"][t] = max(check["max_abs_ref_vs_ref_f32"][t],
-                                                     float(np.abs(ref - logits["ref:f32"][si]).max()))
-            lc = np.asarray(llama[t]["sequences"][si]["logits"])
-            check["max_abs_llama_vs_ref"][t] = max(check["max_abs_llama_vs_ref"][t], float(np.abs(lc - ref).max()))
-            if t == "f32":
-                d64 = float(np.abs(hf_logits(model64, toks) - ref).max())
-                check["max_abs_hf64_vs_ref_f32"] = max(check["max_abs_hf64_vs_ref_f32"], d64)
-    seq_out = []
-    for si, toks in enumerate(seqs):
-        hf_g, hf_gaps = greedy(lambda s: hf_logits(model, s), toks, N_GREEDY)
-        check["min_greedy_gap_transformers_f32"] = min(check["min_greedy_gap_transformers_f32"], min(hf_gaps))
-        rg = router_gap(model, toks + hf_g)
-        if rg is not None:
-            prev = check["min_router_gap_transformers_f32"]
-            check["min_router_gap_transformers_f32"] = rg if prev is None else min(prev, rg)
-        entry = {"tokens": toks, "greedy": {}, "greedy_gap": {}, "greedy_llama": {}}
-        if si:
-            entry["text"] = texts[si - 1]
-        n = len(toks)
-        for t in TYPES:
-            g = ref_greedy[t][si]
-            if t == "f32":
-                assert g == hf_g, (name, si, g, hf_g)
-            # the rows that predict the greedy tokens: the reference's, and llama.cpp's fed the same tokens
-            ref_rows = refs[t].forward(toks + g)[n - 1:n - 1 + N_GREEDY]
-            llama_rows = np.asarray(llama[t]["sequences"][len(seqs) + si]["logits"])[n - 1:n - 1 + N_GREEDY]
-            gaps = [top2_gap(r) for r in ref_rows]
-            for j in range(N_GREEDY):
-                if gaps[j] > 2 * float(np.abs(llama_rows[j] - ref_rows[j]).max()):
-                    assert int(np.argmax(llama_rows[j])) == g[j], (name, t, si, j, g)
-                    check["llama_greedy_steps_checked"][t] += 1
-            entry["greedy"][t], entry["greedy_gap"][t] = g, r6(gaps)
-            if refs[t].n_expert:
-                tr: dict = {}
-                refs[t].forward(toks + g, trace=tr)
-                entry.setdefault("router_gap", {})[t] = r6(tr["router_gap_pos"])
-            entry["greedy_llama"][t] = llama[t]["sequences"][si]["greedy"]
-        check["llama_greedy_steps_total"] += N_GREEDY
-        seq_out.append(entry)
+    check = new_check(TYPES)
+    agree(name, TYPES, refs, hf_on, model64, seqs, llama, logits, check, HF_VS_REF_MAX, hf_logits)
+    hf_greedy = hf_greedy_margins(model, seqs, N_GREEDY, check, lambda s: hf_logits(model, s), router_gap)
+    seq_out = greedy_entries(name, TYPES, refs, seqs, texts, hf_greedy, ref_greedy, llama, check, N_GREEDY)
     assert check["max_abs_hf64_vs_ref_f32"] <= 1e-4, check
 
-    # float32 logits, set by set, sequence by sequence, [position][vocab]
-    sets = list(logits)
-    blob = np.concatenate([np.asarray(x, dtype=np.float32).reshape(-1) for s in sets for x in logits[s]])
     bin_path = ROOT / "tests" / "golden" / f"gemma4_{name}.logits"
-    bin_path.write_bytes(blob.astype("<f4").tobytes())
+    sets = write_logits(logits, bin_path)
     trace: dict = {}
     refs["f32"].forward(seqs[0], trace=trace)
     c = model.config
@@ -404,13 +338,7 @@ def build_variant(name: str, tokdir: Path, tok) -> dict:
         "description": DESCRIPTION[name],
         "generator": f"tools/gen_gemma4_fixtures.py (weight seed {seed}): transformers {__import__('transformers').__version__}, "
                      "llama.cpp convert_hf_to_gguf.py + llama_model_quantize (llama-cpp-python 0.3.36 sdist)",
-        "gguf": {t: str(paths[t].relative_to(ROOT)) for t in TYPES},
-        "file_bytes": {t: paths[t].stat().st_size for t in TYPES},
-        "tensor_types": {t: refs[t].types for t in TYPES},
-        "vocab": {"n_vocab": n_vocab, "n_real_ids": fvocab.N_REAL, "n_merges": len(json.loads(
-            (tokdir / "tokenizer.json").read_text())["model"]["merges"]), "source": "tools/gemma4_fixture_vocab.py"},
-        "hf_config": {k: v for k, v in c.to_dict().items()
-                      if k not in ("transformers_version", "architectures", "dtype", "torch_dtype")},
+        **golden_files(paths, refs, tokdir, n_vocab, fvocab.N_REAL, "tools/gemma4_fixture_vocab.py", c),
         "hparams": {
             "n_layer": c.num_hidden_layers, "n_embd": c.hidden_size, "n_vocab": n_vocab,
             "is_swa": [x == S for x in c.layer_types], "n_kv_shared": c.num_kv_shared_layers,
@@ -450,31 +378,8 @@ def build_variant(name: str, tokdir: Path, tok) -> dict:
             "layer_out": [r6(x) for x in trace["layer_out"]],
         },
     }
-    out = ROOT / "tests" / "golden" / f"gemma4_{name}.json"
-    out.write_text(json.dumps(golden, separators=(",", ":")) + "\n")
-    sizes = {t: paths[t].stat().st_size for t in TYPES} | {"json": out.stat().st_size, "logits": bin_path.stat().st_size}
-    print(f"{name}: seed {seed}; hf64-vs-ref {check['max_abs_hf64_vs_ref_f32']:.2e}; hf-vs-ref "
-          f"{ {t: f'{v:.1e}' for t, v in check['max_abs_hf_vs_ref'].items()} }; llama-vs-ref "
-          f"{ {t: f'{v:.2g}' for t, v in check['max_abs_llama_vs_ref'].items()} }; ref-vs-f32 "
-          f"{ {t: f'{v:.2g}' for t, v in check['max_abs_ref_vs_ref_f32'].items()} }; llama greedy checked "
-          f"{check['llama_greedy_steps_checked']} of {check['llama_greedy_steps_total']}; sizes {sizes}")
-    return sizes
-
-
-def main() -> int:
-    torch.set_num_threads(1)
-    if not (LLAMA / "convert_hf_to_gguf.py").is_file() or not REF_PY.is_file():
-        sys.exit("needs .cache/llama.cpp (sh deploy/fetch_llama_ref.sh) and .venv-ref (llama-cpp-python 0.3.36)")
-    names = sys.argv[1:] or list(VARIANTS)
-    with tempfile.TemporaryDirectory() as td:
-        tokdir = Path(td) / "tokenizer"
-        fvocab.write(tokdir)
-        tok = AutoTokenizer.from_pretrained(tokdir)
-        for name in names:
-            sizes = build_variant(name, tokdir, tok)
-            assert all(v < 5_000_000 for v in sizes.values()), sizes
-    return 0
+    return write_golden(golden, ROOT / "tests" / "golden" / f"gemma4_{name}.json", paths, bin_path, name, seed)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(generate(VARIANTS, fvocab.write, build_variant, 5_000_000))

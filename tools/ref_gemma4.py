@@ -216,13 +216,14 @@ class Gemma4Model:
         return out
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cli(model_cls, doc: str, argv=None, after=None) -> int:
+    """The reference CLI: top-5 logits at every position of --tokens, optionally greedy tokens; after(model) last."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gguf")
     ap.add_argument("--tokens", required=True, help="comma separated token ids")
     ap.add_argument("--greedy", type=int, default=0, help="also print N greedy continuation tokens")
     a = ap.parse_args(argv)
-    m = Gemma4Model(a.gguf)
+    m = model_cls(a.gguf)
     toks = [int(x) for x in a.tokens.split(",") if x.strip()]
     lg = m.forward(toks)
     for i, row in enumerate(lg):
@@ -230,7 +231,13 @@ def main(argv=None) -> int:
         print(f"pos {i:3d} tok {toks[i]:6d} argmax {top[0]:6d} top5 " + " ".join(f"{j}:{row[j]:.4f}" for j in top))
     if a.greedy:
         print("greedy:", m.greedy(toks, a.greedy))
+    if after is not None:
+        after(m)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli(Gemma4Model, __doc__, argv)
 
 
 if __name__ == "__main__":
