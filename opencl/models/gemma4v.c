@@ -385,14 +385,16 @@ static int stage(vision_model *v, const image_prep *const *imgs, int n, uint32_t
     uint32_t N = 0, S = 0;
     for (int i = 0; i < n; i++) {
         const image_prep *im = imgs[i];
-        if (!im || !im->pixels || !im->pos || im->gw <= 0 || im->gh <= 0 || im->n_patches != im->gw * im->gh)
+        if (!im || !im->pixels || !im->pos || im->gw <= 0 || im->gh <= 0)
             return ERR("vision_encode: image %d is not a prepared image", i);
+        if ((uint32_t)im->gw > hp->n_pos || (uint32_t)im->gh > hp->n_pos) /* first: bounds the product below */
+            return ERR("vision_encode: image %d: patch grid %dx%d exceeds the position table (%u)", i, im->gw, im->gh,
+                       hp->n_pos);
+        if ((int64_t)im->n_patches != (int64_t)im->gw * im->gh)
+            return ERR("vision_encode: image %d: %d patches for a %dx%d grid", i, im->n_patches, im->gw, im->gh);
         if (im->gw % k || im->gh % k)
             return ERR("vision_encode: image %d: patch grid %dx%d is not a multiple of the pooling kernel %d", i, im->gw,
                        im->gh, k);
-        if ((uint32_t)im->gw > hp->n_pos || (uint32_t)im->gh > hp->n_pos)
-            return ERR("vision_encode: image %d: patch grid %dx%d exceeds the position table (%u)", i, im->gw, im->gh,
-                       hp->n_pos);
         if ((uint64_t)N + (uint64_t)im->n_patches > v->max_patches)
             return ERR("vision_encode: %llu patches exceed the encoder's budget of %u",
                        (unsigned long long)N + (unsigned long long)im->n_patches, v->max_patches);

@@ -7,8 +7,9 @@
  *     weights and with the clamps of the clipped file;
  *   - the three images in one encode: each image's rows equal to its rows alone (no attention across images,
  *     pooling per image), and to the goldens;
- *   - refusals: no image, a grid the pooling kernel does not divide, patches over the budget, positions that are
- *     not the grid's; the new ops' bad shapes.
+ *   - refusals: no image, a grid the pooling kernel does not divide or wider than the position table, a patch
+ *     count that is not the grid's, patches over the budget, positions that are not the grid's; the new ops' bad
+ *     shapes (their numerics at other shapes: tests/opencl/ops/test_kernels_vision.c).
  * Error measure: max |Δ| / max |golden value| over the array. The prepared inputs are the goldens' resized images
  * (pixel_values = float32(v · (1/255)) in (row, col, channel) patch order, positions checked against the
  * golden's), so image_prep's resize (its own test) is not in the comparison. */
@@ -301,6 +302,8 @@ static void test_refusals(void)
     refused(&v, "grid", one, 1, "vision_encode: image 0: patch grid 9x7 is not a multiple of the pooling kernel 3");
     odd.gw = 66, odd.gh = 3, odd.n_patches = 198;
     refused(&v, "wide grid", one, 1, "vision_encode: image 0: patch grid 66x3 exceeds the position table (64)");
+    odd.gw = 27, odd.gh = 21, odd.n_patches = 560;
+    refused(&v, "patch count", one, 1, "vision_encode: image 0: 560 patches for a 27x21 grid");
     odd = *IMG[0];
     int32_t *pos = malloc((size_t)odd.n_patches * 8);
     if (pos) {
