@@ -227,7 +227,8 @@ static int scratch_create(vision_model *v, cl_runtime *rt, char *err, size_t err
     const vision_hparams *hp = &v->hp;
     g4v_scratch *s = &((gemma4v_priv *)v->priv)->s;
     size_t P = v->max_patches, S = P / (hp->pool_k * hp->pool_k), H = hp->n_embd, F = hp->n_ff;
-    size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_kv * hp->head_dim, pin = 3u * hp->patch * hp->patch;
+    size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_kv * hp->head_dim;
+    size_t pin = 3u * hp->patch * hp->patch;
     if (!S) return ERR("mmproj: an encode budget of %u patches holds no soft token", v->max_patches);
     struct { cl_mem *m; size_t bytes; } bs[] = {
         { &s->in, P * pin * 4 }, { &s->pos, P * 8 }, { &s->rng, P * 8 }, { &s->cells, S * 8 }, { &s->x, P * H * 4 },
@@ -252,7 +253,8 @@ static int scratch_create(vision_model *v, cl_runtime *rt, char *err, size_t err
     s->h_pos = malloc(P * 2 * sizeof *s->h_pos);
     s->h_rng = malloc(P * 2 * sizeof *s->h_rng);
     s->h_cells = malloc(S * 2 * sizeof *s->h_cells);
-    if (!s->h_in || !s->h_pos || !s->h_rng || !s->h_cells) return ERR("mmproj: out of memory for the encoder's staging");
+    if (!s->h_in || !s->h_pos || !s->h_rng || !s->h_cells)
+        return ERR("mmproj: out of memory for the encoder's staging");
     return 0;
 }
 
@@ -393,8 +395,8 @@ static int stage(vision_model *v, const image_prep *const *imgs, int n, uint32_t
         if ((int64_t)im->n_patches != (int64_t)im->gw * im->gh)
             return ERR("vision_encode: image %d: %d patches for a %dx%d grid", i, im->n_patches, im->gw, im->gh);
         if (im->gw % k || im->gh % k)
-            return ERR("vision_encode: image %d: patch grid %dx%d is not a multiple of the pooling kernel %d", i, im->gw,
-                       im->gh, k);
+            return ERR("vision_encode: image %d: patch grid %dx%d is not a multiple of the pooling kernel %d", i,
+                       im->gw, im->gh, k);
         if ((uint64_t)N + (uint64_t)im->n_patches > v->max_patches)
             return ERR("vision_encode: %llu patches exceed the encoder's budget of %u",
                        (unsigned long long)N + (unsigned long long)im->n_patches, v->max_patches);

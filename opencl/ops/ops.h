@@ -1,7 +1,7 @@
 /* ops.h — the op API: host-side launchers for the kernels in opencl/kernels, one file per family
  * in opencl/ops (launch.c: the context; matmul.c, matmul_q8.c, act_q8.c, norm.c, rope.c,
- * attention.c, rows.c, logits.c, moe.c, delta.c, vision.c). Each op enqueues work on the runtime's in-order queue and returns at
- * once (no clFinish); a failure is kept in the context (sticky, below). */
+ * attention.c, rows.c, logits.c, moe.c, delta.c, vision.c). Each op enqueues work on the runtime's in-order queue
+ * and returns at once (no clFinish); a failure is kept in the context (sticky, below). */
 #ifndef CLGEMMA_OPS_H
 #define CLGEMMA_OPS_H
 

@@ -332,7 +332,8 @@ static void test_refusals(void)
     op_refused(op_norm_rope2d(&O, NULL, 8, 4, 24, NULL, 1, 1e-6f, NULL, 100.0f),
                "norm_rope2d: unsupported arguments (norm 1 without weight, 4 heads of 24, eps 1e-06, theta 100)");
     op_refused(op_clamp(&O, NULL, NULL, 1.0f, -1.0f, 8), "clamp: bounds [1, -1]");
-    op_refused(op_avgpool(&O, NULL, NULL, NULL, 4, 96, 0, 1.0f), "avgpool: unsupported arguments (96 values, kernel 0)");
+    op_refused(op_avgpool(&O, NULL, NULL, NULL, 4, 96, 0, 1.0f),
+               "avgpool: unsupported arguments (96 values, kernel 0)");
     op_refused(op_standardize(&O, NULL, NULL, NULL, NULL, 4, 96), "standardize: no bias or scale for 96 values");
     op_refused(op_pos_add2d(&O, NULL, NULL, 0, NULL, 4, 96), "pos_add2d: 96 values, 0 positions");
 }

@@ -174,7 +174,8 @@ static void test_avgpool(void)
                         for (uint32_t j = 0; j < n; j++)
                             ref[(size_t)c * n + j] += (double)x[(size_t)(off + py * gw[g] + px) * n + j] * s;
             }
-    cl_mem X = dbuf((size_t)rows * n * 4, x), C = dbuf(sizeof cells, cells), Y = dbuf(((size_t)nout * n + PAD) * 4, NULL);
+    cl_mem X = dbuf((size_t)rows * n * 4, x), C = dbuf(sizeof cells, cells);
+    cl_mem Y = dbuf(((size_t)nout * n + PAD) * 4, NULL);
     poison(Y, ((size_t)nout * n + PAD) * 4);
     OPOK(op_avgpool(&O, X, C, Y, nout, n, k, s));
     dread(Y, y, ((size_t)nout * n + PAD) * 4);
