@@ -64,7 +64,8 @@ void vis_attn(global const float *q, global const float *k, global const float *
     for (uint i = lid; i < hd; i += VA_L) qs[i] = qr[i] * scale;
     barrier(CLK_LOCAL_MEM_FENCE);
     int k0 = rng[2 * t], k1 = rng[2 * t + 1];
-    float m = -INFINITY, l = 0.0f, acc[VA_DPT];
+    float m = -INFINITY, l = 0.0f, acc[VA_DPT]; /* unrolled loops over j keep it in registers */
+#pragma unroll
     for (int j = 0; j < VA_DPT; j++) acc[j] = 0.0f;
     for (int b = k0; b < k1; b += VA_L) {
         int key = b + (int)lid;
@@ -93,17 +94,20 @@ void vis_attn(global const float *q, global const float *k, global const float *
         float alpha = exp(m - mn);
         l = l * alpha + red[0];
         int nk = min(VA_L, k1 - b);
+#pragma unroll
         for (int j = 0; j < VA_DPT; j++) {
             uint d = lid + (uint)j * VA_L;
-            if (d >= hd) break;
-            float a = acc[j] * alpha;
-            for (int i = 0; i < nk; i++) a += p[i] * v[((size_t)(b + i) * nkv + kh) * hd + d];
-            acc[j] = a;
+            if (d < hd) {
+                float a = acc[j] * alpha;
+                for (int i = 0; i < nk; i++) a += p[i] * v[((size_t)(b + i) * nkv + kh) * hd + d];
+                acc[j] = a;
+            }
         }
         m = mn;
         barrier(CLK_LOCAL_MEM_FENCE); /* p and red are rewritten by the next tile */
     }
     global float *o = out + ((size_t)t * nh + h) * hd;
+#pragma unroll
     for (int j = 0; j < VA_DPT; j++) {
         uint d = lid + (uint)j * VA_L;
         if (d < hd) o[d] = acc[j] / l;

@@ -52,8 +52,9 @@ typedef struct vision_taps {
     float *standardized;      /* [soft tokens]: the tower's output (pooled where the file has no standardize) */
 } vision_taps;
 
-/* a row's load fills v (v->arch and hp.proj set, the rest zero) from src, after the table has checked the
- * file's kind and the pairing with the text model; on failure it leaves what it made for unload */
+/* a row's load fills v (v->arch, hp.proj, hp.proj_dim and max_patches set, the rest zero) from src, after the table
+ * has checked the file's kind and the pairing with the text model, and makes the encoder's scratch for max_patches;
+ * on failure it leaves what it made for unload */
 typedef int  vision_load_fn(vision_model *v, const model_src *src, char *err, size_t errlen);
 typedef void vision_unload_fn(vision_model *v);
 /* a row's encode: the images' rows into v->out (the contract of vision_encode) */
