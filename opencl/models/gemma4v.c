@@ -329,8 +329,8 @@ static void linear(ops *o, const weight *w, const float cl[4], cl_mem x, cl_mem 
     if (isfinite(cl[2]) || isfinite(cl[3])) op_clamp(o, y, y, cl[2], cl[3], ntok * w->rows);
 }
 
-/* layer l over n patch rows: s->x is its input (and output), s->a holds ln1(x) on entry; leaves ln1 of the next
- * layer (next != NULL) in s->a */
+/* layer l over n patch rows: s->x is its input (and output), s->a holds ln1(x) on entry; leaves the next layer's
+ * ln1(x) in s->a where there is one */
 static void layer(vision_model *v, ops *o, uint32_t l, uint32_t n)
 {
     const vision_hparams *hp = &v->hp;
