@@ -254,8 +254,8 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     /* the projector's weights are on the device before the KV cache is sized around the weights */
     if (opts->mmproj_path) {
-        if (vision_open(&e->vision, opts->mmproj_path, &e->m, &e->rt, err, errlen)) goto fail;
-        wbytes += e->vision.weight_bytes;
+        if (vision_open(&e->vision, opts->mmproj_path, &e->m, &e->rt, 0, err, errlen)) goto fail;
+        wbytes += e->vision.weight_bytes + e->vision.scratch_bytes;
     }
     const model_hparams *hp = &e->m.hp;
     uint32_t n_ctx = fit_ctx(opts, hp->n_ctx_train);
@@ -330,7 +330,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     if (e->vision.arch) {
         snprintf(in->vision_proj, sizeof in->vision_proj, "%s", e->vision.hp.proj);
-        in->vision_bytes = e->vision.weight_bytes;
+        in->vision_bytes = e->vision.weight_bytes + e->vision.scratch_bytes;
         in->device_bytes += in->vision_bytes;
     }
     in->host_weight_bytes = e->m.host_bytes;

@@ -144,7 +144,7 @@ typedef struct engine_info {
     char draft_arch[32];
     uint32_t draft_layers, draft_embd;
     uint64_t draft_bytes;
-    /* the vision projector (opts.mmproj_path): its type ("" without one) and weights */
+    /* the vision projector (opts.mmproj_path): its type ("" without one), weights and encoder scratch */
     char vision_proj[16];
     uint64_t vision_bytes;
 } engine_info;

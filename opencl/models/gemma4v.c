@@ -1,6 +1,7 @@
 /* gemma4v.c — the Gemma 4 vision tower as llama.cpp's converter writes it (projector type "gemma4v",
  * docs/design-vision.md 2.1-2.2): its keys, its tensors checked against them (4.3), the weights on the device,
- * and their release. Defaults the file does not carry are transformers' (pooling kernel 3, RoPE theta 100). */
+ * the encoder's scratch, the encoder forward as transformers computes it (1.3, 4.4), and their release. Defaults
+ * the file does not carry are transformers' (pooling kernel 3, RoPE theta 100). */
 #include "vision.h"
 
 #include <math.h>
@@ -28,8 +29,24 @@ static const char *const CLAMPS[] = { "input_min", "input_max", "output_min", "o
 static const char *const LAYER_VECS[] = { "ln1.weight", "ln2.weight", "attn_q_norm.weight", "attn_k_norm.weight",
                                           "attn_post_norm.weight", "ffn_post_norm.weight" };
 
+/* the encoder's device scratch for max_patches patches (P) and P / k² soft tokens (S), and its host staging */
+typedef struct g4v_scratch {
+    cl_mem in;                /* [P][3 p²]: patch values, channel-major as v.patch_embd's rows, 2v - 1 */
+    cl_mem pos, rng;          /* [P][2] int: (x, y) of each patch; [first, end) of its image's rows */
+    cl_mem cells;             /* [S][2] int: a soft token's top-left patch row and its grid's width */
+    cl_mem x, a, c, t;        /* [P][Hv]: residual stream, normed input, clamped copy, product out */
+    cl_mem q, k, v, o;        /* [P][heads · hd] */
+    cl_mem g, u;              /* [P][F] */
+    cl_mem pooled, stdz, normed; /* [S][Hv] */
+    cl_mem out;               /* [S][proj_dim] */
+    cl_mem ones;              /* [Hv] of 1: the projector's norm has no weight */
+    float *h_in;              /* host staging of in, pos, rng, cells */
+    int32_t *h_pos, *h_rng, *h_cells;
+} g4v_scratch;
+
 typedef struct gemma4v_priv {
     float (*clamp)[N_LIN][4]; /* [n_layer]: per product its input min, max, output min, max (±inf: none) */
+    g4v_scratch s;
 } gemma4v_priv;
 
 static int read_triple(const gguf_file *f, const char *name, float out[3], char *err, size_t errlen)
@@ -192,6 +209,55 @@ static int load_layer(vision_model *v, const model_src *src, uint32_t l, char *e
     return rc ? -1 : load_clamps(v, src, l, err, errlen);
 }
 
+static void scratch_destroy(g4v_scratch *s)
+{
+    cl_mem *ms[] = { &s->in, &s->pos, &s->rng, &s->cells, &s->x, &s->a, &s->c, &s->t, &s->q, &s->k, &s->v, &s->o,
+                     &s->g, &s->u, &s->pooled, &s->stdz, &s->normed, &s->out, &s->ones };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) mem_release(ms[i]);
+    free(s->h_in);
+    free(s->h_pos);
+    free(s->h_rng);
+    free(s->h_cells);
+    memset(s, 0, sizeof *s);
+}
+
+/* the scratch of an encode of v->max_patches patches, made once at load */
+static int scratch_create(vision_model *v, cl_runtime *rt, char *err, size_t errlen)
+{
+    const vision_hparams *hp = &v->hp;
+    g4v_scratch *s = &((gemma4v_priv *)v->priv)->s;
+    size_t P = v->max_patches, S = P / (hp->pool_k * hp->pool_k), H = hp->n_embd, F = hp->n_ff;
+    size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_kv * hp->head_dim;
+    size_t pin = 3u * hp->patch * hp->patch;
+    if (!S) return ERR("mmproj: an encode budget of %u patches holds no soft token", v->max_patches);
+    struct { cl_mem *m; size_t bytes; } bs[] = {
+        { &s->in, P * pin * 4 }, { &s->pos, P * 8 }, { &s->rng, P * 8 }, { &s->cells, S * 8 }, { &s->x, P * H * 4 },
+        { &s->a, P * H * 4 }, { &s->c, P * H * 4 }, { &s->t, P * H * 4 }, { &s->q, P * qd * 4 }, { &s->k, P * kd * 4 },
+        { &s->v, P * kd * 4 }, { &s->o, P * qd * 4 }, { &s->g, P * F * 4 }, { &s->u, P * F * 4 },
+        { &s->pooled, S * H * 4 }, { &s->stdz, S * H * 4 }, { &s->normed, S * H * 4 },
+        { &s->out, S * hp->proj_dim * 4 },
+    };
+    char why[256];
+    for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) {
+        if (!(*bs[i].m = rt_alloc(rt, bs[i].bytes, NULL, why, sizeof why)))
+            return ERR("mmproj: encoder scratch for %u patches: %s", v->max_patches, why);
+        v->scratch_bytes += bs[i].bytes;
+    }
+    float *ones = malloc(H * sizeof *ones);
+    for (size_t i = 0; ones && i < H; i++) ones[i] = 1.0f;
+    s->ones = ones ? rt_alloc(rt, H * sizeof *ones, ones, why, sizeof why) : NULL;
+    free(ones);
+    if (!s->ones) return ERR("mmproj: encoder scratch: %s", ones ? why : "out of memory");
+    v->scratch_bytes += H * sizeof *ones;
+    s->h_in = malloc(P * pin * sizeof *s->h_in);
+    s->h_pos = malloc(P * 2 * sizeof *s->h_pos);
+    s->h_rng = malloc(P * 2 * sizeof *s->h_rng);
+    s->h_cells = malloc(S * 2 * sizeof *s->h_cells);
+    if (!s->h_in || !s->h_pos || !s->h_rng || !s->h_cells)
+        return ERR("mmproj: out of memory for the encoder's staging");
+    return 0;
+}
+
 int gemma4v_load(vision_model *v, const model_src *src, char *err, size_t errlen)
 {
     vision_hparams *hp = &v->hp;
@@ -231,7 +297,8 @@ int gemma4v_load(vision_model *v, const model_src *src, char *err, size_t errlen
     if (hp->standardize && (load_vec(src, "v.std_bias", hp->n_embd, &v->std_bias, B, err, errlen) ||
                             load_vec(src, "v.std_scale", hp->n_embd, &v->std_scale, B, err, errlen)))
         return -1;
-    return load_mat(src, "mm.input_projection.weight", hp->n_embd, hp->proj_dim, 1, &v->proj, B, err, errlen);
+    if (load_mat(src, "mm.input_projection.weight", hp->n_embd, hp->proj_dim, 1, &v->proj, B, err, errlen)) return -1;
+    return scratch_create(v, src->rt, err, errlen);
 }
 
 void gemma4v_unload(vision_model *v)
@@ -242,7 +309,169 @@ void gemma4v_unload(vision_model *v)
     v->layers = NULL;
     cl_mem *ms[] = { &v->patch_embd.buf, &v->proj.buf, &v->pos_embd, &v->std_bias, &v->std_scale };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) mem_release(ms[i]);
+    if (pv) scratch_destroy(&pv->s);
     if (pv) free(pv->clamp);
     free(pv);
     v->priv = NULL;
+}
+
+/* ---- the encoder forward (docs/design-vision.md 1.3, 4.4) ---------------------------------------------------- */
+
+/* y = W x with the product's clamps where finite (use_clipped_linears): the input clamped into c (NULL: in
+ * place, where x is not read again) and the output in place */
+static void linear(ops *o, const weight *w, const float cl[4], cl_mem x, cl_mem c, cl_mem y, uint32_t ntok)
+{
+    if (isfinite(cl[0]) || isfinite(cl[1])) {
+        op_clamp(o, x, c ? c : x, cl[0], cl[1], ntok * w->cols);
+        if (c) x = c;
+    }
+    op_matmul(o, w, x, w->cols, y, w->rows, ntok);
+    if (isfinite(cl[2]) || isfinite(cl[3])) op_clamp(o, y, y, cl[2], cl[3], ntok * w->rows);
+}
+
+/* layer l over n patch rows: s->x is its input (and output), s->a holds ln1(x) on entry; leaves the next layer's
+ * ln1(x) in s->a where there is one */
+static void layer(vision_model *v, ops *o, uint32_t l, uint32_t n)
+{
+    const vision_hparams *hp = &v->hp;
+    gemma4v_priv *pv = v->priv;
+    g4v_scratch *s = &pv->s;
+    const layer_weights *W = &v->layers[l];
+    const float(*cl)[4] = pv->clamp[l];
+    uint32_t H = hp->n_embd, F = hp->n_ff, qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
+    if (hp->clipped) {
+        linear(o, &W->q, cl[0], s->a, s->c, s->q, n);
+        linear(o, &W->k, cl[1], s->a, s->c, s->k, n);
+        linear(o, &W->v, cl[2], s->a, s->c, s->v, n);
+    } else {
+        mm_out qkv[3] = { { &W->q, s->q, qd }, { &W->k, s->k, kd }, { &W->v, s->v, kd } };
+        op_matmul_multi(o, qkv, 3, s->a, H, n);
+    }
+    /* per-head norms (q and k weighted, v not: modeling_gemma4.py:922), the 2-D RoPE on q and k */
+    op_norm_rope2d(o, s->q, n, hp->n_head, hp->head_dim, W->q_norm, 1, hp->eps, s->pos, hp->rope_theta);
+    op_norm_rope2d(o, s->k, n, hp->n_kv, hp->head_dim, W->k_norm, 1, hp->eps, s->pos, hp->rope_theta);
+    op_norm_rope2d(o, s->v, n, hp->n_kv, hp->head_dim, NULL, 2, hp->eps, NULL, 0);
+    op_attention_dense(o, s->q, s->k, s->v, s->o, s->rng, n, hp->n_head, hp->n_kv, hp->head_dim, 1.0f);
+    linear(o, &W->o, cl[3], s->o, NULL, s->t, n);
+    /* x += post_attn_norm(t); a = ln2(x) */
+    norm_chain c = { .x = s->t, .wx = W->post_attn_norm, .res = s->x, .scale = 1.0f, .out = { { W->ffn_norm, s->a } },
+                     .nout = 1 };
+    op_norm_chain(o, &c, n, H, hp->eps);
+    if (hp->clipped) {
+        linear(o, &W->gate, cl[4], s->a, s->c, s->g, n);
+        linear(o, &W->up, cl[5], s->a, s->c, s->u, n);
+        op_geglu(o, s->g, s->u, s->g, n * F);
+        linear(o, &W->down, cl[6], s->g, NULL, s->t, n);
+    } else {
+        mm_out gu[2] = { { &W->gate, s->g, F }, { &W->up, s->u, F } };
+        op_matmul_multi(o, gu, 2, s->a, H, n);
+        op_matmul_geglu(o, &W->down, s->g, F, s->u, 0, F, s->t, H, n);
+    }
+    /* x += post_ffw_norm(t); a = ln1 of the next layer */
+    norm_chain c2 = { .x = s->t, .wx = W->post_ffw_norm, .res = s->x, .scale = 1.0f, .nout = 0 };
+    if (l + 1 < hp->n_layer) c2.out[c2.nout++] = (norm_out){ v->layers[l + 1].attn_norm, s->a };
+    op_norm_chain(o, &c2, n, H, hp->eps);
+}
+
+/* the images checked and staged on the host: patch values channel-major as 2v - 1, positions, each patch's key
+ * range (its image), each soft token's cell; *np, *ns the patch and soft-token counts */
+static int stage(vision_model *v, const image_prep *const *imgs, int n, uint32_t *np, uint32_t *ns, char *err,
+                 size_t errlen)
+{
+    const vision_hparams *hp = &v->hp;
+    g4v_scratch *s = &((gemma4v_priv *)v->priv)->s;
+    int k = (int)hp->pool_k, p = (int)hp->patch, pp = p * p;
+    if (n < 1) return ERR("vision_encode: %d images", n);
+    if (hp->patch != IMAGE_PREP_PATCH)
+        return ERR("vision_encode: the projector's patches are %u pixels, the images' %d", hp->patch, IMAGE_PREP_PATCH);
+    uint32_t N = 0, S = 0;
+    for (int i = 0; i < n; i++) {
+        const image_prep *im = imgs[i];
+        if (!im || !im->pixels || !im->pos || im->gw <= 0 || im->gh <= 0)
+            return ERR("vision_encode: image %d is not a prepared image", i);
+        if ((uint32_t)im->gw > hp->n_pos || (uint32_t)im->gh > hp->n_pos) /* first: bounds the product below */
+            return ERR("vision_encode: image %d: patch grid %dx%d exceeds the position table (%u)", i, im->gw, im->gh,
+                       hp->n_pos);
+        if ((int64_t)im->n_patches != (int64_t)im->gw * im->gh)
+            return ERR("vision_encode: image %d: %d patches for a %dx%d grid", i, im->n_patches, im->gw, im->gh);
+        if (im->gw % k || im->gh % k)
+            return ERR("vision_encode: image %d: patch grid %dx%d is not a multiple of the pooling kernel %d", i,
+                       im->gw, im->gh, k);
+        if ((uint64_t)N + (uint64_t)im->n_patches > v->max_patches)
+            return ERR("vision_encode: %llu patches exceed the encoder's budget of %u",
+                       (unsigned long long)N + (unsigned long long)im->n_patches, v->max_patches);
+        for (int t = 0; t < im->n_patches; t++) {
+            if (im->pos[2 * t] != t % im->gw || im->pos[2 * t + 1] != t / im->gw)
+                return ERR("vision_encode: image %d: patch %d at (%d, %d), not its grid place", i, t, im->pos[2 * t],
+                           im->pos[2 * t + 1]);
+            const float *src = im->pixels + (size_t)t * pp * 3; /* (row, col, channel) */
+            float *dst = s->h_in + (size_t)(N + t) * pp * 3;   /* channel, row, col */
+            for (int y = 0; y < p; y++)
+                for (int x = 0; x < p; x++)
+                    for (int ch = 0; ch < 3; ch++) dst[ch * pp + y * p + x] = 2.0f * (src[(y * p + x) * 3 + ch] - 0.5f);
+            s->h_pos[2 * (N + t)] = im->pos[2 * t];
+            s->h_pos[2 * (N + t) + 1] = im->pos[2 * t + 1];
+            s->h_rng[2 * (N + t)] = (int32_t)N;
+            s->h_rng[2 * (N + t) + 1] = (int32_t)(N + (uint32_t)im->n_patches);
+        }
+        for (int cy = 0; cy < im->gh / k; cy++)
+            for (int cx = 0; cx < im->gw / k; cx++, S++) {
+                s->h_cells[2 * S] = (int32_t)N + cy * k * im->gw + cx * k;
+                s->h_cells[2 * S + 1] = im->gw;
+            }
+        N += (uint32_t)im->n_patches;
+    }
+    *np = N;
+    *ns = S;
+    return 0;
+}
+
+/* rows x n floats of m to host (a blocking read), where dst is set */
+static int tap(ops *o, cl_mem m, float *dst, uint32_t rows, uint32_t n, char *err, size_t errlen)
+{
+    if (!dst || o->failed) return 0;
+    cl_int e = clEnqueueReadBuffer(o->rt->q, m, CL_TRUE, 0, (size_t)rows * n * sizeof(float), dst, 0, NULL, NULL);
+    return e ? ERR("vision_encode: reading a tap: %s", rt_errstr(e)) : 0;
+}
+
+int gemma4v_encode(vision_model *v, ops *o, const image_prep *const *imgs, int n, const vision_taps *taps, char *err,
+                   size_t errlen)
+{
+    const vision_hparams *hp = &v->hp;
+    g4v_scratch *s = &((gemma4v_priv *)v->priv)->s;
+    uint32_t N = 0, S = 0, H = hp->n_embd, pin = 3 * hp->patch * hp->patch, k = hp->pool_k;
+    v->n_out = 0;
+    if (stage(v, imgs, n, &N, &S, err, errlen)) return -1;
+    cl_command_queue q = o->rt->q;
+    cl_int e = clEnqueueWriteBuffer(q, s->in, CL_TRUE, 0, (size_t)N * pin * 4, s->h_in, 0, NULL, NULL);
+    if (!e) e = clEnqueueWriteBuffer(q, s->pos, CL_TRUE, 0, (size_t)N * 8, s->h_pos, 0, NULL, NULL);
+    if (!e) e = clEnqueueWriteBuffer(q, s->rng, CL_TRUE, 0, (size_t)N * 8, s->h_rng, 0, NULL, NULL);
+    if (!e) e = clEnqueueWriteBuffer(q, s->cells, CL_TRUE, 0, (size_t)S * 8, s->h_cells, 0, NULL, NULL);
+    if (e) return ERR("vision_encode: uploading the patches: %s", rt_errstr(e));
+    int int8 = o->act_int8; /* the tower's products keep f16/f32 accuracy, as prompt chunks do */
+    o->act_int8 = 0;
+    int rc = 0;
+    op_matmul(o, &v->patch_embd, s->in, pin, s->x, H, N);
+    op_pos_add2d(o, s->x, v->pos_embd, hp->n_pos, s->pos, N, H);
+    rc = taps ? tap(o, s->x, taps->embd, N, H, err, errlen) : 0;
+    op_rmsnorm(o, s->x, v->layers[0].attn_norm, s->a, N, H, hp->eps);
+    for (uint32_t l = 0; l < hp->n_layer && !rc; l++) {
+        layer(v, o, l, N);
+        rc = taps && taps->layer ? tap(o, s->x, taps->layer[l], N, H, err, errlen) : 0;
+    }
+    /* the k x k average times sqrt(Hv) (Gemma4VisionPooler), standardize, the projector's weightless norm */
+    op_avgpool(o, s->x, s->cells, s->pooled, S, H, k, sqrtf((float)H) / (float)(k * k));
+    cl_mem P = s->pooled;
+    if (hp->standardize) op_standardize(o, s->pooled, P = s->stdz, v->std_bias, v->std_scale, S, H);
+    if (!rc && taps) rc = tap(o, s->pooled, taps->pooled, S, H, err, errlen) || tap(o, P, taps->standardized, S, H,
+                                                                                   err, errlen);
+    op_rmsnorm(o, P, s->ones, s->normed, S, H, hp->eps);
+    op_matmul(o, &v->proj, s->normed, H, s->out, hp->proj_dim, S);
+    o->act_int8 = int8;
+    char why[256];
+    if (!rc && ops_status(o, why, sizeof why)) rc = ERR("vision_encode: %s", why);
+    if (rc) return -1;
+    v->out = s->out;
+    v->n_out = S;
+    return 0;
 }

@@ -12,6 +12,7 @@
 
 vision_load_fn gemma4v_load;
 vision_unload_fn gemma4v_unload;
+vision_encode_fn gemma4v_encode;
 
 static const vision_arch PROJECTORS[] = {
     {
@@ -20,6 +21,7 @@ static const vision_arch PROJECTORS[] = {
         .text_arch = "gemma4",
         .load = gemma4v_load,
         .unload = gemma4v_unload,
+        .encode = gemma4v_encode,
     },
 };
 
@@ -70,9 +72,11 @@ static uint64_t vision_device_bytes(const gguf_file *f)
     return n;
 }
 
-int vision_load(vision_model *v, const gguf_file *f, const model *text, cl_runtime *rt, char *err, size_t errlen)
+int vision_load(vision_model *v, const gguf_file *f, const model *text, cl_runtime *rt, uint32_t max_patches,
+                char *err, size_t errlen)
 {
     memset(v, 0, sizeof *v);
+    v->max_patches = max_patches ? max_patches : VISION_DEFAULT_PATCHES;
     const vision_arch *a;
     if (vision_arch_of(f, &a, err, errlen)) return -1;
     if (strcmp(a->text_arch, text->arch->name))
@@ -100,15 +104,23 @@ int vision_load(vision_model *v, const gguf_file *f, const model *text, cl_runti
     return r;
 }
 
-int vision_open(vision_model *v, const char *path, const model *text, cl_runtime *rt, char *err, size_t errlen)
+int vision_open(vision_model *v, const char *path, const model *text, cl_runtime *rt, uint32_t max_patches,
+                char *err, size_t errlen)
 {
     gguf_file *f;
     char why[512];
     memset(v, 0, sizeof *v);
     if (gguf_open(&f, path, why, sizeof why)) return ERR("%s: %s", path, why);
-    int r = vision_load(v, f, text, rt, why, sizeof why) ? ERR("%s: %s", path, why) : 0;
+    int r = vision_load(v, f, text, rt, max_patches, why, sizeof why) ? ERR("%s: %s", path, why) : 0;
     gguf_close(f); /* the buffers hold copies: nothing points into the mapping */
     return r;
+}
+
+int vision_encode(vision_model *v, ops *o, const image_prep *const *imgs, int n, const vision_taps *taps, char *err,
+                  size_t errlen)
+{
+    if (!v->arch) return ERR("vision_encode: no projector loaded");
+    return v->arch->encode(v, o, imgs, n, taps, err, errlen);
 }
 
 void vision_free(vision_model *v)

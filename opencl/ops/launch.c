@@ -19,6 +19,8 @@ static const char *const kernel_names[K_COUNT] = {
     [K_LOGITS_CONSTRAIN] = "logits_constrain", [K_LOGPROBS] = "logprobs", [K_SAMPLE_TOPK] = "sample_topk",
     [K_DELTA_CONV] = "delta_conv", [K_DELTA_STEP] = "delta_step", [K_DELTA_PREP] = "delta_chunk_prep",
     [K_DELTA_SCAN] = "delta_chunk_scan", [K_RMSNORM_GATED] = "rmsnorm_gated",
+    [K_POS_ADD2D] = "vis_pos_add", [K_ROPE2D] = "vis_norm_rope2d", [K_ATTN_DENSE] = "vis_attn",
+    [K_AVGPOOL] = "vis_avgpool", [K_CLAMP] = "vis_clamp", [K_STANDARDIZE] = "vis_standardize",
     [K_MVQ] = "mvq (int8 dot GEMV)",
     [K_MMT] = "mmt (tiled tensor cores)", [K_MMT_CVT] = "mmt_cvt_x (X to f16)",
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
@@ -64,6 +66,7 @@ static const struct family {
     { ops_rope_init, ops_rope_release }, { ops_attn_init, ops_attn_release }, { ops_rows_init, ops_rows_release },
     { ops_logits_init, ops_logits_release },
     { ops_moe_init, ops_moe_release },   { ops_delta_init, ops_delta_release },
+    { ops_vision_init, ops_vision_release },
 };
 
 int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen)

@@ -1,7 +1,7 @@
 /* ops.h — the op API: host-side launchers for the kernels in opencl/kernels, one file per family
  * in opencl/ops (launch.c: the context; matmul.c, matmul_q8.c, act_q8.c, norm.c, rope.c,
- * attention.c, rows.c, logits.c, moe.c, delta.c). Each op enqueues work on the runtime's in-order queue and returns at
- * once (no clFinish); a failure is kept in the context (sticky, below). */
+ * attention.c, rows.c, logits.c, moe.c, delta.c, vision.c). Each op enqueues work on the runtime's in-order queue
+ * and returns at once (no clFinish); a failure is kept in the context (sticky, below). */
 #ifndef CLGEMMA_OPS_H
 #define CLGEMMA_OPS_H
 
@@ -38,6 +38,7 @@ enum op_kernel {
     K_MV_ANY, K_ROUTER, K_MOE_UP, K_GEGLU_SPLIT, K_MOE_DOWN, K_PLE_GATE, K_MOE_SORT, K_MOE_COMBINE,
     K_LOGITS_CONSTRAIN, K_LOGPROBS, K_SAMPLE_TOPK,
     K_DELTA_CONV, K_DELTA_STEP, K_DELTA_PREP, K_DELTA_SCAN, K_RMSNORM_GATED,
+    K_POS_ADD2D, K_ROPE2D, K_ATTN_DENSE, K_AVGPOOL, K_CLAMP, K_STANDARDIZE,
     K_MVQ,            /* NVIDIA only from here on */
     K_MMT, K_MMT_CVT,
     K_MMQ8, K_Q8X,
@@ -159,6 +160,10 @@ typedef struct ops_delta {     /* delta.c: the gated-delta layers */
     size_t wu_bytes, pg_bytes;
 } ops_delta;
 
+typedef struct ops_vision {   /* vision.c: the vision encoder's ops */
+    cl_kernel pos_add, norm_rope2d, attn, avgpool, clamp, standardize;
+} ops_vision;
+
 typedef struct ops {
     cl_runtime *rt;
     int has_mma;               /* tensor-core kernels built (NVIDIA) */
@@ -178,6 +183,7 @@ typedef struct ops {
     ops_logits logits;
     ops_moe moe;
     ops_delta delta;
+    ops_vision vision;
     /* profiling (bench --profile): time and launches per op kind */
     double prof_ms[K_COUNT];
     long prof_n[K_COUNT];
@@ -403,6 +409,32 @@ int op_delta_scan(ops *o, const delta_shape *sh, const delta_runs *r, cl_mem y, 
                   const delta_state *st, cl_mem out);
 /* y = x·rsqrt(mean(x²) + eps)·w·silu(z) per row of n values (rows of x, z, y alike; w [n]; y may be x) */
 int op_rmsnorm_gated(ops *o, cl_mem x, cl_mem z, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps);
+
+/* vision.c: the vision encoder's ops (kernels/vision.cl; docs/design-vision.md 4.4). Rows are float, contiguous;
+ * pos is [ntok][2] int (x, y) on the device. */
+#define OPS_VATT_L 64   /* keys per tile and items per group of op_attention_dense (VA_L in vision.cl) */
+#define OPS_VATT_DPT 8  /* its output values per item: head dims up to OPS_VATT_L * OPS_VATT_DPT */
+/* x [ntok][n] += table[pos.x] + table[n_pos + pos.y]: table holds the x rows then the y rows ([2][n_pos][n]); a
+ * position outside [0, n_pos) makes its row NaN (the caller checks positions on the host) */
+int op_pos_add2d(ops *o, cl_mem x, cl_mem table, uint32_t n_pos, cl_mem pos, uint32_t ntok, uint32_t n);
+/* In place on x [ntok][nh][hd] per head: norm 1: x / rms(x) · w (w [hd]), 2: x / rms(x), 0: none; then, when pos
+ * is set, the axial 2-D RoPE (transformers' Gemma4 vision): the head's first half rotated by pos.x, the second by
+ * pos.y, NEOX pairs (i, i + hd/4) in each half at frequency theta^(-4i/hd). hd a multiple of 4 when roped. */
+int op_norm_rope2d(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
+                   cl_mem pos, float theta);
+/* Dense non-causal attention: out [ntok][nh][hd] = softmax(q·kᵀ·scale) v per head over the keys
+ * [ranges[t].x, ranges[t].y) of query t (its image: no attention across ranges, none masked inside); q as out,
+ * k and v [ntok][nkv][hd] (nh a multiple of nkv, hd <= OPS_VATT_L · OPS_VATT_DPT); every range non-empty, within
+ * [0, ntok). Online softmax over key tiles: no score matrix. */
+int op_attention_dense(ops *o, cl_mem q, cl_mem k, cl_mem v, cl_mem out, cl_mem ranges, uint32_t ntok, uint32_t nh,
+                       uint32_t nkv, uint32_t hd, float scale);
+/* out [nout][n]: row c = s · Σ of the k x k rows of x at cells[c].x + dy · cells[c].y + dx (dy, dx < k): the
+ * top-left patch row of its cell and its grid's width */
+int op_avgpool(ops *o, cl_mem x, cl_mem cells, cl_mem out, uint32_t nout, uint32_t n, uint32_t k, float s);
+/* y = min(max(x, lo), hi) over n values (y may be x); lo <= hi, neither NaN (infinite: no bound) */
+int op_clamp(ops *o, cl_mem x, cl_mem y, float lo, float hi, uint32_t n);
+/* y [rows][n] = (x - bias) · scale per column (bias, scale [n]; y may be x) */
+int op_standardize(ops *o, cl_mem x, cl_mem y, cl_mem bias, cl_mem scale, uint32_t rows, uint32_t n);
 
 void ops_profile_reset(ops *o);
 /* prints the per-op profile table to stderr */

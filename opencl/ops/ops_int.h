@@ -19,7 +19,7 @@ int  ops_mm_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t
 void ops_mm_release(ops *o);
 #define OPS_FAMILY(f) int ops_##f##_init(ops *o, cl_runtime *rt, char *err, size_t errlen); void ops_##f##_release(ops *o);
 OPS_FAMILY(q8) OPS_FAMILY(act) OPS_FAMILY(norm) OPS_FAMILY(rope) OPS_FAMILY(attn) OPS_FAMILY(rows) OPS_FAMILY(logits)
-OPS_FAMILY(moe) OPS_FAMILY(delta)
+OPS_FAMILY(moe) OPS_FAMILY(delta) OPS_FAMILY(vision)
 #undef OPS_FAMILY
 
 /* ---- launch.c: helpers of every family */

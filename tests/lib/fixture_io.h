@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* path's bytes, NUL-terminated (free() them), *len their count when len is given; NULL if unreadable */
-static char *slurp(const char *path, long *len)
+static inline char *slurp(const char *path, long *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -23,8 +23,8 @@ static char *slurp(const char *path, long *len)
 
 /* src copied to dst with the plen bytes at (first occurrence of find) + after replaced by patch: 0, or -1 with
  * why (src unreadable, find not in it, dst unwritable) */
-static int patch_copy(const char *src, const char *find, size_t after, const void *patch, size_t plen, const char *dst,
-                      const char **why)
+static inline int patch_copy(const char *src, const char *find, size_t after, const void *patch, size_t plen,
+                             const char *dst, const char **why)
 {
     long n;
     char *buf = slurp(src, &n), *hit = NULL;

@@ -73,7 +73,7 @@ static int same_bytes(cl_mem m, const char *path, const char *name)
 static void check_loaded(const char *path, json_object *ghp, uint32_t patch_type, int clipped)
 {
     vision_model v;
-    int rc = vision_open(&v, path, &TEXT_M, &RT, err, sizeof err);
+    int rc = vision_open(&v, path, &TEXT_M, &RT, 0, err, sizeof err);
     CHECK(rc == 0, "%s: %s", path, err);
     if (rc) return;
     const vision_hparams *hp = &v.hp;
@@ -147,7 +147,7 @@ static void test_pair(void)
 static void refused(const char *what, const char *path, const char *want)
 {
     vision_model v;
-    int rc = vision_open(&v, path, &TEXT_M, &RT, err, sizeof err);
+    int rc = vision_open(&v, path, &TEXT_M, &RT, 0, err, sizeof err);
     char full[1024];
     snprintf(full, sizeof full, "%s: %s", path, want);
     CHECK(rc != 0, "%s: loaded", what);
@@ -282,7 +282,7 @@ static void test_truncated(void)
     for (long cut = 0; cut < n; cut += cut < 4096 ? 97 : 40009, cuts++) {
         CHECK(spit(BAD, buf, (size_t)cut) == 0, "cannot write %s", BAD);
         vision_model v;
-        int rc = vision_open(&v, BAD, &TEXT_M, &RT, err, sizeof err);
+        int rc = vision_open(&v, BAD, &TEXT_M, &RT, 0, err, sizeof err);
         CHECK(rc != 0 && !strncmp(err, BAD ": ", strlen(BAD) + 2) && !strchr(err, '\n'), "cut at %ld: %d '%s'", cut,
               rc, err);
         if (!rc) vision_free(&v);
@@ -308,7 +308,7 @@ static void test_mutated(void)
         CHECK(wrote, "cannot write %s", BAD);
         if (!wrote) break;
         vision_model v;
-        int rc = vision_open(&v, BAD, &TEXT_M, &RT, err, sizeof err);
+        int rc = vision_open(&v, BAD, &TEXT_M, &RT, 0, err, sizeof err);
         if (!rc) { loaded++; vision_free(&v); continue; }
         refusals++;
         if (strncmp(err, BAD ": ", strlen(BAD) + 2) || strchr(err, '\n')) {

@@ -1,0 +1,103 @@
+/* vision.c — the vision encoder's ops (kernels/vision.cl): the 2-D position add, per-head norm with the 2-D RoPE,
+ * dense attention within each image, k x k average pooling, clamp, standardize. Shapes are checked here; the
+ * kernels trust them. */
+#include "ops_int.h"
+
+#include <math.h>
+
+int ops_vision_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
+{
+    ops_vision *v = &o->vision;
+    struct { cl_kernel *k; const char *name; } ks[] = {
+        { &v->pos_add, "vis_pos_add" }, { &v->norm_rope2d, "vis_norm_rope2d" }, { &v->attn, "vis_attn" },
+        { &v->avgpool, "vis_avgpool" }, { &v->clamp, "vis_clamp" }, { &v->standardize, "vis_standardize" },
+    };
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
+        if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) return -1;
+    return 0;
+}
+
+void ops_vision_release(ops *o)
+{
+    ops_vision *v = &o->vision;
+    cl_kernel *ks[] = { &v->pos_add, &v->norm_rope2d, &v->attn, &v->avgpool, &v->clamp, &v->standardize };
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
+}
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* a 2-D launch over (n values, rows): groups of 64 along the row */
+static void grid2(size_t gws[2], size_t lws[2], uint32_t n, uint32_t rows)
+{
+    gws[0] = round_up(n, 64), gws[1] = rows, lws[0] = 64, lws[1] = 1;
+}
+
+int op_pos_add2d(ops *o, cl_mem x, cl_mem table, uint32_t n_pos, cl_mem pos, uint32_t ntok, uint32_t n)
+{
+    if (!n || !n_pos) return ops_fail(o, "pos_add2d: %u values, %u positions", n, n_pos);
+    if (!ntok) return o->failed ? -1 : 0;
+    size_t gws[2], lws[2];
+    grid2(gws, lws, n, ntok);
+    return OPS_LAUNCH(o, K_POS_ADD2D, o->vision.pos_add, 2, gws, lws, 16.0 * ntok * n, 2.0 * ntok * n, A(x),
+                      A(table), A(pos), A(n), A(n_pos), A(ntok));
+}
+
+int op_norm_rope2d(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
+                   cl_mem pos, float theta)
+{
+    if (norm < 0 || norm > 2 || (norm == 1 && !w) || !nh || !hd || (pos && hd % 4) || (norm && !(eps > 0)) ||
+        (pos && !(theta > 0)))
+        return ops_fail(o, "norm_rope2d: unsupported arguments (norm %d%s, %u heads of %u, eps %g, theta %g)", norm,
+                        norm == 1 && !w ? " without weight" : "", nh, hd, eps, theta);
+    if (!ntok || (!norm && !pos)) return o->failed ? -1 : 0;
+    uint32_t mode = (uint32_t)norm, rope = pos != NULL;
+    cl_mem wb = w ? w : x, pb = pos ? pos : x; /* unused buffer arguments point at x */
+    size_t gws[2] = { nh, ntok };
+    return OPS_LAUNCH(o, K_ROPE2D, o->vision.norm_rope2d, 2, gws, NULL, 8.0 * ntok * nh * hd, 10.0 * ntok * nh * hd,
+                      A(x), A(nh), A(hd), A(wb), A(mode), A(eps), A(rope), A(pb), A(theta), A(ntok));
+}
+
+int op_attention_dense(ops *o, cl_mem q, cl_mem k, cl_mem v, cl_mem out, cl_mem ranges, uint32_t ntok, uint32_t nh,
+                       uint32_t nkv, uint32_t hd, float scale)
+{
+    if (!nh || !nkv || nh % nkv || !hd || hd > OPS_VATT_L * OPS_VATT_DPT || !isfinite(scale))
+        return ops_fail(o, "attention_dense: unsupported shape (%u heads, %u kv heads, head dim %u (at most %d), "
+                        "scale %g)", nh, nkv, hd, OPS_VATT_L * OPS_VATT_DPT, scale);
+    if ((size_t)hd * sizeof(float) + 2 * OPS_VATT_L * sizeof(float) > o->local_mem)
+        return ops_fail(o, "attention_dense: head dim %u needs more local memory than the device's %zu bytes", hd,
+                        o->local_mem);
+    if (!ntok) return o->failed ? -1 : 0;
+    size_t lws[2] = { OPS_VATT_L, 1 }, gws[2] = { (size_t)nh * OPS_VATT_L, ntok };
+    double keys = (double)ntok * ntok; /* the single-image bound; several images do less */
+    return OPS_LAUNCH(o, K_ATTN_DENSE, o->vision.attn, 2, gws, lws, 8.0 * keys * nkv * hd / OPS_VATT_L,
+                      4.0 * keys * nh * hd, A(q), A(k), A(v), A(out), A(ranges), A(nh), A(nkv), A(hd), A(scale),
+                      LOCAL(hd * sizeof(float)));
+}
+
+int op_avgpool(ops *o, cl_mem x, cl_mem cells, cl_mem out, uint32_t nout, uint32_t n, uint32_t k, float s)
+{
+    if (!n || !k || !isfinite(s)) return ops_fail(o, "avgpool: unsupported arguments (%u values, kernel %u)", n, k);
+    if (!nout) return o->failed ? -1 : 0;
+    size_t gws[2], lws[2];
+    grid2(gws, lws, n, nout);
+    return OPS_LAUNCH(o, K_AVGPOOL, o->vision.avgpool, 2, gws, lws, 4.0 * nout * n * (k * k + 1),
+                      (double)nout * n * k * k, A(x), A(out), A(cells), A(n), A(k), A(s), A(nout));
+}
+
+int op_clamp(ops *o, cl_mem x, cl_mem y, float lo, float hi, uint32_t n)
+{
+    if (isnan(lo) || isnan(hi) || lo > hi) return ops_fail(o, "clamp: bounds [%g, %g]", lo, hi);
+    if (!n) return o->failed ? -1 : 0;
+    size_t lws = 64, gws = round_up(n, lws);
+    return OPS_LAUNCH(o, K_CLAMP, o->vision.clamp, 1, &gws, &lws, 8.0 * n, 2.0 * n, A(x), A(y), A(lo), A(hi), A(n));
+}
+
+int op_standardize(ops *o, cl_mem x, cl_mem y, cl_mem bias, cl_mem scale, uint32_t rows, uint32_t n)
+{
+    if (!n || !bias || !scale) return ops_fail(o, "standardize: no bias or scale for %u values", n);
+    if (!rows) return o->failed ? -1 : 0;
+    size_t gws[2], lws[2];
+    grid2(gws, lws, n, rows);
+    return OPS_LAUNCH(o, K_STANDARDIZE, o->vision.standardize, 2, gws, lws, 8.0 * rows * n, 2.0 * rows * n,
+                      A(x), A(y), A(bias), A(scale), A(n), A(rows));
+}

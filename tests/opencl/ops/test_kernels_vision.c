@@ -1,0 +1,231 @@
+/* test_kernels_vision.c — the vision encoder's ops (kernels/vision.cl, ops/vision.c) through the ops.h launchers,
+ * against an independent plain-C float64 reference of transformers' math (docs/design-vision.md 1.3), on shapes
+ * the tiny fixtures do not reach (test_gemma4v_encode.c runs them on the fixtures against transformers): dense
+ * attention with grouped K/V heads, head dims 24, 72 (the 31B tower's) and 512 (the most it takes), several images
+ * whose rows straddle key tiles; per-head norms with and without weight and the 2-D RoPE at head dims 24 and 72;
+ * the position add (a position outside the table gives NaN); k x k pooling over two grids; clamp; standardize.
+ * Outputs are poisoned before each launch and PAD floats after them must stay poisoned. */
+#include "kernels_fixture.h"
+
+/* ------------------------------------------------------------------ attention */
+
+static void attn_ref(const float *q, const float *k, const float *v, const int32_t *rng, double *out, uint32_t ntok,
+                     uint32_t nh, uint32_t nkv, uint32_t hd, double scale)
+{
+    double *s = malloc(ntok * sizeof *s);
+    for (uint32_t t = 0; t < ntok; t++)
+        for (uint32_t h = 0; h < nh; h++) {
+            uint32_t kh = h / (nh / nkv);
+            double m = -INFINITY, sum = 0;
+            for (int32_t j = rng[2 * t]; j < rng[2 * t + 1]; j++) {
+                double d = 0;
+                for (uint32_t i = 0; i < hd; i++)
+                    d += (double)q[((size_t)t * nh + h) * hd + i] * k[((size_t)j * nkv + kh) * hd + i];
+                s[j] = d * scale;
+                if (s[j] > m) m = s[j];
+            }
+            for (int32_t j = rng[2 * t]; j < rng[2 * t + 1]; j++) sum += s[j] = exp(s[j] - m);
+            for (uint32_t i = 0; i < hd; i++) {
+                double a = 0;
+                for (int32_t j = rng[2 * t]; j < rng[2 * t + 1]; j++) a += s[j] * v[((size_t)j * nkv + kh) * hd + i];
+                out[((size_t)t * nh + h) * hd + i] = a / sum;
+            }
+        }
+    free(s);
+}
+
+/* images of the given row counts in one launch */
+static void attn_case(const uint32_t *rows, uint32_t nimg, uint32_t nh, uint32_t nkv, uint32_t hd, float scale)
+{
+    uint32_t ntok = 0;
+    for (uint32_t i = 0; i < nimg; i++) ntok += rows[i];
+    size_t nq = (size_t)ntok * nh * hd, nk = (size_t)ntok * nkv * hd;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *out = malloc((nq + PAD) * 4);
+    double *ref = malloc(nq * 8);
+    int32_t *rng = malloc((size_t)ntok * 8);
+    for (size_t i = 0; i < nq; i++) q[i] = nrand();
+    for (size_t i = 0; i < nk; i++) k[i] = nrand(), v[i] = nrand();
+    for (uint32_t i = 0, t = 0, r0 = 0; i < nimg; r0 += rows[i++])
+        for (uint32_t j = 0; j < rows[i]; j++, t++) rng[2 * t] = (int32_t)r0, rng[2 * t + 1] = (int32_t)(r0 + rows[i]);
+    attn_ref(q, k, v, rng, ref, ntok, nh, nkv, hd, scale);
+    cl_mem Q = dbuf(nq * 4, q), K = dbuf(nk * 4, k), V = dbuf(nk * 4, v), R = dbuf((size_t)ntok * 8, rng),
+           OUT = dbuf((nq + PAD) * 4, NULL);
+    poison(OUT, (nq + PAD) * 4);
+    char what[96];
+    snprintf(what, sizeof what, "attention_dense %u images, %u rows, %u/%u heads of %u, scale %g", nimg, ntok, nh, nkv,
+             hd, scale);
+    OPOK(op_attention_dense(&O, Q, K, V, OUT, R, ntok, nh, nkv, hd, scale));
+    dread(OUT, out, (nq + PAD) * 4);
+    check_close(what, out, ref, nq, TOL_RED);
+    check_untouched(what, out, nq, nq + PAD);
+    cl_mem ms[] = { Q, K, V, R, OUT };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) clReleaseMemObject(ms[i]);
+    free(q), free(k), free(v), free(out), free(ref), free(rng);
+}
+
+static void test_attention_dense(void)
+{
+    reseed("attention_dense");
+    attn_case((const uint32_t[]){ 70, 130, 1 }, 3, 4, 2, 72, 0.125f); /* 31B's head dim, grouped K/V, a 1-row image */
+    attn_case((const uint32_t[]){ 64, 63 }, 2, 3, 3, 24, 1.0f);       /* the fixture's head dim, scale 1 */
+    attn_case((const uint32_t[]){ 9 }, 1, 2, 1, 512, 0.05f);          /* the largest head dim */
+}
+
+/* ------------------------------------------------------------------ per-head norm and 2-D RoPE */
+
+static void norm_rope2d_ref(const float *x, const float *w, int norm, const int32_t *pos, double theta, double eps,
+                            double *y, uint32_t ntok, uint32_t nh, uint32_t hd)
+{
+    for (size_t r = 0; r < (size_t)ntok * nh; r++) {
+        const float *xr = x + r * hd;
+        double *yr = y + r * hd, ss = 0;
+        for (uint32_t i = 0; i < hd; i++) ss += (double)xr[i] * xr[i];
+        double inv = norm ? 1.0 / sqrt(ss / hd + eps) : 1.0;
+        for (uint32_t i = 0; i < hd; i++) yr[i] = xr[i] * inv * (norm == 1 ? w[i] : 1.0);
+        if (!pos) continue;
+        uint32_t half = hd / 2, q = hd / 4, t = (uint32_t)(r / nh);
+        for (uint32_t part = 0; part < 2; part++) /* rotate_half inside each half, cos/sin laid out [f, f] */
+            for (uint32_t j = 0; j < q; j++) {
+                double ang = pos[2 * t + part] * pow(theta, -(double)(2 * j) / half);
+                double a = yr[part * half + j], b = yr[part * half + j + q];
+                yr[part * half + j] = a * cos(ang) - b * sin(ang);
+                yr[part * half + j + q] = b * cos(ang) + a * sin(ang);
+            }
+    }
+}
+
+static void rope_case(uint32_t ntok, uint32_t nh, uint32_t hd, int norm, int rope)
+{
+    size_t n = (size_t)ntok * nh * hd;
+    float *x = malloc((n + PAD) * 4), *w = malloc(hd * 4), *y = malloc((n + PAD) * 4);
+    double *ref = malloc(n * 8);
+    int32_t *pos = malloc((size_t)ntok * 8);
+    fill_rows(x, ntok * nh, hd);
+    for (uint32_t i = 0; i < hd; i++) w[i] = 1.0f + 0.5f * nrand();
+    for (uint32_t t = 0; t < ntok; t++) pos[2 * t] = (int32_t)irand(64), pos[2 * t + 1] = (int32_t)irand(64);
+    norm_rope2d_ref(x, w, norm, rope ? pos : NULL, 100.0, 1e-6, ref, ntok, nh, hd);
+    for (size_t i = n; i < n + PAD; i++) x[i] = poison_f();
+    cl_mem X = dbuf((n + PAD) * 4, x), W = dbuf(hd * 4, w), P = dbuf((size_t)ntok * 8, pos);
+    char what[96];
+    snprintf(what, sizeof what, "norm_rope2d %u rows x %u heads of %u, norm %d, rope %d", ntok, nh, hd, norm, rope);
+    OPOK(op_norm_rope2d(&O, X, ntok, nh, hd, norm == 1 ? W : NULL, norm, 1e-6f, rope ? P : NULL, 100.0f));
+    dread(X, y, (n + PAD) * 4);
+    check_close(what, y, ref, n, TOL_RED);
+    check_untouched(what, y, n, n + PAD);
+    clReleaseMemObject(X), clReleaseMemObject(W), clReleaseMemObject(P);
+    free(x), free(w), free(y), free(ref), free(pos);
+}
+
+static void test_norm_rope2d(void)
+{
+    reseed("norm_rope2d");
+    rope_case(40, 5, 72, 1, 1); /* q / k: weighted norm, then RoPE */
+    rope_case(33, 4, 24, 1, 1);
+    rope_case(40, 5, 72, 2, 0); /* v: weightless norm only */
+    rope_case(17, 3, 24, 0, 1); /* RoPE alone */
+}
+
+/* ------------------------------------------------------------------ position add, pooling, clamp, standardize */
+
+static void test_pos_add2d(void)
+{
+    reseed("pos_add2d");
+    uint32_t n = 40, n_pos = 9, ntok = 25;
+    size_t m = (size_t)ntok * n;
+    float *x = malloc((m + PAD) * 4), *tab = malloc(2 * n_pos * n * 4), *y = malloc((m + PAD) * 4);
+    double *ref = malloc(m * 8);
+    int32_t *pos = malloc((size_t)ntok * 8);
+    for (size_t i = 0; i < m; i++) x[i] = nrand();
+    for (size_t i = m; i < m + PAD; i++) x[i] = poison_f();
+    for (size_t i = 0; i < 2 * n_pos * n; i++) tab[i] = nrand();
+    for (uint32_t t = 0; t < ntok; t++) pos[2 * t] = (int32_t)irand(n_pos), pos[2 * t + 1] = (int32_t)irand(n_pos);
+    pos[2 * 7] = (int32_t)n_pos; /* outside the table: row 7 must be NaN */
+    for (uint32_t t = 0; t < ntok; t++)
+        for (uint32_t j = 0; j < n; j++)
+            ref[(size_t)t * n + j] = t == 7 ? 0 : (double)x[(size_t)t * n + j] + tab[(size_t)pos[2 * t] * n + j] +
+                                                       tab[((size_t)n_pos + pos[2 * t + 1]) * n + j];
+    cl_mem X = dbuf((m + PAD) * 4, x), T = dbuf(2 * n_pos * n * 4, tab), P = dbuf((size_t)ntok * 8, pos);
+    OPOK(op_pos_add2d(&O, X, T, n_pos, P, ntok, n));
+    dread(X, y, (m + PAD) * 4);
+    int nan7 = 1;
+    for (uint32_t j = 0; j < n; j++) nan7 &= isnan(y[7 * n + j]), y[7 * n + j] = 0;
+    CHECK(nan7, "pos_add2d: the row of a position outside the table is not NaN");
+    check_close("pos_add2d", y, ref, m, TOL_ELEM);
+    check_untouched("pos_add2d", y, m, m + PAD);
+    clReleaseMemObject(X), clReleaseMemObject(T), clReleaseMemObject(P);
+    free(x), free(tab), free(y), free(ref), free(pos);
+}
+
+static void test_avgpool(void)
+{
+    reseed("avgpool");
+    /* two grids, 6 x 3 then 3 x 9 patches (k = 3): 2 + 3 cells, row-major within each */
+    uint32_t n = 20, k = 3, gw[2] = { 6, 3 }, gh[2] = { 3, 9 }, rows = 6 * 3 + 3 * 9, nout = 5;
+    float s = 0.7f, *x = malloc((size_t)rows * n * 4), *y = malloc(((size_t)nout * n + PAD) * 4);
+    double *ref = calloc((size_t)nout * n, 8);
+    int32_t cells[10];
+    for (size_t i = 0; i < (size_t)rows * n; i++) x[i] = nrand();
+    for (uint32_t g = 0, off = 0, c = 0; g < 2; off += gw[g] * gh[g], g++)
+        for (uint32_t cy = 0; cy < gh[g] / k; cy++)
+            for (uint32_t cx = 0; cx < gw[g] / k; cx++, c++) {
+                cells[2 * c] = (int32_t)(off + cy * k * gw[g] + cx * k), cells[2 * c + 1] = (int32_t)gw[g];
+                for (uint32_t py = cy * k; py < cy * k + k; py++) /* the patches whose floor(x/k), floor(y/k) is c */
+                    for (uint32_t px = cx * k; px < cx * k + k; px++)
+                        for (uint32_t j = 0; j < n; j++)
+                            ref[(size_t)c * n + j] += (double)x[(size_t)(off + py * gw[g] + px) * n + j] * s;
+            }
+    cl_mem X = dbuf((size_t)rows * n * 4, x), C = dbuf(sizeof cells, cells);
+    cl_mem Y = dbuf(((size_t)nout * n + PAD) * 4, NULL);
+    poison(Y, ((size_t)nout * n + PAD) * 4);
+    OPOK(op_avgpool(&O, X, C, Y, nout, n, k, s));
+    dread(Y, y, ((size_t)nout * n + PAD) * 4);
+    check_close("avgpool", y, ref, (size_t)nout * n, TOL_ELEM);
+    check_untouched("avgpool", y, (size_t)nout * n, (size_t)nout * n + PAD);
+    clReleaseMemObject(X), clReleaseMemObject(C), clReleaseMemObject(Y);
+    free(x), free(y), free(ref);
+}
+
+static void test_clamp_standardize(void)
+{
+    reseed("clamp_standardize");
+    uint32_t rows = 7, n = 36;
+    size_t m = (size_t)rows * n;
+    float *x = malloc(m * 4), *b = malloc(n * 4), *sc = malloc(n * 4), *y = malloc((m + PAD) * 4);
+    double *ref = malloc(m * 8);
+    for (size_t i = 0; i < m; i++) x[i] = 3 * nrand();
+    for (uint32_t j = 0; j < n; j++) b[j] = nrand(), sc[j] = frand(0.5, 2);
+    cl_mem X = dbuf(m * 4, x), B = dbuf(n * 4, b), S = dbuf(n * 4, sc), Y = dbuf((m + PAD) * 4, NULL);
+    for (size_t i = 0; i < m; i++) ref[i] = x[i] < -1.5 ? -1.5 : x[i] > 2.0 ? 2.0 : x[i];
+    poison(Y, (m + PAD) * 4);
+    OPOK(op_clamp(&O, X, Y, -1.5f, 2.0f, (uint32_t)m));
+    dread(Y, y, (m + PAD) * 4);
+    check_close("clamp", y, ref, m, TOL_ELEM);
+    check_untouched("clamp", y, m, m + PAD);
+    OPOK(op_clamp(&O, X, X, -INFINITY, 0.5f, (uint32_t)m)); /* one-sided, in place */
+    dread(X, y, m * 4);
+    for (size_t i = 0; i < m; i++) ref[i] = x[i] > 0.5f ? 0.5 : x[i];
+    check_close("clamp in place, no lower bound", y, ref, m, TOL_ELEM);
+    dwrite(X, x, m * 4);
+    for (size_t i = 0; i < m; i++) ref[i] = ((double)x[i] - b[i % n]) * sc[i % n];
+    poison(Y, (m + PAD) * 4);
+    OPOK(op_standardize(&O, X, Y, B, S, rows, n));
+    dread(Y, y, (m + PAD) * 4);
+    check_close("standardize", y, ref, m, TOL_ELEM);
+    check_untouched("standardize", y, m, m + PAD);
+    cl_mem ms[] = { X, B, S, Y };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) clReleaseMemObject(ms[i]);
+    free(x), free(b), free(sc), free(y), free(ref);
+}
+
+int main(void)
+{
+    if (fixture_setup()) return 1;
+    fflush(stdout);
+    RUN_TEST(test_attention_dense);
+    RUN_TEST(test_norm_rope2d);
+    RUN_TEST(test_pos_add2d);
+    RUN_TEST(test_avgpool);
+    RUN_TEST(test_clamp_standardize);
+    fixture_teardown();
+    CHECK_EXIT();
+}
