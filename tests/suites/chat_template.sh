@@ -9,7 +9,7 @@
 # control tokens. One PASS/FAIL line per case.
 cd "$(dirname "$0")/../.." || exit 1
 CLI=build/clgemma
-SRC=$(ls -S tests/fixtures/gemma4_*.gguf 2>/dev/null | tail -n 1)
+SRC=$(ls -S tests/fixtures/gemma4_*.gguf 2>/dev/null | grep -v vision_mmproj | tail -n 1) # the smallest text model
 [ -n "$SRC" ] || { echo "FAIL chat_template: no tests/fixtures/gemma4_*.gguf"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 .venv/bin/python tools/gen_chat_template_files.py "$SRC" "$tmp" tests/golden/chat_gemma4.json ||
