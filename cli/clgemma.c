@@ -523,6 +523,9 @@ static int cmd_info(const cli_args *a)
            f.sliding_layers, f.window, (unsigned long long)f.sliding_token_bytes, f.ring_tokens,
            (unsigned long long)f.ring_seq_bytes);
     printf("kv shared    %u layers: read an earlier layer's cache, none of their own\n", f.shared_layers);
+    if (f.state_seq_bytes)
+        printf("state        %llu bytes (%s) of recurrent state per sequence, whatever its length\n",
+               (unsigned long long)f.state_seq_bytes, mib(f.state_seq_bytes, b[0], sizeof b[0]));
     printf("kv room      %llu bytes (%s): a third of what the weights leave\n", (unsigned long long)f.kv_room,
            mib(f.kv_room, b[0], sizeof b[0]));
     printf("room holds   %llu tokens of one sequence, %u sequences of the whole context, %u of %u tokens\n",

@@ -421,7 +421,8 @@ static void step_all(sched *s)
     for (int k = 0; k < n; k++) failed[k] = rc;
     if (rc && n > 1) {
         /* find the culprit: a step refused before the forward (bad item, KV cache full) changed
-         * nothing, so run the sequences one at a time */
+         * nothing, so run the sequences one at a time (a hybrid model's step that failed after its forward
+         * left their recurrent state part-written: engine_step refuses them, they end with its error) */
         for (int k = 0; k < n; k++) {
             fill_item(&s->items[k], &s->active[s->irun[k]], s->take[k]);
             failed[k] = engine_step(s->eng, &s->items[k], 1, err, sizeof err);

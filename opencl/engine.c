@@ -188,7 +188,7 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     int idn = snprintf(id, sizeof id, "%s|%zu|%u|%u|%u|%u|%llu", hp->arch, gguf_tensor_count(e->gguf), NL, hp->n_embd,
                        hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
     kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->seq_chunk,
-                       opts->kv_type },
+                       opts->kv_type, e->m.state_floats },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, e->max_batch };
     in.c.max_chunk = e->seq_chunk = fit_seq_chunk(&in.c, e->max_batch, in.room);
@@ -197,7 +197,8 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     if (!rc) {
         in.c.n_seq = p.n_seq;
         rc = kv_create(&e->kv, &e->rt, &in.c, p.blocks, err, errlen);
-        if (!rc && !opts->no_prefix_cache)
+        /* a recurrent state is not kept per prefix (no snapshots yet): no prefix cache for such models */
+        if (!rc && !opts->no_prefix_cache && !kv_has_state(&e->kv))
             rc = kv_prefix_on(&e->kv, prefix_seed(id, idn < (int)sizeof id ? (size_t)idn : sizeof id - 1), err, errlen);
     }
     if (!rc) {
@@ -507,6 +508,8 @@ int engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char
     if (len < 0 || len >= e->kv.seq_len[seq])
         return ERR("truncate sequence %d to %d tokens: it holds %d", seq, len, e->kv.seq_len[seq]);
     if (len > 0 && !tokens) return ERR("truncate: no tokens");
+    if (kv_has_state(&e->kv)) /* speculative rollback needs state checkpoints (design-qwen35 3.6), not built */
+        return ERR("truncate sequence %d: this model's recurrent state cannot go back to an earlier position", seq);
     if (kv_truncate(&e->kv, seq, (uint32_t)len, tokens))
         return ERR("truncate sequence %d by %d tokens: more than its sliding-window ring keeps", seq,
                    e->kv.seq_len[seq] - len);
@@ -561,7 +564,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
     if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, &e->staged);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
-    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0 };
+    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0, e->h_pos + t0 };
     /* int8 activations only for decode steps (one token per sequence, or drafts): prompt logits keep the
      * f16/f32 accuracy the goldens hold them to (int8 X moved Gemma 3's by up to 0.48, over 0.35) */
     int decode = 1;
@@ -647,6 +650,9 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         for (int j = 0; j < i; j++)
             if (items[j].seq == it->seq) return ERR("item %d: sequence %d appears twice in one step", i, it->seq);
         if (it->n_tokens <= 0 || !it->tokens) return ERR("item %d: no tokens", i);
+        if (e->kv.state && state_broken(e->kv.state, it->seq))
+            return ERR("item %d: sequence %d's recurrent state was left part-written by a failed step: free it", i,
+                       it->seq);
         if ((uint64_t)e->kv.seq_len[it->seq] + it->n_tokens > e->info.n_ctx)
             return ERR("sequence would reach %lld tokens, over the context of %u",
                        (long long)e->kv.seq_len[it->seq] + it->n_tokens, e->info.n_ctx);
@@ -726,6 +732,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     if (rc) {
         clFinish(e->rt.q);
         kv_abort(&e->kv);
+        /* the forward may have updated some layers' state in place: no retry may apply these tokens again */
+        for (int i = 0; e->kv.state && i < n; i++) state_mark_broken(e->kv.state, items[i].seq);
         for (int i = 0; i < n; i++) {
             kv_trim(&e->kv, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq]);
             seq_fresh(e, items[i].seq);

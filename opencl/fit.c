@@ -68,11 +68,16 @@ int kv_fit(const kv_fit_in *in, kv_fit_plan *out, char *err, size_t errlen)
     memset(out, 0, sizeof *out);
     if (!n_seq) { /* as many typical reservations as the room (or kv_tokens) holds */
         uint64_t typ = blocks_of(c->n_ctx < ENGINE_FIT_TYPICAL ? c->n_ctx : ENGINE_FIT_TYPICAL);
-        uint64_t per = s.ring_per_seq + typ * fb;
+        uint64_t per = s.ring_per_seq + s.state_per_seq + typ * fb;
         n_seq = in->kv_tokens && fb ? blocks_of(in->kv_tokens) / typ : per ? room / per : in->seq_cap;
         if (n_seq > in->seq_cap) n_seq = in->seq_cap;
         if (n_seq < 1) n_seq = 1;
     }
+    uint64_t state = n_seq * s.state_per_seq; /* a recurrent state slot per sequence, whatever its length */
+    if (state > room)
+        return ERR("not enough device memory for the recurrent state of %llu sequences (%.1f MiB each; %.1f MiB for "
+                   "the cache): fewer sequences (max_seqs)", (unsigned long long)n_seq, MIB(s.state_per_seq), MIB(room));
+    room -= state;
     if (rb) {
         nr = n_seq * s.ring_blocks;
         if (nr * rb + one_full > room) nr = room > one_full ? (room - one_full) / rb : 0;
@@ -107,7 +112,7 @@ int kv_fit(const kv_fit_in *in, kv_fit_plan *out, char *err, size_t errlen)
     out->n_seq = (uint32_t)n_seq;
     out->blocks[KV_FULL] = (uint32_t)nf;
     out->blocks[KV_RING] = (uint32_t)nr;
-    out->bytes = nf * fb + nr * rb;
+    out->bytes = nf * fb + nr * rb + state;
     return 0;
 }
 
@@ -137,16 +142,19 @@ void fit_report(engine_fit *f, const kv_fit_in *in, const kv_fit_plan *p, const 
     f->full_layers = s.full_layers;
     f->sliding_layers = s.ring_layers;
     f->shared_layers = c->n_layer - s.full_layers - s.ring_layers;
+    for (uint32_t l = 0; c->state && l < c->n_layer; l++) f->shared_layers -= c->state[l] != 0; /* recurrent ones */
     f->window = s.ring_window;
     f->full_token_bytes = s.full_per_token;
     f->ring_tokens = s.ring_blocks * KV_BLOCK;
     f->ring_seq_bytes = s.ring_per_seq;
+    f->state_seq_bytes = s.state_per_seq;
     f->sliding_token_bytes = f->ring_tokens ? s.ring_per_seq / f->ring_tokens : 0;
     f->block_tokens = KV_BLOCK;
-    uint64_t room = in->room, one_seq = s.ring_per_seq + blocks_of(c->n_ctx) * KV_BLOCK * s.full_per_token;
-    uint64_t typ = s.ring_per_seq + blocks_of(c->n_ctx < ENGINE_FIT_TYPICAL ? c->n_ctx : ENGINE_FIT_TYPICAL) * KV_BLOCK *
+    uint64_t per = s.ring_per_seq + s.state_per_seq; /* what a sequence holds whatever its length */
+    uint64_t room = in->room, one_seq = per + blocks_of(c->n_ctx) * KV_BLOCK * s.full_per_token;
+    uint64_t typ = per + blocks_of(c->n_ctx < ENGINE_FIT_TYPICAL ? c->n_ctx : ENGINE_FIT_TYPICAL) * KV_BLOCK *
                    s.full_per_token;
-    f->room_tokens = room > s.ring_per_seq && s.full_per_token ? (room - s.ring_per_seq) / s.full_per_token : 0;
+    f->room_tokens = room > per && s.full_per_token ? (room - per) / s.full_per_token : 0;
     f->seqs_at_ctx = one_seq ? (uint32_t)(room / one_seq > UINT32_MAX ? UINT32_MAX : room / one_seq) : 0;
     f->seqs_typical = typ ? (uint32_t)(room / typ > UINT32_MAX ? UINT32_MAX : room / typ) : 0;
     f->fits = err_plan == NULL;
@@ -199,7 +207,7 @@ int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, 
     fit_device d = { rt.is_gpu, rt.global_mem, rt.max_alloc };
     uint32_t max_batch = fit_max_batch(opts, &d, out->weight_bytes);
     kv_fit_in in = { { lay.n_layer, lay.dims, lay.window, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0,
-                       fit_ctx(opts, lay.n_ctx_train), 0, opts->kv_type },
+                       fit_ctx(opts, lay.n_ctx_train), 0, opts->kv_type, lay.state },
                      fit_kv_room(&d, out->weight_bytes), rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, max_batch };
     in.c.max_chunk = fit_seq_chunk(&in.c, max_batch, in.room);
@@ -235,7 +243,10 @@ int engine_fit_summary(const engine_fit *f, char *out, size_t cap)
                       "tokens (%s per sequence)", f->sliding_layers, f->window,
                       human(f->sliding_token_bytes, b[1], sizeof b[1]), f->ring_tokens,
                       human(f->ring_seq_bytes, b[2], sizeof b[2]));
-    if (f->shared_layers && k < (int)sizeof kinds)
+    if (f->state_seq_bytes && k < (int)sizeof kinds)
+        k += snprintf(kinds + k, sizeof kinds - (size_t)k, ", recurrent state %s per sequence",
+                      human(f->state_seq_bytes, b[2], sizeof b[2]));
+    else if (f->shared_layers && k < (int)sizeof kinds)
         snprintf(kinds + k, sizeof kinds - (size_t)k, ", %u layers sharing an earlier layer's cache", f->shared_layers);
     int n = snprintf(out, cap, "fit on %s (%s): weights %s (+ %s in host memory); KV (%s) per token: %s; the cache may take "
                      "%s (a third of what the weights leave): %llu tokens of one sequence, %u sequences of the whole "

@@ -73,6 +73,7 @@ kv_sizes kv_plan(const kv_config *c)
             if (c->window[l] > s.ring_window) s.ring_window = c->window[l];
         }
     }
+    s.state_per_seq = state_per_seq(c->n_layer, c->state);
     s.ring_per_seq = ring_per_tok * s.ring_blocks * KV_BLOCK;
     return s;
 }
@@ -170,6 +171,10 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
         if (!kv->v[l]) { kv_destroy(kv); return -1; }
         kv->bytes += 2 * bytes;
     }
+    if (kv->sizes.state_per_seq) {
+        if (state_create(&kv->state, rt, c->n_layer, c->state, c->n_seq, err, errlen)) { kv_destroy(kv); return -1; }
+        kv->bytes += kv->state->bytes;
+    }
     return 0;
 }
 
@@ -183,6 +188,7 @@ void kv_destroy(kv_cache *kv)
     free(kv->k); free(kv->v); free(kv->layer_pool); free(kv->dims); free(kv->seq_len); free(kv->copies);
     free(kv->chain); free(kv->part); free(kv->chain_at); free(kv->part_at); free(kv->walk); free(kv->log);
     prefix_destroy(&kv->prefix);
+    state_destroy(kv->state);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -205,6 +211,7 @@ int kv_seq_new(kv_cache *kv)
         if (kv->seq_len[s] < 0) {
             kv->seq_len[s] = 0;
             kv->chain[s] = kv->chain_at[s] = kv->seed;
+            if (kv->state) state_release(kv->state, (int)s); /* zeroed by the forward at position 0 */
             for (int p = 0; p < KV_POOLS; p++)
                 if (kv->pool[p].table) kv->pool[p].seq_blocks[s] = 0;
             return (int)s;
@@ -306,7 +313,7 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len)
 int kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens)
 {
     uint32_t old = (uint32_t)kv->seq_len[seq];
-    if (kv->seq_len[seq] < 0 || len >= old) return -1;
+    if (kv->seq_len[seq] < 0 || len >= old || kv->state) return -1; /* the state keeps no past positions */
     /* a ring holds window + spare keys: dropping more than the spare would leave ring blocks holding keys
      * of positions past len where the window before len needs older ones */
     const kv_pool *r = &kv->pool[KV_RING];
@@ -329,7 +336,10 @@ void kv_seq_free(kv_cache *kv, int seq)
     if (seq < 0 || (uint32_t)seq >= kv->n_seq || kv->seq_len[seq] < 0) return;
     kv_trim(kv, seq, 0);
     kv->seq_len[seq] = -1;
+    if (kv->state) state_release(kv->state, seq);
 }
+
+int kv_has_state(const kv_cache *kv) { return kv->state != NULL; }
 
 int kv_seq_fork(kv_cache *kv, int src)
 {
@@ -347,6 +357,7 @@ int kv_seq_fork(kv_cache *kv, int src)
         p->seq_blocks[dst] = p->seq_blocks[src];
         mark_dirty(p, dst);
     }
+    if (kv->state) state_fork(kv->state, src, dst);
     kv->chain[dst] = kv->chain[src];
     memcpy(kv->part + (size_t)dst * KV_BLOCK, kv->part + (size_t)src * KV_BLOCK, KV_BLOCK * sizeof *kv->part);
     kv_commit(kv, dst, (uint32_t)kv->seq_len[src]);
@@ -552,7 +563,7 @@ int kv_seq_new_prefix(kv_cache *kv, const int32_t *tokens, uint32_t n, uint32_t 
 {
     *cached = 0;
     int seq = kv_seq_new(kv);
-    if (seq < 0 || !kv->prefix.cap || n < 2) return seq;
+    if (seq < 0 || !kv->prefix.cap || kv->state || n < 2) return seq; /* no state kept for a prefix */
     uint32_t m = 0, max_k = (n - 1) / KV_BLOCK; /* the last token is computed: its logits are the point */
     if (max_k > kv->max_blocks) max_k = kv->max_blocks;
     for (uint64_t h = kv->seed; m < max_k; m++) {
@@ -570,6 +581,7 @@ int kv_seq_new_prefix(kv_cache *kv, const int32_t *tokens, uint32_t n, uint32_t 
 
 int kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen)
 {
+    if (kv->state && state_sync(kv->state, rt, err, errlen)) return -1;
     for (uint32_t c = 0; c < kv->n_copies; c++) { /* in order, before anything this step writes */
         const kv_copy *cp = &kv->copies[c];
         for (uint32_t l = 0; l < kv->n_layer; l++) {

@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "prefix.h"
 #include "runtime.h"
+#include "state.h"
 
 #define KV_BLOCK 32
 #define KV_QK 32 /* values per quant block of a cache row (llama.cpp's QK8_0, QK4_0) */
@@ -60,6 +61,7 @@ typedef struct kv_config {
     uint32_t n_seq, n_ctx;
     uint32_t max_chunk;       /* tokens of one sequence in one forward chunk at most */
     int type;                 /* engine_kv_type of K and V */
+    const uint32_t *state;    /* per layer floats of one sequence's recurrent state (0: none); NULL: none */
 } kv_config;
 
 /* what a config costs: K and V bytes per token of the full layers (all of them together), and
@@ -71,6 +73,7 @@ typedef struct kv_sizes {
     uint32_t full_dim_max, ring_dim_max; /* the widest layer of each pool (its buffers are the largest) */
     uint32_t full_layers, ring_layers;   /* layers with a cache of their own in each pool */
     uint32_t ring_window;     /* the widest window of the ring layers */
+    uint64_t state_per_seq;   /* bytes of one sequence's recurrent state (state.h; 0: none) */
 } kv_sizes;
 
 enum { KV_FULL, KV_RING, KV_POOLS };
@@ -119,6 +122,10 @@ typedef struct kv_cache {
     int32_t *walk;            /* [max_blocks]: a lookup's entries */
     kv_reg *log;              /* the step's registrations (kv_abort) */
     uint32_t n_log, log_cap;
+    state_store *state;       /* the recurrent state, a slot per sequence (NULL: no layer has one); its
+                               * lifecycle follows the sequences': new, free, fork, sync. Prefix reuse and
+                               * truncation cannot restore it: kv_truncate refuses, the engine keeps the
+                               * prefix cache off. */
 } kv_cache;
 
 /* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
@@ -167,6 +174,9 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len);
  * A sliding-window ring that came round keeps the keys len needs only when at most its spare (ring -
  * window - a block) goes: -1 otherwise, or for len >= the length. */
 int  kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens);
+/* 1 when the cache keeps a recurrent state beside the blocks (kv_truncate then refuses: the state of
+ * an earlier position is gone) */
+int  kv_has_state(const kv_cache *kv);
 /* enqueues the pending block copies, then uploads the block tables that changed */
 int  kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen);
 kv_view kv_layer_k(const kv_cache *kv, uint32_t l);

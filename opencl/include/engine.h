@@ -86,6 +86,7 @@ typedef struct engine_fit {
     uint64_t sliding_token_bytes;/* one token in all sliding layers' rings */
     uint32_t ring_tokens;        /* a ring holds the window and one forward chunk, in whole blocks; 0: none */
     uint64_t ring_seq_bytes;     /* the rings of one sequence */
+    uint64_t state_seq_bytes;    /* the recurrent state of one sequence (hybrid models; 0: none) */
     /* what kv_room holds */
     uint64_t room_tokens;        /* full-layer tokens beside one sequence's rings: one sequence's most */
     uint32_t seqs_at_ctx;        /* sequences that may each reach the whole context */

@@ -20,6 +20,27 @@
 #define DR_DST 4
 #define DR_INTS 5
 
+/* A batch's run table from its tokens' sequences and positions, as the host cuts it (models/qwen35.c): a
+ * run per stretch of one sequence at consecutive positions, in place in the slot of its sequence. One item:
+ * a forward holds at most a few thousand tokens, and the table saves the host a blocking upload. */
+kernel void delta_runs(global const int *seq, global const int *pos, uint ntok, global int *runs)
+{
+    if (get_global_id(0) != 0) return;
+    int k = -1;
+    for (uint t = 0; t < ntok; t++) {
+        if (k >= 0 && seq[t] == runs[k * DR_INTS + DR_SRC] && pos[t] == runs[k * DR_INTS + DR_POS] +
+                                                                       runs[k * DR_INTS + DR_LEN]) {
+            runs[k * DR_INTS + DR_LEN]++;
+            continue;
+        }
+        global int *r = runs + ++k * DR_INTS;
+        r[DR_T0] = (int)t;
+        r[DR_LEN] = 1;
+        r[DR_POS] = pos[t];
+        r[DR_SRC] = r[DR_DST] = seq[t];
+    }
+}
+
 inline float silu_f(float x) { return x / (1.0f + exp(-x)); }
 
 /* the run holding token row t (runs sorted by first row), -1 if none */

@@ -110,12 +110,13 @@ kernel void g4_moe_up(global const uchar *W, uint type, uint row_bytes, uint row
     gu[(size_t)s * rows_e + r] = g4_dot(type, row, k, X + (size_t)t * ldx);
 }
 
-/* act[s][i] = gelu(gu[s][i]) * gu[s][f + i] (gate rows first, then up rows) */
-kernel void g4_geglu_split(global const float *gu, uint f, global float *act, uint nsel)
+/* act[s][i] = gelu(gu[s][i]) * gu[s][f + i] (gate rows first, then up rows); fn 2: silu (Qwen), else gelu */
+kernel void g4_geglu_split(global const float *gu, uint f, global float *act, uint nsel, uint fn)
 {
     uint i = get_global_id(0), s = get_global_id(1);
     if (i >= f || s >= nsel) return;
-    act[(size_t)s * f + i] = gelu_tanh(gu[(size_t)s * 2 * f + i]) * gu[(size_t)s * 2 * f + f + i];
+    float x = gu[(size_t)s * 2 * f + i];
+    act[(size_t)s * f + i] = (fn == 2 ? x / (1.0f + exp(-x)) : gelu_tanh(x)) * gu[(size_t)s * 2 * f + f + i];
 }
 
 /* Y[t][r] = sum_j wsel[t,j] * W_e[r] . act[t,j], e = sel[t,j]; W holds experts of rows_e rows of k */

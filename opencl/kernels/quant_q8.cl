@@ -25,12 +25,14 @@ inline uint q8_quant4(float4 v, float *d, int *s)
     return (uint)(q.x & 255) | ((uint)(q.y & 255) << 8) | ((uint)(q.z & 255) << 16) | ((uint)q.w << 24);
 }
 
-/* float4 i4 of row tk of X, or of gelu(X) * U with geglu (rows ldx and ldu apart) */
+/* float4 i4 of row tk of X, or of act(X) * U with geglu (rows ldx and ldu apart): geglu 1 GELU-tanh,
+ * 2 SiLU (Qwen's SwiGLU) */
 inline float4 ld_x4(global const float *X, uint ldx, global const float *U, uint ldu, uint geglu, uint tk, uint i4)
 {
     float4 v = vload4(0, X + (size_t)tk * ldx + 4 * i4);
     if (!geglu) return v;
     float4 u = vload4(0, U + (size_t)tk * ldu + 4 * i4);
+    if (geglu == 2) return v / (1.0f + exp(-v)) * u;
     return (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
 }
 

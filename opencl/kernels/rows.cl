@@ -8,6 +8,27 @@ kernel void geglu(global const float *g, global const float *u, global float *ou
     if (i < n) out[i] = gelu_tanh(g[i]) * u[i];
 }
 
+/* out[i] = silu(g[i]) * u[i] (Qwen's SwiGLU) */
+kernel void swiglu(global const float *g, global const float *u, global float *out, uint n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) out[i] = g[i] / (1.0f + exp(-g[i])) * u[i];
+}
+
+/* x[i] *= sigmoid(g[i]) (Qwen's attention output gate) */
+kernel void mul_sigmoid(global float *x, global const float *g, uint n)
+{
+    size_t i = get_global_id(0);
+    if (i < n) x[i] *= 1.0f / (1.0f + exp(-g[i]));
+}
+
+/* x[r][i] += sigmoid(s[r]) * y[r][i] (Qwen's gated shared expert) */
+kernel void add_gated(global float *x, global const float *y, global const float *s, uint n)
+{
+    size_t i = get_global_id(0), r = get_global_id(1);
+    if (i < n) x[r * n + i] += 1.0f / (1.0f + exp(-s[r])) * y[r * n + i];
+}
+
 /* dst[r][:] = src[idx[r]][:] */
 kernel void gather_rows(global const float *src, global const int *idx, global float *dst, uint n)
 {

@@ -84,7 +84,8 @@ int model_kv_layout_alloc(model_kv_layout *out, uint32_t n_layer, char *err, siz
     out->n_layer = n_layer;
     out->dims = calloc(n_layer ? n_layer : 1, sizeof *out->dims);
     out->window = calloc(n_layer ? n_layer : 1, sizeof *out->window);
-    if (out->dims && out->window) return 0;
+    out->state = calloc(n_layer ? n_layer : 1, sizeof *out->state);
+    if (out->dims && out->window && out->state) return 0;
     model_kv_layout_free(out);
     return ERR("out of memory");
 }
@@ -106,6 +107,7 @@ void model_kv_layout_free(model_kv_layout *l)
 {
     free(l->dims);
     free(l->window);
+    free(l->state);
     memset(l, 0, sizeof *l);
 }
 
@@ -120,6 +122,7 @@ void model_free(model *m)
     mem_release(&m->freq_local);
     mem_release(&m->freq_global);
     free(m->kv_dims);
+    free(m->state_floats);
     memset(m, 0, sizeof *m);
 }
 

@@ -36,6 +36,7 @@ typedef struct model {
     model_hparams hp;         /* where layers differ in shape: the largest of each */
     layer_weights *layers;    /* architectures whose layers all have these weights (else NULL) */
     uint32_t *kv_dims;        /* per layer n_kv*head_dim of its KV cache (0 = none); NULL = uniform */
+    uint32_t *state_floats;   /* per layer floats of one sequence's recurrent state (0 = none); NULL = none */
     weight tok_embd, output;  /* output == tok_embd when tied */
     cl_mem output_norm;
     cl_mem freq_local, freq_global; /* RoPE frequency per rotated pair */
@@ -55,7 +56,7 @@ typedef struct fwd_bufs {
     cl_mem xo, logits, argmax;
     cl_mem part_acc, part_ml, part_cnt; /* split-KV attention partials and their counters */
     size_t part_elems;        /* floats in part_acc */
-    cl_mem ext[12];           /* architecture-specific scratch (the row's bufs_create / bufs_destroy) */
+    cl_mem ext[20];           /* architecture-specific scratch (the row's bufs_create / bufs_destroy) */
 } fwd_bufs;
 
 /* one forward: tokens already uploaded to b->ids/pos/seq; for the n_out rows listed in
@@ -66,6 +67,7 @@ typedef struct fwd_args {
     uint32_t max_pos;
     const int32_t *seq;       /* host copy of the tokens' sequences (NULL: unknown) */
     const int32_t *ids;       /* host copy of the token ids (tables kept on the host read their rows) */
+    const int32_t *pos;       /* host copy of the positions (recurrent layers cut the batch into runs; NULL: unknown) */
 } fwd_args;
 
 /* contents of the tensors a file has no data for (gguf_open_virtual), supplied by whoever made the
@@ -90,6 +92,7 @@ typedef struct model_src {
 typedef struct model_kv_layout {
     uint32_t n_layer, n_ctx_train;
     uint32_t *dims, *window;
+    uint32_t *state;          /* per layer floats of one sequence's recurrent state (0: none) */
 } model_kv_layout;
 
 /* ---- the architecture table (registry.c) --------------------------------------------------- */

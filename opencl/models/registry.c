@@ -31,6 +31,15 @@ model_bufs_create_fn gemma4_assistant_bufs_create;
 model_bufs_destroy_fn gemma4_assistant_bufs_destroy;
 model_draft_fn gemma4_assistant_draft;
 
+model_load_fn qwen35_load;
+model_unload_fn qwen35_unload;
+model_bufs_create_fn qwen35_bufs_create;
+model_bufs_destroy_fn qwen35_bufs_destroy;
+model_layer_window_fn qwen35_layer_window;
+model_forward_fn qwen35_forward;
+model_kv_layout_fn qwen35_kv_layout;
+model_kv_layout_fn qwen35moe_kv_layout;
+
 static const model_arch ARCHES[] = {
     {
         .name = "gemma3",
@@ -70,6 +79,32 @@ static const model_arch ARCHES[] = {
         .kv_layout = gemma4_assistant_kv_layout,
         .pair_check = gemma4_assistant_pair_check,
         .draft = gemma4_assistant_draft,
+    },
+    {
+        /* Qwen 3.5 / 3.6 dense: gated-delta layers with a recurrent state beside gated attention */
+        .name = "qwen35",
+        .chat = CHAT_QWEN35,
+        .stop_texts = (const char *const[]){ "<|im_end|>", NULL },
+        .load = qwen35_load,
+        .unload = qwen35_unload,
+        .bufs_create = qwen35_bufs_create,
+        .bufs_destroy = qwen35_bufs_destroy,
+        .layer_window = qwen35_layer_window,
+        .forward = qwen35_forward,
+        .kv_layout = qwen35_kv_layout,
+    },
+    {
+        /* Qwen 3.5 / 3.6 MoE: the same trunk, experts beside a gated shared expert (qwen35.c) */
+        .name = "qwen35moe",
+        .chat = CHAT_QWEN35,
+        .stop_texts = (const char *const[]){ "<|im_end|>", NULL },
+        .load = qwen35_load,
+        .unload = qwen35_unload,
+        .bufs_create = qwen35_bufs_create,
+        .bufs_destroy = qwen35_bufs_destroy,
+        .layer_window = qwen35_layer_window,
+        .forward = qwen35_forward,
+        .kv_layout = qwen35moe_kv_layout,
     },
 };
 

@@ -11,6 +11,7 @@ int ops_delta_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
     struct { cl_kernel *k; const char *name; } ks[] = {
         { &d->conv, "delta_conv" }, { &d->conv_state, "delta_conv_state" }, { &d->step, "delta_step" },
         { &d->prep, "delta_chunk_prep" }, { &d->scan, "delta_chunk_scan" }, { &d->norm_gated, "rmsnorm_gated" },
+        { &d->runs, "delta_runs" },
     };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) return -1;
@@ -20,7 +21,7 @@ int ops_delta_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 void ops_delta_release(ops *o)
 {
     ops_delta *d = &o->delta;
-    cl_kernel *ks[] = { &d->conv, &d->conv_state, &d->step, &d->prep, &d->scan, &d->norm_gated };
+    cl_kernel *ks[] = { &d->conv, &d->conv_state, &d->step, &d->prep, &d->scan, &d->norm_gated, &d->runs };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     ops_mem_release(&d->wu);
     ops_mem_release(&d->pg);
@@ -150,6 +151,13 @@ int op_delta_scan(ops *o, const delta_shape *sh, const delta_runs *r, cl_mem y, 
     if (step_toks > 0 && scan_step(o, sh, r, y, beta, g, st, out, min, step_toks)) return -1;
     if (chunk_toks > 0 && scan_chunks(o, sh, r, y, beta, g, st, out, min, chunks, chunk_toks)) return -1;
     return 0;
+}
+
+int op_delta_runs(ops *o, cl_mem seq, cl_mem pos, uint32_t ntok, cl_mem d)
+{
+    size_t one = 1;
+    return OPS_LAUNCH(o, K_DELTA_CONV, o->delta.runs, 1, &one, &one, 8.0 * ntok + 20.0 * ntok, 0, A(seq), A(pos),
+                      A(ntok), A(d));
 }
 
 int op_rmsnorm_gated(ops *o, cl_mem x, cl_mem z, cl_mem w, cl_mem y, uint32_t rows, uint32_t n, float eps)

@@ -288,13 +288,23 @@ int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, u
 int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
                     uint32_t ldy, uint32_t ntok)
 {
-    geglu_in gg = { U, u_off, ldu };
+    return op_matmul_glu(o, OPS_ACT_GELU, w, G, ldg, U, u_off, ldu, Y, ldy, ntok);
+}
+
+int op_matmul_glu(ops *o, int act, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu,
+                  cl_mem Y, uint32_t ldy, uint32_t ntok)
+{
+    geglu_in gg = { U, u_off, ldu, (uint32_t)act };
     mm_out m = { w, Y, ldy };
     uint32_t k = w->cols;
     if (ops_mmq8_fits(o, w->type, w->rows, k, ntok)) return ops_mmq8(o, &m, 1, G, ldg, &gg, ntok);
     if (ops_mvq_fits(o, w->type, k, ntok)) return ops_mvq(o, &m, 1, G, ldg, &gg, ntok);
     if (ldg != k) return ops_fail(o, "matmul_geglu: gate rows %u apart, not %u", ldg, k);
-    if (u_off == 0 && ldu == k)
+    if (act == OPS_ACT_SILU && (u_off || ldu != k))
+        return ops_fail(o, "matmul_glu: SiLU takes U laid out as G (offset %u, rows %u apart)", u_off, ldu);
+    if (act == OPS_ACT_SILU)
+        op_swiglu(o, G, U, G, ntok * k);
+    else if (u_off == 0 && ldu == k)
         op_geglu(o, G, U, G, ntok * k);
     else if (u_off % k == 0) /* a slice of wider U rows (Gemma 4's per-layer inputs) */
         ops_geglu_slice(o, G, U, k, ldu, u_off / k, ntok);

@@ -97,7 +97,7 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
     multi_args a;
     uint32_t k = outs[0].w->cols, type = outs[0].w->type;
     if (ops_gather_multi(o, outs, n, &a)) return -1;
-    uint32_t geglu = gg != NULL, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
+    uint32_t geglu = gg ? gg->act : 0, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
     cl_mem U = gg ? gg->U : X;
     if (!mvq_staged(o, type, a.rows, k, ntok)) {
         /* X as its producer (norm_fuse, attn_dec) left it, else quantized here */
@@ -176,7 +176,7 @@ int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32
  * 8 * NT tokens per group (past 64 tokens the grid's second dimension takes 64 each) */
 int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
 {
-    uint32_t k = outs[0].w->cols, tp = ops_q8x_tpad(ntok), geglu = gg != NULL;
+    uint32_t k = outs[0].w->cols, tp = ops_q8x_tpad(ntok), geglu = gg ? gg->act : 0;
     uint32_t nt = tp <= 8 ? 0 : tp <= 16 ? 1 : tp <= 32 ? 2 : 3, tpb = 8u << nt, blocks = tp / tpb;
     uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
     cl_mem U = gg ? gg->U : X;

@@ -140,19 +140,31 @@ int op_moe_up(ops *o, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, 
 
 int op_geglu_split(ops *o, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel)
 {
+    return op_glu_split(o, OPS_ACT_GELU, gu, f, act, nsel);
+}
+
+int op_glu_split(ops *o, int fn, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel)
+{
     const ops_moe *g = &o->moe;
+    uint32_t a = (uint32_t)fn;
     return LAUNCH_2D(K_GEGLU_SPLIT, g->geglu_split, f, nsel, 12.0 * f * nsel, 10.0 * f * nsel, A(gu), A(f),
-                     A(act), A(nsel));
+                     A(act), A(nsel), A(a));
 }
 
 int op_moe_down(ops *o, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
                 cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok)
 {
+    return op_moe_down_glu(o, OPS_ACT_GELU, w, rows_e, gu, act, sel, wsel, n_used, Y, ord, yd, ntok);
+}
+
+int op_moe_down_glu(ops *o, int fn, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
+                    cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok)
+{
     const ops_moe *g = &o->moe;
     uint32_t rpg = ntok <= 4 ? mvqe_rpg(o, w, rows_e, n_used, ntok) : 0;
-    if (rpg) /* geglu folded into the quantization of each pair's X */
-        return mvqe(o, w, rows_e, rpg, gu, 2 * w->cols, 1, 1, sel, wsel, n_used, ntok, Y, K_MOE_DOWN);
-    if (op_geglu_split(o, gu, w->cols, act, ntok * n_used)) return -1;
+    if (rpg) /* the activation folded into the quantization of each pair's X */
+        return mvqe(o, w, rows_e, rpg, gu, 2 * w->cols, 1, (uint32_t)fn, sel, wsel, n_used, ntok, Y, K_MOE_DOWN);
+    if (op_glu_split(o, fn, gu, w->cols, act, ntok * n_used)) return -1;
     if (moe_grouped(o, w, ntok)) {
         uint32_t n_exp = w->rows / rows_e, nsel = ntok * n_used, tt = moe_tile(o, n_exp, nsel);
         if (tt == OPS_MMTE_PAIRS ? ops_mmt_moe(o, w, rows_e, n_exp, act, w->cols, nsel, 1, yd, rows_e, ord, nsel,

@@ -133,6 +133,7 @@ typedef struct ops_attn {      /* attention.c */
 typedef struct ops_rows {      /* rows.c */
     cl_kernel emb[OPS_T];      /* embedding rows */
     cl_kernel geglu, ple_gate; /* gelu(g) * u: flat, and over a slice of wider u rows */
+    cl_kernel swiglu, mul_sigmoid, add_gated; /* silu(g) * u; x * sigmoid(g); x + sigmoid(s) * y (Qwen) */
     cl_kernel gather, add, scale, softcap;
     cl_kernel argmax_part, argmax_final;
     cl_mem am_val, am_idx;     /* argmax partials: up to 256 rows x 256 parts */
@@ -155,7 +156,7 @@ typedef struct ops_moe {       /* moe.c */
 } ops_moe;
 
 typedef struct ops_delta {     /* delta.c: the gated-delta layers */
-    cl_kernel conv, conv_state, step, prep, scan, norm_gated;
+    cl_kernel conv, conv_state, step, prep, scan, norm_gated, runs;
     cl_mem wu, pg;             /* the chunk form's per-token scratch (grown on demand) */
     size_t wu_bytes, pg_bytes;
 } ops_delta;
@@ -255,6 +256,11 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
  * op_matmul. G must be rows of k = w->cols values (ldg == k). */
 int op_matmul_geglu(ops *o, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu, cl_mem Y,
                     uint32_t ldy, uint32_t ntok);
+/* the same with the activation act: OPS_ACT_GELU (GELU-tanh, Gemma: op_matmul_geglu) or OPS_ACT_SILU
+ * (SwiGLU, Qwen; U laid out as G only) */
+enum { OPS_ACT_GELU = 1, OPS_ACT_SILU = 2 }; /* the kernels' geglu flag (quant_q8.cl ld_x4) */
+int op_matmul_glu(ops *o, int act, const weight *w, cl_mem G, uint32_t ldg, cl_mem U, uint32_t u_off, uint32_t ldu,
+                  cl_mem Y, uint32_t ldy, uint32_t ntok);
 /* several products of the same X (Q/K/V or gate/up): one launch when ntok <= 4, else one each */
 typedef struct mm_out { const weight *w; cl_mem y; uint32_t ldy; } mm_out;
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok);
@@ -330,6 +336,11 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
  * x = cap * tanh(x / cap) (n values each) */
 int op_embed(ops *o, const weight *w, cl_mem ids, uint32_t ntok, float scale, cl_mem out);
 int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n);
+/* out = silu(g) * u; x *= sigmoid(g) (n values each) */
+int op_swiglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n);
+int op_mul_sigmoid(ops *o, cl_mem x, cl_mem g, uint32_t n);
+/* x[r][:] += sigmoid(s[r]) * y[r][:] for rows of n values (Qwen's gated shared expert) */
+int op_add_gated(ops *o, cl_mem x, cl_mem y, cl_mem s, uint32_t rows, uint32_t n);
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n);
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n);
 int op_scale(ops *o, cl_mem x, float s, uint32_t n);
@@ -368,11 +379,16 @@ int op_moe_up(ops *o, const weight *w, uint32_t rows_e, cl_mem X, uint32_t ldx, 
               cl_mem gu, cl_mem ord, uint32_t ntok);
 /* act = gelu(gate) * up of gu's [f gate | f up] rows (nsel of them) */
 int op_geglu_split(ops *o, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel);
+/* the same with the activation fn (OPS_ACT_*) */
+int op_glu_split(ops *o, int fn, cl_mem gu, uint32_t f, cl_mem act, uint32_t nsel);
 /* Y [ntok][rows_e] = sum over a token's experts of wsel * W_e . geglu(gate, up), from gu's rows of
  * [k gate | k up] values per (token, slot) pair; act (nsel * k floats) holds geglu's output where a
  * path needs it materialised (the int8 decode path folds it into its X quantization). */
 int op_moe_down(ops *o, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel, cl_mem wsel,
                 uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok);
+/* the same with the activation fn (OPS_ACT_GELU: op_moe_down; OPS_ACT_SILU: Qwen's experts) */
+int op_moe_down_glu(ops *o, int fn, const weight *w, uint32_t rows_e, cl_mem gu, cl_mem act, cl_mem sel,
+                    cl_mem wsel, uint32_t n_used, cl_mem Y, cl_mem ord, cl_mem yd, uint32_t ntok);
 
 /* delta.c: the gated-delta (linear attention) layers of Qwen 3.5 / 3.6 on FP32 state (kernels/delta.cl
  * gives the math and layouts). A forward's T token rows are cut into runs, one per sequence: */
@@ -388,6 +404,9 @@ typedef struct delta_run {
 /* the runs on the host (sorted by t0, not overlapping, t0 + len <= ntok; a run's dst is no other run's
  * src or dst) and the same table on the device */
 typedef struct delta_runs { const delta_run *h; cl_mem d; uint32_t n, ntok; } delta_runs;
+/* the run table d of a batch of ntok tokens from their sequences and positions on the device: a run per
+ * stretch of one sequence at consecutive positions, src = dst = the sequence (a slot per sequence) */
+int op_delta_runs(ops *o, cl_mem seq, cl_mem pos, uint32_t ntok, cl_mem d);
 /* a layer's shape: Hk q/k heads of dk, Hv value heads of dv (a multiple of Hk), conv kernel kc;
  * tiled: value head h reads q/k head h % Hk (the GGUF's order), else h / (Hv / Hk) */
 typedef struct delta_shape { uint32_t hk, hv, dk, dv, kc; int tiled; } delta_shape;

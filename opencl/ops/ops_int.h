@@ -67,7 +67,7 @@ int ops_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem
 
 /* ---- matmul_q8.c, for matmul and norm (NVIDIA): n (1-3) matrices of one type sharing X (or
  * gelu(X) * U: gg) on mvq / mvqg (1-4 tokens) or mmq8 (5-256 tokens) */
-typedef struct geglu_in { cl_mem U; uint32_t u_off, ldu; } geglu_in;
+typedef struct geglu_in { cl_mem U; uint32_t u_off, ldu, act; } geglu_in; /* act: OPS_ACT_* */
 int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok);
 int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok);
 /* the plain norm chain c (x·wx into res, scaled; at most one output) into res_out inside the

@@ -8,7 +8,7 @@ int ops_rows_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 {
     ops_rows *r = &o->rows;
     struct { cl_kernel *k; const char *name; } ks[] = {
-        { &r->geglu, "geglu" }, { &r->ple_gate, "g4_ple_gate" }, { &r->gather, "gather_rows" }, { &r->add, "add_rows" },
+        { &r->geglu, "geglu" }, { &r->swiglu, "swiglu" }, { &r->mul_sigmoid, "mul_sigmoid" }, { &r->add_gated, "add_gated" }, { &r->ple_gate, "g4_ple_gate" }, { &r->gather, "gather_rows" }, { &r->add, "add_rows" },
         { &r->scale, "scale_rows" }, { &r->softcap, "softcap" }, { &r->argmax_part, "argmax_part" },
         { &r->argmax_final, "argmax_final" },
     };
@@ -24,7 +24,7 @@ int ops_rows_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 void ops_rows_release(ops *o)
 {
     ops_rows *r = &o->rows;
-    cl_kernel *ks[] = { &r->geglu, &r->ple_gate, &r->gather, &r->add, &r->scale, &r->softcap, &r->argmax_part,
+    cl_kernel *ks[] = { &r->geglu, &r->swiglu, &r->mul_sigmoid, &r->add_gated, &r->ple_gate, &r->gather, &r->add, &r->scale, &r->softcap, &r->argmax_part,
                         &r->argmax_final };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     for (int t = 0; t < GGML_TYPE_COUNT; t++) ops_kernel_release(&r->emb[t]);
@@ -46,6 +46,25 @@ int op_geglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n)
     size_t lws = 64, gws = round_up(n, lws);
     return OPS_LAUNCH(o, K_GEGLU, o->rows.geglu, 1, &gws, &lws, 12.0 * n, 10.0 * n, A(g), A(u), A(out),
                   A(n));
+}
+
+int op_swiglu(ops *o, cl_mem g, cl_mem u, cl_mem out, uint32_t n)
+{
+    size_t lws = 64, gws = round_up(n, lws);
+    return OPS_LAUNCH(o, K_GEGLU, o->rows.swiglu, 1, &gws, &lws, 12.0 * n, 5.0 * n, A(g), A(u), A(out), A(n));
+}
+
+int op_mul_sigmoid(ops *o, cl_mem x, cl_mem g, uint32_t n)
+{
+    size_t lws = 64, gws = round_up(n, lws);
+    return OPS_LAUNCH(o, K_GEGLU, o->rows.mul_sigmoid, 1, &gws, &lws, 12.0 * n, 4.0 * n, A(x), A(g), A(n));
+}
+
+int op_add_gated(ops *o, cl_mem x, cl_mem y, cl_mem s, uint32_t rows, uint32_t n)
+{
+    size_t lws[2] = { 64, 1 }, gws[2] = { round_up(n, 64), rows };
+    return OPS_LAUNCH(o, K_ADD_ROWS, o->rows.add_gated, 2, gws, lws, 12.0 * rows * n, 3.0 * rows * n, A(x), A(y),
+                      A(s), A(n));
 }
 
 int ops_geglu_slice(ops *o, cl_mem G, cl_mem U, uint32_t k, uint32_t ldu, uint32_t il, uint32_t ntok)

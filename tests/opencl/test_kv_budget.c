@@ -14,8 +14,9 @@
  *   a context or beyond the room is an error naming kv_tokens; a room short of one sequence says so;
  *   a room short of every context keeps one whole context.
  * test_fit_file_matches_load: engine_fit_file (metadata and device facts only) against engine_load's
- *   own report for the 270M model and the Gemma 4 fixtures (sliding, shared-KV, MoE) under several
- *   options: the same pools, sequences, bytes per token and recommendation.
+ *   own report for the 270M model, the Gemma 4 fixtures (sliding, shared-KV, MoE) and the Qwen 3.5 ones
+ *   (recurrent state per sequence) under several options: the same pools, sequences, bytes per token, state
+ *   and recommendation.
  * test_full_cache_step: with every block held, engine_step answers ENGINE_KV_FULL and changes nothing;
  *   the same item runs once blocks come back. */
 #include "check.h"
@@ -77,7 +78,7 @@ static void test_need_bounds_usage(void)
     uint32_t over[KV_POOLS] = { 0 }, loose1 = 0, loose_full = 0, groups = 0;
     for (int cfg = 0; cfg < 3 && !check_failures_here; cfg++) {
         uint32_t chunk = 8 + 24 * (uint32_t)cfg;
-        kv_config c = { 5, dims, win[cfg], 6, 640, chunk, ENGINE_KV_F16 };
+        kv_config c = { 5, dims, win[cfg], 6, 640, chunk, ENGINE_KV_F16, NULL };
         kv_sizes s = kv_plan(&c);
         uint32_t blocks[KV_POOLS] = { 6 * 20, 6 * (s.ring_blocks ? s.ring_blocks : 1) };
         kv_cache kv;
@@ -108,7 +109,7 @@ static void test_fit_plan(void)
 {
     /* 4 layers: full 64 + 128 wide, a sliding one of 64 (window 100), one reading another's */
     const uint32_t dims[4] = { 64, 128, 64, 0 }, win[4] = { 0, 0, 100, 0 };
-    kv_config c = { 4, dims, win, 3, 1024, 128, ENGINE_KV_F16 };
+    kv_config c = { 4, dims, win, 3, 1024, 128, ENGINE_KV_F16, NULL };
     kv_sizes s = kv_plan(&c);
     uint64_t fb = 2 * kv_bytes(ENGINE_KV_F16, 64 + 128) * KV_BLOCK, R = (100 + 128 - 1 + 31) / 32;
     uint64_t rb = 2 * kv_bytes(ENGINE_KV_F16, 64) * KV_BLOCK;
@@ -170,7 +171,7 @@ static int same_plan(const engine_fit *a, const engine_fit *b, char *why, size_t
     SAME(full_layers); SAME(sliding_layers); SAME(shared_layers); SAME(window); SAME(full_token_bytes);
     SAME(sliding_token_bytes); SAME(ring_tokens); SAME(ring_seq_bytes); SAME(weight_bytes); SAME(host_weight_bytes);
     SAME(kv_room); SAME(n_ctx); SAME(max_batch); SAME(seqs_at_ctx); SAME(seqs_typical); SAME(rec_ctx);
-    SAME(rec_seqs); SAME(room_tokens);
+    SAME(rec_seqs); SAME(room_tokens); SAME(state_seq_bytes);
 #undef SAME
     return 1;
 }
@@ -178,7 +179,8 @@ static int same_plan(const engine_fit *a, const engine_fit *b, char *why, size_t
 static void test_fit_file_matches_load(void)
 {
     static const char *files[] = { MODEL_270M, "tests/fixtures/gemma4_dense.gguf", "tests/fixtures/gemma4_e.gguf",
-                                   "tests/fixtures/gemma4_moe_q4_k_m.gguf" };
+                                   "tests/fixtures/gemma4_moe_q4_k_m.gguf", "tests/fixtures/qwen35_dense_q4_k_m.gguf",
+                                   "tests/fixtures/qwen35_moe_q4_k_m.gguf" };
     static const engine_opts opts[] = { { .n_ctx = 256 }, { .n_ctx = 1024, .max_seqs = 3 },
                                         { .n_ctx = 512, .max_seqs = 6, .kv_tokens = 1024, .max_batch_tokens = 64 } };
     for (size_t f = 0; f < sizeof files / sizeof *files; f++)

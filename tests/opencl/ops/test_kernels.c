@@ -420,7 +420,8 @@ static void multi_case(const uint32_t *types, int n, uint32_t ntok) { multi_case
 /* op_matmul_geglu: Y = W . (gelu(G) * U) with U at an offset and its own row stride (the PLE layout),
  * against float64 of the activation computed here; where the int8 product does not fit, the
  * activation in place then the product, on the layouts that path takes (G rows of k; U laid out
- * as G, or a slice of wider rows at a multiple of k) */
+ * as G, or a slice of wider rows at a multiple of k). The same for op_matmul_glu with SiLU (Qwen's
+ * SwiGLU; U laid out as G where the int8 product does not fit). */
 static void test_matmul_geglu(void)
 {
     reseed(__func__);
@@ -430,6 +431,7 @@ static void test_matmul_geglu(void)
         CHECK(g != NULL, "no golden %s", type_name(types[i]));
         if (!g) continue;
         static const uint32_t ntoks[] = { 1, 4, 7, 16 }; /* mvq, and mmq8's two token tiles */
+        for (int act = OPS_ACT_GELU; act <= OPS_ACT_SILU; act++)
         for (size_t nj = 0; nj < sizeof ntoks / sizeof *ntoks; nj++) {
             uint32_t ntok = ntoks[nj];
             uint32_t k = g->cols, ldg, u_off = 4 * (uint32_t)irand(9), ldu = 3 * k, ldy = g->rows + 3;
@@ -438,16 +440,17 @@ static void test_matmul_geglu(void)
             if (!q8) {
                 for (uint32_t t = 1; t < ntok; t++) memmove(gt + (size_t)t * k, gt + (size_t)t * ldg, k * 4);
                 ldg = k;
-                u_off = nj % 2 ? k * (uint32_t)irand(3) : 0;
-                ldu = nj % 2 ? 3 * k : k;
+                u_off = nj % 2 && act == OPS_ACT_GELU ? k * (uint32_t)irand(3) : 0;
+                ldu = nj % 2 && act == OPS_ACT_GELU ? 3 * k : k;
             }
             float *u = malloc(((size_t)u_off + (size_t)ntok * ldu) * 4), *x = malloc((size_t)ntok * ldg * 4);
             for (size_t j = 0; j < (size_t)u_off + (size_t)ntok * ldu; j++) u[j] = nrand();
             for (uint32_t t = 0; t < ntok; t++)
                 for (uint32_t j = 0; j < ldg; j++) {
                     double v = gt[(size_t)t * ldg + j], uu = j < k ? u[u_off + (size_t)t * ldu + j] : 0;
-                    x[(size_t)t * ldg + j] =
-                        (float)(0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))) * uu);
+                    double av = act == OPS_ACT_SILU ? v / (1.0 + exp(-v))
+                                                    : 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                    x[(size_t)t * ldg + j] = (float)(av * uu);
                 }
             weight w = upload_weight(g);
             size_t ny = (size_t)ntok * ldy + PAD;
@@ -455,9 +458,11 @@ static void test_matmul_geglu(void)
                    Y = dbuf(ny * 4, NULL);
             poison(Y, ny * 4);
             char what[96];
-            snprintf(what, sizeof what, "matmul_geglu %s %u x %u, ntok %u", type_name(g->type), g->rows, k, ntok);
+            snprintf(what, sizeof what, "matmul_glu %s %s %u x %u, ntok %u", act == OPS_ACT_SILU ? "silu" : "gelu",
+                     type_name(g->type), g->rows, k, ntok);
             err[0] = 0;
-            int rc = OPRC(op_matmul_geglu(&O, &w, Gb, ldg, Ub, u_off, ldu, Y, ldy, ntok));
+            int rc = act == OPS_ACT_GELU ? OPRC(op_matmul_geglu(&O, &w, Gb, ldg, Ub, u_off, ldu, Y, ldy, ntok))
+                                         : OPRC(op_matmul_glu(&O, act, &w, Gb, ldg, Ub, u_off, ldu, Y, ldy, ntok));
             CHECK(rc == 0, "%s: %s", what, err);
             if (rc == 0)
                 check_product(what, g, x, ldg, ntok, Y, ldy,
