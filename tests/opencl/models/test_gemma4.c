@@ -33,6 +33,8 @@
  * broken copies of converter-made files that must fail to load with one error naming the problem. */
 #include "check.h"
 #include "fixture_io.h"
+#include "golden_json.h"
+#include "logit_rows.h"
 #include "engine.h"
 #include "gguf.h"
 #include "tokenizer.h"
@@ -65,30 +67,6 @@ static char err[1024];
 
 /* ---- a minimal reader for the golden JSON (compact, as json.dumps writes it) ---- */
 
-/* p at or before '[': every number of the (nested) array into out (grown); returns the position after
- * the closing bracket, NULL on malformed input */
-static const char *read_nums(const char *p, double **out, size_t *n)
-{
-    size_t cap = 0;
-    *out = NULL;
-    *n = 0;
-    p = p ? strchr(p, '[') : NULL;
-    if (!p) return NULL;
-    int depth = 0;
-    do {
-        if (*p == '[') { depth++; p++; }
-        else if (*p == ']') { depth--; p++; }
-        else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            char *e;
-            double v = strtod(p, &e);
-            if (*n == cap) { cap = cap ? cap * 2 : 64; *out = realloc(*out, cap * sizeof **out); }
-            (*out)[(*n)++] = v;
-            p = e;
-        } else if (!*p) return NULL;
-        else p++;
-    } while (depth > 0);
-    return p;
-}
 
 /* p at or before the opening quote of a JSON string (ASCII escapes only): a malloc'd copy; *end after it */
 static char *read_str(const char *p, const char **end)
@@ -110,14 +88,6 @@ static char *read_str(const char *p, const char **end)
     return s;
 }
 
-/* the value of "key" inside [p, lim) */
-static const char *find_in(const char *p, const char *lim, const char *key)
-{
-    char k[64];
-    snprintf(k, sizeof k, "\"%s\":", key);
-    const char *q = p ? strstr(p, k) : NULL;
-    return q && (!lim || q < lim) ? q + strlen(k) : NULL;
-}
 
 typedef struct chat_case {
     int n, add_gen;
@@ -138,15 +108,6 @@ typedef struct golden {
     chat_case chat[NCHAT];
 } golden;
 
-static int read_ints(const char *p, int32_t *out, size_t want)
-{
-    double *d;
-    size_t n;
-    if (!read_nums(p, &d, &n) || n != want) { free(d); return -1; }
-    for (size_t i = 0; i < n; i++) out[i] = (int32_t)d[i];
-    free(d);
-    return 0;
-}
 
 static int load_golden(const char *variant, uint32_t V, golden *g)
 {
@@ -251,23 +212,7 @@ static int prefill(engine *e, const int32_t *tok, int n, float *logits)
     return rc;
 }
 
-static int argmax(const float *x, uint32_t n)
-{
-    int b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = (int)i;
-    return b;
-}
 
-static double max_abs(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates */
-    }
-    return m;
-}
 
 /* the chat sequences are llama.cpp's tokenization of their text (parse_special, no BOS added: the
  * template writes <bos>) */
@@ -319,9 +264,9 @@ static void run_file(const golden *g, const char *variant, int ti)
         CHECK(prefill(e, g->tok[s], n, pre[s]) == 0, "%s seq %d prefill: %s", path, s, err);
         if (lim[s] < n) n = lim[s];
         size_t nv = (size_t)n * V;
-        double d = max_abs(pre[s], set_row(g, ref_set, s), nv);
-        double dh = hf_set >= 0 ? max_abs(pre[s], set_row(g, hf_set, s), nv) : 0;
-        double d0 = max_abs(pre[s], set_row(g, HF_F32, s), nv);
+        double d = rows_max_diff(pre[s], set_row(g, ref_set, s), nv);
+        double dh = hf_set >= 0 ? rows_max_diff(pre[s], set_row(g, hf_set, s), nv) : 0;
+        double d0 = rows_max_diff(pre[s], set_row(g, HF_F32, s), nv);
         if (d > worst || d != d) worst = d;
         if (dh > worst_hf || dh != dh) worst_hf = dh;
         if (d0 > worst_orig || d0 != d0) worst_orig = d0;
@@ -335,15 +280,15 @@ static void run_file(const golden *g, const char *variant, int ti)
         int sq = engine_seq_new(e);
         engine_item it0 = { .seq = sq, .tokens = g->tok[s], .n_tokens = h, .logits = row };
         CHECK(engine_step(e, &it0, 1, err, sizeof err) == 0, "%s half prefill: %s", path, err);
-        double d0 = h <= lim[s] ? max_abs(row, pre[s] + (size_t)(h - 1) * V, V) : 0;
+        double d0 = h <= lim[s] ? rows_max_diff(row, pre[s] + (size_t)(h - 1) * V, V) : 0;
         if (d0 > worst_dec || d0 != d0) worst_dec = d0;
         for (int t = h; t < n && t < lim[s]; t++) {
             engine_item it = { .seq = sq, .tokens = &g->tok[s][t], .n_tokens = 1, .logits = row };
             if (engine_step(e, &it, 1, err, sizeof err)) { CHECK(0, "%s decode: %s", path, err); break; }
-            double dd = max_abs(row, pre[s] + (size_t)t * V, V);
+            double dd = rows_max_diff(row, pre[s] + (size_t)t * V, V);
             if (dd > worst_dec || dd != dd) worst_dec = dd;
         }
-        int32_t next = (int32_t)argmax(row, V);
+        int32_t next = (int32_t)rows_argmax(row, V);
         double margin = INFINITY;
         for (int j = 0; j < NGREEDY && n - 1 + j < lim[s]; j++) {
             margin = fmin(margin, g->gap[ti][s][j]);
@@ -356,7 +301,7 @@ static void run_file(const golden *g, const char *variant, int ti)
             checked++;
             engine_item it = { .seq = sq, .tokens = &next, .n_tokens = 1, .logits = row };
             if (engine_step(e, &it, 1, err, sizeof err)) { CHECK(0, "%s greedy: %s", path, err); break; }
-            next = (int32_t)argmax(row, V);
+            next = (int32_t)rows_argmax(row, V);
         }
         engine_seq_free(e, sq);
     }
@@ -370,7 +315,7 @@ static void run_file(const golden *g, const char *variant, int ti)
     }
     CHECK(engine_step(e, items, NSEQ, err, sizeof err) == 0, "%s batch: %s", path, err);
     for (int s = 0; s < NSEQ; s++) {
-        double d = max_abs(bl[s], pre[s], (size_t)(lim[s] < g->ntok[s] ? lim[s] : g->ntok[s]) * V);
+        double d = rows_max_diff(bl[s], pre[s], (size_t)(lim[s] < g->ntok[s] ? lim[s] : g->ntok[s]) * V);
         if (d > worst_batch || d != d) worst_batch = d;
         engine_seq_free(e, items[s].seq);
         free(bl[s]);

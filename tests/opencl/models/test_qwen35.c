@@ -34,6 +34,8 @@
  * <|im_end|>; broken copies of a converter-made file fail to load naming the problem. */
 #include "check.h"
 #include "fixture_io.h"
+#include "golden_json.h"
+#include "logit_rows.h"
 #include "engine.h"
 #include "tokenizer.h"
 
@@ -60,38 +62,7 @@ static const int dense_files[NFILE] = { 1, 3 }, moe_files[NFILE] = { 2, 3 };
 
 static char err[1024];
 
-/* p at or before '[': every number of the (nested) array into out (grown); the position after it */
-static const char *read_nums(const char *p, double **out, size_t *n)
-{
-    size_t cap = 0;
-    *out = NULL;
-    *n = 0;
-    p = p ? strchr(p, '[') : NULL;
-    if (!p) return NULL;
-    int depth = 0;
-    do {
-        if (*p == '[') { depth++; p++; }
-        else if (*p == ']') { depth--; p++; }
-        else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            char *e;
-            double v = strtod(p, &e);
-            if (*n == cap) { cap = cap ? cap * 2 : 64; *out = realloc(*out, cap * sizeof **out); }
-            (*out)[(*n)++] = v;
-            p = e;
-        } else if (!*p) return NULL;
-        else p++;
-    } while (depth > 0);
-    return p;
-}
 
-/* the value of "key" inside [p, lim) (compact JSON) */
-static const char *find_in(const char *p, const char *lim, const char *key)
-{
-    char k[64];
-    snprintf(k, sizeof k, "\"%s\":", key);
-    const char *q = p ? strstr(p, k) : NULL;
-    return q && (!lim || q < lim) ? q + strlen(k) : NULL;
-}
 
 typedef struct golden {
     uint32_t V;
@@ -106,15 +77,6 @@ typedef struct golden {
     const int *files;         /* type indices of the committed files (the reference's sets) */
 } golden;
 
-static int read_ints(const char *p, int32_t *out, size_t want)
-{
-    double *d;
-    size_t n;
-    if (!read_nums(p, &d, &n) || n != want) { free(d); return -1; }
-    for (size_t i = 0; i < n; i++) out[i] = (int32_t)d[i];
-    free(d);
-    return 0;
-}
 
 static int load_golden(const char *variant, const int *files, uint32_t V, golden *g)
 {
@@ -189,23 +151,7 @@ static void free_golden(golden *g)
 
 static const float *set_row(const golden *g, int set, int s) { return g->logits + set * g->set_len + g->off[s]; }
 
-static int argmax(const float *x, uint32_t n)
-{
-    int b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = (int)i;
-    return b;
-}
 
-static double max_abs(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates */
-    }
-    return m;
-}
 
 static void worse(double *w, double d) { if (d > *w || d != d) *w = d; }
 
@@ -227,12 +173,12 @@ static double split_run(engine *e, const int32_t *tok, int n, int from, int step
     int sq = engine_seq_new(e);
     engine_item it0 = { .seq = sq, .tokens = tok, .n_tokens = from, .logits = buf, .logits_all = 1 };
     if (engine_step(e, &it0, 1, err, sizeof err)) { CHECK(0, "split first step: %s", err); engine_seq_free(e, sq); return INFINITY; }
-    worse(&w, max_abs(buf, pre, (size_t)from * V));
+    worse(&w, rows_max_diff(buf, pre, (size_t)from * V));
     for (int t = from; t < n; t += step) {
         int k = n - t < step ? n - t : step;
         engine_item it = { .seq = sq, .tokens = tok + t, .n_tokens = k, .logits = buf, .logits_all = 1 };
         if (engine_step(e, &it, 1, err, sizeof err)) { CHECK(0, "split step: %s", err); w = INFINITY; break; }
-        worse(&w, max_abs(buf, pre + (size_t)t * V, (size_t)k * V));
+        worse(&w, rows_max_diff(buf, pre + (size_t)t * V, (size_t)k * V));
     }
     engine_seq_free(e, sq);
     return w;
@@ -267,7 +213,7 @@ static void run_file(const golden *g, const char *variant, int fi)
         int n = g->ntok[s];
         pre[s] = malloc(sizeof(float) * (size_t)n * V);
         CHECK(prefill(e, g->tok[s], n, pre[s]) == 0, "%s seq %d prefill: %s", path, s, err);
-        worse(&worst, max_abs(pre[s], set_row(g, ref_set, s), (size_t)(lim[s] < n ? lim[s] : n) * V));
+        worse(&worst, rows_max_diff(pre[s], set_row(g, ref_set, s), (size_t)(lim[s] < n ? lim[s] : n) * V));
     }
     /* split invariance: half then token by token; steps of 7 from the first 7 */
     for (int s = 0; s < NSEQ; s++) {
@@ -283,7 +229,7 @@ static void run_file(const golden *g, const char *variant, int fi)
         int n = g->ntok[s], sq = engine_seq_new(e);
         engine_item it0 = { .seq = sq, .tokens = g->tok[s], .n_tokens = n, .logits = row };
         CHECK(engine_step(e, &it0, 1, err, sizeof err) == 0, "%s prefill: %s", path, err);
-        int32_t next = (int32_t)argmax(row, V);
+        int32_t next = (int32_t)rows_argmax(row, V);
         double margin = INFINITY;
         for (int j = 0; j < NGREEDY && n - 1 + j < lim[s]; j++) {
             margin = fmin(margin, g->gap[ti][s][j]);
@@ -297,7 +243,7 @@ static void run_file(const golden *g, const char *variant, int fi)
             checked++;
             engine_item it = { .seq = sq, .tokens = &next, .n_tokens = 1, .logits = row };
             if (engine_step(e, &it, 1, err, sizeof err)) { CHECK(0, "%s greedy: %s", path, err); break; }
-            next = (int32_t)argmax(row, V);
+            next = (int32_t)rows_argmax(row, V);
         }
         engine_seq_free(e, sq);
     }
@@ -311,7 +257,7 @@ static void run_file(const golden *g, const char *variant, int fi)
     }
     CHECK(engine_step(e, items, NSEQ, err, sizeof err) == 0, "%s batch: %s", path, err);
     for (int s = 0; s < NSEQ; s++) {
-        worse(&worst_batch, max_abs(bl[s], pre[s], (size_t)(lim[s] < g->ntok[s] ? lim[s] : g->ntok[s]) * V));
+        worse(&worst_batch, rows_max_diff(bl[s], pre[s], (size_t)(lim[s] < g->ntok[s] ? lim[s] : g->ntok[s]) * V));
         engine_seq_free(e, items[s].seq);
         free(bl[s]);
         free(pre[s]);
@@ -372,14 +318,14 @@ static void test_qwen35_lifecycle(void)
     engine_item two[2] = { { .seq = s0, .tokens = tok + 32, .n_tokens = 8, .logits = a, .logits_all = 1 },
                            { .seq = s1, .tokens = tok + 32, .n_tokens = 8, .logits = b, .logits_all = 1 } };
     CHECK(engine_step(e, two, 2, err, sizeof err) == 0, "fork step: %s", err);
-    double d = max_abs(a, b, (size_t)8 * V);
+    double d = rows_max_diff(a, b, (size_t)8 * V);
     CHECK(d <= TOL_DECODE, "fork vs source max |delta| %.3g", d);
     /* the same 8 tokens from a fresh sequence would differ: the fork must have its source's state */
     float *c = malloc(sizeof(float) * 8 * V);
     int s2 = engine_seq_new(e);
     engine_item it2 = { .seq = s2, .tokens = tok + 32, .n_tokens = 8, .logits = c, .logits_all = 1 };
     CHECK(engine_step(e, &it2, 1, err, sizeof err) == 0, "fresh: %s", err);
-    CHECK(max_abs(a, c, (size_t)8 * V) > 0.1, "a fresh sequence gives the fork's logits");
+    CHECK(rows_max_diff(a, c, (size_t)8 * V) > 0.1, "a fresh sequence gives the fork's logits");
     CHECK(engine_seq_truncate(e, s0, 35, tok, err, sizeof err) != 0 && strstr(err, "recurrent state"),
           "truncate not refused: '%s'", err);
     int cached = -1;
