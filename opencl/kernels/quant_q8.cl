@@ -32,7 +32,8 @@ inline float4 ld_x4(global const float *X, uint ldx, global const float *U, uint
     float4 v = vload4(0, X + (size_t)tk * ldx + 4 * i4);
     if (!geglu) return v;
     float4 u = vload4(0, U + (size_t)tk * ldu + 4 * i4);
-    if (geglu == 2) return v / (1.0f + exp(-v)) * u;
+    if (geglu == 2) /* per lane, as the GELU below: the scalar exp is the one every compiler maps */
+        return v / (1.0f + (float4)(exp(-v.x), exp(-v.y), exp(-v.z), exp(-v.w))) * u;
     return (float4)(gelu_tanh(v.x), gelu_tanh(v.y), gelu_tanh(v.z), gelu_tanh(v.w)) * u;
 }
 
