@@ -21,6 +21,16 @@ except ImportError:  # pragma: no cover
     sys.exit("ref_gemma4.py needs the 'gguf' package (pip install -r tools/requirements-hf.txt)")
 
 
+def read_tensors(r):
+    """every tensor of a GGUFReader dequantized by gguf-py to float64 in numpy order, and its type name"""
+    t, types = {}, {}
+    for x in r.tensors:
+        ne = [int(v) for v in x.shape]
+        t[x.name] = np.asarray(gguf.quants.dequantize(x.data, x.tensor_type), dtype=np.float64).reshape(list(reversed(ne)))
+        types[x.name] = x.tensor_type.name
+    return t, types
+
+
 def _field_value(f):
     """Decode a GGUFReader field into a python scalar / str / list."""
     T = gguf.GGUFValueType
@@ -41,13 +51,7 @@ class Gemma4Model:
         arch = self.kv["general.architecture"]
         if arch != "gemma4":
             raise ValueError(f"not a gemma4 GGUF: {arch}")
-        self.t: dict[str, np.ndarray] = {}
-        self.types: dict[str, str] = {}
-        for t in r.tensors:
-            ne = [int(x) for x in t.shape]
-            a = gguf.quants.dequantize(t.data, t.tensor_type)
-            self.t[t.name] = np.asarray(a, dtype=np.float64).reshape(list(reversed(ne)))
-            self.types[t.name] = t.tensor_type.name
+        self.t, self.types = read_tensors(r)
         k = lambda s, d=None: self.kv.get(f"gemma4.{s}", d)
         self.n_layer = int(k("block_count"))
         self.n_embd = int(k("embedding_length"))

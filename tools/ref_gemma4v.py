@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover
     sys.exit("ref_gemma4v.py needs the 'gguf' package (pip install -r tools/requirements-hf.txt)")
 
-from ref_gemma4 import _field_value
+from ref_gemma4 import _field_value, read_tensors
 
 POOL_K = 3          # Gemma4VisionConfig.pooling_kernel_size, not in the GGUF
 ROPE_THETA = 100.0  # Gemma4VisionConfig.default_theta, not in the GGUF
@@ -46,13 +46,7 @@ class Gemma4VisionModel:
         proj = self.kv.get("clip.vision.projector_type", self.kv.get("clip.projector_type"))
         if proj != "gemma4v":
             raise ValueError(f"projector type {proj!r} is not gemma4v")
-        self.t: dict[str, np.ndarray] = {}
-        self.types: dict[str, str] = {}
-        for t in r.tensors:
-            ne = [int(x) for x in t.shape]
-            a = gguf.quants.dequantize(t.data, t.tensor_type)
-            self.t[t.name] = np.asarray(a, dtype=np.float64).reshape(list(reversed(ne)))
-            self.types[t.name] = t.tensor_type.name
+        self.t, self.types = read_tensors(r)
         k = lambda s: self.kv[f"clip.vision.{s}"]
         self.n_embd = int(k("embedding_length"))
         self.n_layer = int(k("block_count"))
