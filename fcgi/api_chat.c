@@ -13,6 +13,7 @@
 #include "api_respond.h"
 #include "chat_reply.h"
 #include "json_io.h"
+#include "engine.h"
 
 static const char *role_name(enum api_role r)
 {
@@ -30,7 +31,8 @@ static json_object *conversation(const api_message *msgs, int n)
         json_object *o = json_object_new_object();
         if (!o || json_object_array_add(arr, o)) { json_object_put(o); json_object_put(arr); return NULL; }
         json_object_object_add(o, "role", json_object_new_string(role_name(m->role)));
-        json_object_object_add(o, "content", m->content ? json_object_new_string_len(m->content, (int)m->len) : NULL);
+        json_object_object_add(o, "content", m->parts ? json_object_get(m->parts)
+                                             : m->content ? json_object_new_string_len(m->content, (int)m->len) : NULL);
         if (m->tool_calls) json_object_object_add(o, "tool_calls", json_object_get(m->tool_calls));
         if (m->tool_call_id) json_object_object_add(o, "tool_call_id", json_object_new_string(m->tool_call_id));
         if (m->name) json_object_object_add(o, "name", json_object_new_string(m->name));
@@ -64,6 +66,89 @@ static int build_prompt(const engine *e, const api_chat_request *req, int32_t **
     if (k < 0) return api_fail(err, 500, "server_error", NULL, NULL, "%s", why);
     *n_ids = k;
     return 0;
+}
+
+/* the n images decoded and prepared (engine_image_prepare) into ims; a 400 naming the part (those made
+ * so far destroyed) */
+static int images_prepare(const engine *e, const api_image *const *in, int n, engine_image **ims, api_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        char why[256];
+        if (!(ims[i] = engine_image_prepare(e, in[i]->bytes, in[i]->len, in[i]->max_tokens, why, sizeof why))) {
+            api_fail(err, 400, "invalid_request_error", NULL, in[i]->param, "%s: %s", in[i]->param, why);
+            while (i-- > 0) { engine_image_destroy(ims[i]); ims[i] = NULL; }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The template's placeholders in *ids (info.image_token, one per image in order) replaced by boi, the image's
+ * soft tokens, eoi (transformers' processor's expansion); *spans (malloc'd, n entries) where they are */
+static int images_expand(const engine *e, int32_t **ids, int *n_ids, engine_image *const *ims, int n,
+                      engine_span **spans, api_error *err)
+{
+    const engine_info *in = engine_get_info(e);
+    *spans = NULL;
+    if (in->image_token < 0 || in->boi_token < 0 || in->eoi_token < 0)
+        return api_fail(err, 400, "invalid_request_error", NULL, "messages",
+                        "this model's vocabulary has no image tokens (<|image>, <image|>, <|image|>)");
+    int found = 0;
+    size_t total = (size_t)*n_ids;
+    for (int k = 0; k < *n_ids; k++) found += (*ids)[k] == in->image_token;
+    if (found != n)
+        return api_fail(err, 400, "invalid_request_error", NULL, "messages",
+                        "the chat template placed %d images of the %d given", found, n);
+    for (int i = 0; i < n; i++) total += (size_t)engine_image_tokens(ims[i]) + 1; /* boi, S, eoi for one */
+    int32_t *out = malloc(total * sizeof *out);
+    engine_span *sp = malloc((size_t)(n ? n : 1) * sizeof *sp);
+    if (!out || !sp) {
+        free(out);
+        free(sp);
+        return api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    size_t o = 0;
+    for (int k = 0, i = 0; k < *n_ids; k++) {
+        if ((*ids)[k] != in->image_token) { out[o++] = (*ids)[k]; continue; }
+        int S = engine_image_tokens(ims[i]);
+        out[o++] = in->boi_token;
+        sp[i] = (engine_span){ (int)o, S, 0, ims[i] };
+        for (int j = 0; j < S; j++) out[o++] = engine_image_token(ims[i], j);
+        out[o++] = in->eoi_token;
+        i++;
+    }
+    free(*ids);
+    *ids = out;
+    *n_ids = (int)o;
+    *spans = sp;
+    return 0;
+}
+
+/* the messages' images decoded and prepared, in order (the template places them in the same order) */
+static int prepare_images(const api_ctx *c, const api_chat_request *req, engine_image ***ims, int *n, api_error *e)
+{
+    int total = 0;
+    for (int i = 0; i < req->n_msgs; i++) total += req->msgs[i].n_images;
+    if (!total) return 0;
+    if (!engine_get_info(c->eng)->vision_proj[0])
+        return api_fail(e, 400, "invalid_request_error", NULL, "messages",
+                        "this model takes no images: the server has no vision projector (--mmproj)");
+    if (total > c->cfg->max_images)
+        return api_fail(e, 400, "invalid_request_error", NULL, "messages",
+                        "%d images in one request; this server takes at most %d", total, c->cfg->max_images);
+    const api_image **in = malloc((size_t)total * sizeof *in);
+    *ims = calloc((size_t)total, sizeof **ims);
+    if (!in || !*ims) {
+        free(in);
+        return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    int k = 0;
+    for (int i = 0; i < req->n_msgs; i++)
+        for (int j = 0; j < req->msgs[i].n_images; j++) in[k++] = &req->msgs[i].images[j];
+    int rc = images_prepare(c->eng, in, total, *ims, e);
+    free(in);
+    if (!rc) *n = total;
+    return rc;
 }
 
 /* how the reply is read and what it must be */
@@ -102,10 +187,22 @@ int api_chat(const api_ctx *c, http_req *r)
     }
     free(body);
     int32_t *ids = NULL;
-    int n_ids = 0, rc;
+    int n_ids = 0, n_images = 0, rc;
+    engine_image **ims = NULL;
+    engine_span *spans = NULL;
     reply_rules(c->eng, &req);
-    if (build_prompt(c->eng, &req, &ids, &n_ids, &e)) rc = api_reply_error(r, &e);
-    else rc = api_generate(c, r, &shape, &req.gen, ids, n_ids);
+    rc = prepare_images(c, &req, &ims, &n_images, &e) || build_prompt(c->eng, &req, &ids, &n_ids, &e) ||
+         (n_images && images_expand(c->eng, &ids, &n_ids, ims, n_images, &spans, &e));
+    if (rc) {
+        rc = api_reply_error(r, &e);
+    } else {
+        gen_prompt one = { .ids = ids, .n = n_ids, .spans = spans, .n_spans = spans ? n_images : 0, .images = ims,
+                           .n_images = n_images };
+        rc = api_generate(c, r, &shape, &req.gen, &one);
+    }
+    for (int i = 0; i < n_images; i++) engine_image_destroy(ims[i]); /* those the job did not take */
+    free(ims);
+    free(spans);
     free(ids);
     api_chat_request_free(&req);
     return rc;

@@ -25,7 +25,7 @@ static int prompt_tokens(const api_ctx *c, const api_completion_request *req, in
             return api_fail(e, 400, "invalid_request_error", NULL, where,
                             "'%s' is token %d; this model's vocabulary has %u tokens", where, p->ids[k], n_vocab);
         }
-        *out = (gen_prompt){ p->ids, p->n_ids, NULL, 0 };
+        *out = (gen_prompt){ .ids = p->ids, .n = p->n_ids };
         return 0;
     }
     int n = tokenizer_encode(t, p->text, p->len, 1, 1, NULL, 0);
@@ -35,7 +35,7 @@ static int prompt_tokens(const api_ctx *c, const api_completion_request *req, in
         if (n == 0) return api_fail(e, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
         return api_fail(e, 500, "server_error", NULL, NULL, "tokenization failed");
     }
-    *out = (gen_prompt){ ids, n, p->text, p->len };
+    *out = (gen_prompt){ .ids = ids, .n = n, .text = p->text, .len = p->len };
     return 0;
 }
 

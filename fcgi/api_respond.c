@@ -367,9 +367,7 @@ int api_generate_prompts(const api_ctx *c, http_req *r, const api_shape *s, cons
     return rc;
 }
 
-int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
-                 const int32_t *prompt, int n_prompt)
+int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p, const gen_prompt *prompt)
 {
-    gen_prompt one = { prompt, n_prompt, NULL, 0 };
-    return api_generate_prompts(c, r, s, p, &one, 1, "messages");
+    return api_generate_prompts(c, r, s, p, prompt, 1, "messages");
 }

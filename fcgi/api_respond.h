@@ -19,9 +19,8 @@ typedef struct api_shape {
  * the prompt in a context-length error. Returns 0, or -1 when the client went away. */
 int api_generate_prompts(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
                          const gen_prompt *prompts, int n_prompts, const char *prompt_param);
-/* api_generate_prompts of one prompt of tokens, a chat's */
-int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p,
-                 const int32_t *prompt, int n_prompt);
+/* api_generate_prompts of one prompt, a chat's (its images, if any, go to the job) */
+int api_generate(const api_ctx *c, http_req *r, const api_shape *s, const api_gen *p, const gen_prompt *prompt);
 
 /* sends e as the response; returns 0, or -1 when the client went away */
 int api_reply_error(http_req *r, const api_error *e);

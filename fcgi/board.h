@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define BOARD_MAGIC 0x31616d6d65676c63ull /* "clgemma1" */
-#define BOARD_VERSION 5                   /* bump when the layout or a histogram's bounds change */
+#define BOARD_VERSION 6                   /* bump when the layout or a histogram's bounds change */
 
 enum metric_endpoint { EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
 enum metric_cancel { CANCEL_CLIENT_GONE, CANCEL_DRAIN, CANCEL_REASONS };
@@ -63,6 +63,7 @@ typedef struct board {
     _Atomic uint64_t kv_blocks[KVP_POOLS], kv_free[KVP_POOLS], kv_cached[KVP_POOLS];
     /* the prefix cache: prompt tokens of the sequences started, and of them those not computed */
     _Atomic uint64_t prefix_tokens, prefix_hit_tokens;
+    _Atomic uint64_t images, image_encode_us;     /* images of prompts started; the time their encodes took */
     /* the last failed load of this worker slot and how many there were since it last loaded: kept across
      * restarts (a worker that cannot load restarts with back-off, and /health must say why) */
     _Atomic uint64_t load_failures;

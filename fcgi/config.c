@@ -24,7 +24,8 @@ void config_defaults(server_config *c)
     c->drain_timeout = 60;
     c->default_max_tokens = 1024;
     c->request_timeout = 300;
-    c->max_body = 1L << 20;
+    c->max_body = 0;           /* 1 MiB; 32 MiB with --mmproj (base64 images): config_finish */
+    c->max_images = 16;
     c->socket_mode = 0660;
     strcpy(c->protocol, "http");
 }
@@ -67,6 +68,13 @@ void config_usage(const char *prog)
         "      --draft FILE        an MTP drafter (gemma4-assistant GGUF) loaded beside a Gemma 4 model\n"
         "      --draft-max K       draft tokens a sequence feeds a step at most, 1..%d (default %d); each\n"
         "                          sequence's length adapts to what the model accepts\n"
+        "      --mmproj FILE       a vision projector (mmproj GGUF) beside a Gemma 4 model: image_url parts\n"
+        "                          (data: URLs of JPEG, PNG, WebP, GIF) in chat messages\n"
+        "      --image-tokens N    soft tokens an image takes at most: 70, 140, 280, 560, 1120 (default 280;\n"
+        "                          detail \"low\" takes 70)\n"
+        "      --image-attention M auto, causal or bidirectional: how an image's tokens see each other in\n"
+        "                          sliding-window layers (auto: bidirectional but on E-series models)\n"
+        "      --max-images N      images in one request at most (default 16)\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -75,7 +83,7 @@ void config_usage(const char *prog)
         "                          finish_reason \"length\" (default 300, below nginx's 600 s; 0: none)\n"
         "      --default-max-tokens N  tokens a request without max_tokens may generate (default 1024;\n"
         "                          0: up to the context)\n"
-        "      --max-body BYTES    largest request body (default 1048576)\n"
+        "      --max-body BYTES    largest request body (default 1048576; 33554432 with --mmproj)\n"
         "      --socket-mode OCT   permissions of unix sockets (default 0660)\n"
         "      --cache-dir DIR     OpenCL program binary cache\n"
         "      --stats-dir DIR     where each worker keeps its stats board (<label>.stats), read by every\n"
@@ -147,6 +155,8 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("request-timeout", request_timeout, 0, 86400)
     INT_OPT("max-body", max_body, 1024, 1L << 30)
     INT_OPT("draft-max", draft_max, 1, SPEC_MAX_DRAFT)
+    INT_OPT("image-tokens", image_tokens, 70, 1120)
+    INT_OPT("max-images", max_images, 1, 256)
 #undef INT_OPT
     if (!strcmp(key, "kv-type")) {
         if ((x = engine_kv_type_parse(v)) < 0) {
@@ -155,6 +165,14 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
         }
         c->kv_type = (int)x;
         return 0;
+    }
+    if (!strcmp(key, "image-attention")) {
+        static const char *const modes[] = { [ENGINE_IMAGE_ATTN_AUTO] = "auto", [ENGINE_IMAGE_ATTN_CAUSAL] = "causal",
+                                             [ENGINE_IMAGE_ATTN_BIDIR] = "bidirectional" };
+        for (int m = 0; m < 3; m++)
+            if (!strcmp(v, modes[m])) { c->image_attention = m; return 0; }
+        snprintf(err, errlen, "--image-attention: expected auto, causal or bidirectional, got '%s'", v);
+        return -1;
     }
     if (!strcmp(key, "spec")) {
         if ((x = spec_mode_parse(v)) < 0) {
@@ -176,9 +194,10 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
         return 0;
     }
     if (!strcmp(key, "model") || !strcmp(key, "model-id") || !strcmp(key, "cache-dir") || !strcmp(key, "stats-dir") ||
-        !strcmp(key, "draft")) {
+        !strcmp(key, "draft") || !strcmp(key, "mmproj")) {
         char *dst = !strcmp(key, "model") ? c->model : !strcmp(key, "cache-dir") ? c->cache_dir
-                  : !strcmp(key, "stats-dir") ? c->stats_dir : !strcmp(key, "draft") ? c->draft : c->model_id;
+                  : !strcmp(key, "stats-dir") ? c->stats_dir : !strcmp(key, "draft") ? c->draft
+                  : !strcmp(key, "mmproj") ? c->mmproj : c->model_id;
         size_t cap = !strcmp(key, "model-id") ? sizeof c->model_id : CFG_STR;
         if (copy_str(dst, cap, v)) { snprintf(err, errlen, "--%s: value too long", key); return -1; }
         return 0;
@@ -303,6 +322,7 @@ int config_finish(server_config *c, char *err, size_t errlen)
 {
     if (!c->model[0]) { snprintf(err, errlen, "no model: pass -m MODEL.gguf"); return -1; }
     if (c->spec == SPEC_MTP && !c->draft[0]) { snprintf(err, errlen, "--spec mtp needs --draft FILE"); return -1; }
+    if (c->max_body == 0) c->max_body = c->mmproj[0] ? 32L << 20 : 1L << 20;
     if (c->n_listen > 1 && c->n_listen != c->n_workers) {
         snprintf(err, errlen, "--listen has %d addresses for %d workers: give one, or one per device",
                  c->n_listen, c->n_workers);

@@ -33,6 +33,10 @@ typedef struct server_config {
     int  spec;                    /* --spec off|ngram|mtp|auto: speculative decoding's drafts (spec_step.h's enum spec_mode) */
     char draft[CFG_STR];          /* --draft FILE: an MTP drafter (gemma4-assistant GGUF) beside the model ("": none) */
     int  draft_max;               /* --draft-max K: draft tokens a sequence feeds a step at most, 1..16 */
+    char mmproj[CFG_STR];         /* --mmproj FILE: a vision projector (mmproj GGUF) beside the model ("": none) */
+    int  image_tokens;            /* --image-tokens N: an image's soft tokens at most (70..1120; 0: 280) */
+    int  image_attention;         /* --image-attention auto|causal|bidirectional (engine.h's ENGINE_IMAGE_ATTN_*) */
+    int  max_images;              /* --max-images N: images in one request at most (default 16) */
     int  threads;                 /* --threads: request threads per worker (0: max-seqs + max-queue + 4) */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
     int  request_timeout;         /* --request-timeout: seconds a generation may run, then "length" (0: none) */

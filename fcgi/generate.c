@@ -116,7 +116,8 @@ static int check(gen_run *g, const api_ctx *c, const gen_prompt *prompts, const 
         if (p->max_tokens < 0 && c->cfg->default_max_tokens > 0 && max_tokens > c->cfg->default_max_tokens)
             max_tokens = c->cfg->default_max_tokens;
         if (check_kv(c, p, prompt_param, prompts[i].n, &max_tokens, e)) return -1;
-        jp[i] = (job_prompt){ prompts[i].ids, prompts[i].n, max_tokens };
+        jp[i] = (job_prompt){ prompts[i].ids, prompts[i].n, max_tokens, prompts[i].spans, prompts[i].n_spans,
+                              prompts[i].images, prompts[i].n_images };
         g->n_prompt += prompts[i].n;
     }
     uint32_t n_vocab = tokenizer_n_vocab(engine_tokenizer(c->eng));

@@ -27,6 +27,10 @@ typedef struct gen_prompt {
     int n;
     const char *text;
     size_t len;
+    const engine_span *spans; /* where ids are images' soft tokens (engine.h), in order */
+    int n_spans;
+    engine_image **images;    /* the spans' images: the job takes each (the entry set NULL) once submitted */
+    int n_images;
 } gen_prompt;
 
 /* one choice's text on its way out */

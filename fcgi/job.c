@@ -25,6 +25,10 @@ void job_destroy(gen_job *j)
         free(j->g[g].prompt);
         free(j->g[g].rows);
         free(j->g[g].plp);
+        free(j->g[g].spans);
+        free(j->g[g].cut);
+        for (int i = 0; i < j->g[g].n_images; i++) engine_image_destroy(j->g[g].images[i]);
+        free(j->g[g].images);
     }
     free(j->ch);
     free(j->g);
@@ -150,6 +154,19 @@ static int job_fill(gen_job *j, const job_spec *spec, uint32_t n_vocab, int spec
         g->n_prompt = jp->n;
         g->max_tokens = jp->max_tokens;
         if (spec->prompt_logprobs && jp->n > 1 && !(g->plp = calloc((size_t)jp->n - 1, sizeof *g->plp))) return -1;
+        if (jp->n_images) {
+            if (!(g->images = calloc((size_t)jp->n_images, sizeof *g->images))) return -1;
+            for (; g->n_images < jp->n_images; g->n_images++) { /* taken: job_destroy frees them */
+                g->images[g->n_images] = jp->images[g->n_images];
+                jp->images[g->n_images] = NULL;
+            }
+        }
+        if (jp->n_spans) {
+            size_t b = (size_t)jp->n_spans * sizeof *g->spans;
+            if (!(g->spans = malloc(b)) || !(g->cut = malloc(b))) return -1;
+            memcpy(g->spans, jp->spans, b);
+            g->n_spans = jp->n_spans;
+        }
     }
     for (int c = 0; c < j->n_choices; c++) {
         job_choice *ch = &j->ch[c];

@@ -43,6 +43,12 @@ typedef struct job_group {
     engine_logprobs *plp;     /* prompt logprobs, token i + 1's at i */
     int plp_ready;            /* under mu */
     int holding;              /* its choices that count in its KV reservation (engine thread) */
+    engine_span *spans;       /* its images' soft tokens in prompt (owned) */
+    engine_span *cut;         /* the spans of the prompt chunk being stepped (n_spans entries) */
+    int n_spans;
+    engine_image **images;    /* owned */
+    int n_images;
+    int pinned;               /* its images are encoded and pinned (engine thread) */
 } job_group;
 
 struct gen_job {

@@ -334,32 +334,71 @@ static int parse_role(const char *s, enum api_role *out)
     return 0;
 }
 
-/* content: a string, or an array of {"type":"text","text":...} parts joined together */
+/* an image_url part of message content: its image appended to m's */
+static int image_part(json_object *p, const char *param, size_t j, api_message *m, api_error *e)
+{
+    char pp[96];
+    snprintf(pp, sizeof pp, "%s[%zu]", param, j);
+    api_image *im = realloc(m->images, (size_t)(m->n_images + 1) * sizeof *im);
+    if (!im) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    m->images = im;
+    if (api_image_part(p, pp, &m->images[m->n_images], e)) return -1;
+    m->n_images++;
+    return 0;
+}
+
+/* with images, the parts as the template reads them, in the client's order: {"type": "text", "text"}
+ * and {"type": "image"} where an image_url was */
+static int template_parts(json_object *c, api_message *m, api_error *e)
+{
+    size_t n = json_object_array_length(c);
+    if (!(m->parts = json_object_new_array())) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = json_object_array_get_idx(c, i), *q = json_object_new_object();
+        int text = !strcmp(json_object_get_string(field(p, "type")), "text");
+        if (!q || json_object_object_add(q, "type", json_object_new_string(text ? "text" : "image")) ||
+            (text && json_object_object_add(q, "text", json_object_get(field(p, "text")))) ||
+            json_object_array_add(m->parts, q)) {
+            json_object_put(q);
+            return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    return 0;
+}
+
+/* content: a string, or an array of {"type":"text","text":...} parts joined together and
+ * {"type":"image_url",...} parts (the template sees those as {"type":"image"} in place) */
 static int parse_content(json_object *c, const char *param, api_message *m, api_error *e)
 {
     if (!c) return bad(e, param, "'%s' is required%s", "");
     if (json_object_get_type(c) == json_type_string)
         return dup_string(c, param, &m->content, &m->len, e) < 0 ? -1 : 0;
     if (json_object_get_type(c) != json_type_array)
-        return bad(e, param, "'%s' must be a string or an array of text parts%s", "");
+        return bad(e, param, "'%s' must be a string or an array of text and image_url parts%s", "");
     size_t n = json_object_array_length(c), total = 0;
     for (size_t i = 0; i < n; i++) {
         json_object *p = json_object_array_get_idx(c, i), *t;
         if (!p || json_object_get_type(p) != json_type_object)
             return bad(e, param, "'%s' parts must be objects%s", "");
         t = field(p, "type");
+        if (t && json_object_get_type(t) == json_type_string && !strcmp(json_object_get_string(t), "image_url")) {
+            if (image_part(p, param, i, m, e)) return -1;
+            continue;
+        }
         if (!t || json_object_get_type(t) != json_type_string || strcmp(json_object_get_string(t), "text"))
-            return bad(e, param, "'%s' parts must have type \"text\" (other part types are not supported)%s", "");
+            return bad(e, param, "'%s' parts must have type \"text\" or \"image_url\"%s", "");
         t = field(p, "text");
         if (!t || json_object_get_type(t) != json_type_string)
             return bad(e, param, "'%s' text parts need a string 'text'%s", "");
         total += (size_t)json_object_get_string_len(t);
     }
+    if (m->n_images && template_parts(c, m, e)) return -1;
     char *buf = malloc(total + 1);
     if (!buf) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        json_object *t = field(json_object_array_get_idx(c, i), "text");
+        json_object *p = json_object_array_get_idx(c, i), *t = field(p, "text");
+        if (strcmp(json_object_get_string(field(p, "type")), "text")) continue; /* an image */
         size_t l = (size_t)json_object_get_string_len(t);
         memcpy(buf + off, json_object_get_string(t), l);
         off += l;
@@ -596,6 +635,9 @@ static int parse_thinking(json_object *root, int *thinking, api_error *e)
 static void message_free(api_message *m)
 {
     free(m->content);
+    json_object_put(m->parts);
+    for (int i = 0; i < m->n_images; i++) api_image_free(&m->images[i]);
+    free(m->images);
     json_object_put(m->tool_calls);
     free(m->tool_call_id);
     free(m->name);

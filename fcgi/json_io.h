@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "api_error.h"
+#include "api_image.h"
 #include "sampler.h"
 
 #define API_MAX_STOP 4
@@ -28,6 +29,10 @@ typedef struct api_message {
     char *tool_call_id;   /* tool: the call this answers (owned) */
     char *name;           /* tool: the function's name, when given (owned) */
     char *reasoning;      /* assistant: reasoning_content (owned; the templates drop past thoughts) */
+    struct json_object *parts; /* content with images: its parts for the template, text and {"type": "image"}
+                                  in the client's order (owned; content holds the text joined) */
+    api_image *images;    /* the image_url parts in order (owned) */
+    int n_images;
 } api_message;
 
 

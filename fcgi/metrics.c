@@ -73,6 +73,8 @@ static const struct scalar_row {
     { "clgemma_prefix_cache_hit_tokens_total", "counter",
       "Prompt tokens whose KV came from the prefix cache instead of being computed.",
       offsetof(board, prefix_hit_tokens) },
+    { "clgemma_images_total", "counter", "Images in the prompts started (--mmproj), encoded or found in the image cache.",
+      offsetof(board, images) },
     { "clgemma_requests_active", "gauge", "Generations running on the engine.", offsetof(board, active) },
     { "clgemma_requests_queued", "gauge", "Generations waiting for an engine slot.", offsetof(board, queued) },
     { "clgemma_device_memory_used_bytes", "gauge", "Device memory held by the engine (weights, KV cache, scratch).",
@@ -200,6 +202,12 @@ void metrics_kv(metrics *m, int pool, uint64_t blocks, uint64_t free_blocks, uin
     SET(m->b->kv_blocks[pool], blocks);
     SET(m->b->kv_free[pool], free_blocks);
     SET(m->b->kv_cached[pool], cached_blocks);
+}
+
+void metrics_images(metrics *m, int n, double seconds)
+{
+    ADD(m->b->images, (uint64_t)(n > 0 ? n : 0));
+    ADD(m->b->image_encode_us, (uint64_t)(seconds > 0 ? seconds * 1e6 : 0));
 }
 
 void metrics_prefix(metrics *m, long prompt_tokens, long cached_tokens)
@@ -375,6 +383,9 @@ char *metrics_render(const board_view *v, int n, size_t *len)
         LBL("clgemma_prefix_cache_hit_ratio");
         put(&t, "} %.6f\n", all ? (double)hit / (double)all : 0.0);
     })
+    header(&t, "clgemma_image_encode_seconds_total", "counter",
+           "Engine time spent encoding the images of prompts started (those found in the image cache take none).");
+    EACH_UP({ LBL("clgemma_image_encode_seconds_total"); put(&t, "} %.6f\n", GET(((board *)b)->image_encode_us) / 1e6); })
     static const char *const kv_names[3] = { "clgemma_kv_blocks_used", "clgemma_kv_blocks_free",
                                              "clgemma_kv_blocks_cached" };
     static const char *const kv_help[3] = {

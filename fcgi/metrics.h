@@ -28,6 +28,7 @@ void metrics_queue_wait(metrics *m, double seconds);    /* submitted to first sc
 void metrics_tpot(metrics *m, double seconds);          /* time per output token of a finished generation */
 void metrics_cancel(metrics *m, enum metric_cancel why);
 void metrics_prefix(metrics *m, long prompt_tokens, long cached_tokens); /* a prompt's sequence started */
+void metrics_images(metrics *m, int n, double seconds); /* a prompt's n images encoded (or found) in seconds */
 void metrics_prefill_chunks(metrics *m, int chunks);   /* prompt pieces a step fed */
 void metrics_spec(metrics *m, int proposed, int accepted); /* a sequence's draft verified: its tokens, those taken */
 void metrics_engine_error(metrics *m);

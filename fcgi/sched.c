@@ -137,6 +137,36 @@ int sched_submit(sched *s, const job_spec *spec, gen_job **out)
 
 static void add_run(sched *s, gen_job *j, int c) { s->active[s->n_runs++] = (run){ j, c }; }
 
+/* a group's images: encoded (those the engine does not hold) and pinned for its prompt's steps,
+ * unpinned once the prompt is in the cache or its choices ended */
+static int group_pin(sched *s, job_group *g, char *err, size_t errlen)
+{
+    if (!g->n_images || g->pinned) return 0;
+    double t = monotonic_seconds();
+    if (engine_image_encode(s->eng, g->images, g->n_images, err, errlen)) return -1;
+    metrics_images(s->m, g->n_images, monotonic_seconds() - t);
+    g->pinned = 1;
+    return 0;
+}
+
+static void group_unpin(sched *s, job_group *g)
+{
+    for (int i = 0; g->pinned && i < g->n_images; i++) engine_image_release(s->eng, g->images[i]);
+    g->pinned = 0;
+}
+
+/* a prompt chunk of k tokens from fed that does not end inside an image: one that would stops before
+ * it, one that starts in it takes the rest of it whole (its tokens see each other) */
+static int image_cut(const job_group *g, int fed, int k)
+{
+    for (int i = 0; i < g->n_spans; i++) {
+        int o = g->spans[i].offset, e = o + g->spans[i].n;
+        if (fed + k <= o || fed + k >= e || fed >= e) continue;
+        return o > fed ? o - fed : e - fed;
+    }
+    return k;
+}
+
 /* Starts prompt p of j (s->used has room for its n choices): its first choice's sequence takes the
  * prompt, on the longest prefix of it the engine has cached (not when every prompt token's logprobs
  * are asked for: they need every row), the others' slots wait for forks of it. -1 when the engine
@@ -147,8 +177,15 @@ static int group_start(sched *s, gen_job *j, int p)
     job_choice *lead = &j->ch[p * j->n];
     int c0 = p * j->n, cached = 0;
     size_t rows = j->prompt_lp ? PLP_PIECE : j->n > 1 ? 1 : 0;
+    char why[256];
+    if (group_pin(s, g, why, sizeof why)) { /* the image did not encode: the request's error, not the engine's */
+        char msg[300];
+        snprintf(msg, sizeof msg, "image encoding failed: %s", why);
+        for (int c = c0; c < c0 + j->n; c++) choice_finish(s, j, c, JOB_ERROR, msg);
+        return 0;
+    }
     lead->seq = j->prompt_lp ? engine_seq_new(s->eng) : engine_seq_new_prefix(s->eng, g->prompt, g->n_prompt, &cached);
-    if (lead->seq < 0) return -1;
+    if (lead->seq < 0) { group_unpin(s, g); return -1; }
     for (int q = 0; q < cached; q++) sampler_accept(lead->smp, g->prompt[q]); /* the rest come with the step */
     lead->fed = cached;
     atomic_fetch_add(&j->cached, cached);
@@ -235,6 +272,7 @@ static void run_end(sched *s, int i, enum job_end end, const char *error)
     gen_job *j = s->active[i].j;
     int c = s->active[i].c;
     if (j->ch[c].phase == PH_PROMPT) {
+        group_unpin(s, &j->g[c / j->n]);
         atomic_fetch_sub(&s->used, j->n);
         for (int k = c; k < c + j->n; k++) choice_finish(s, j, k, end, error);
     } else {
@@ -287,6 +325,7 @@ static void prompt_done(sched *s, int i, const engine_item *it, double t)
     for (int r = 0; !last && r < k; r++) sampler_accept(lead->smp, g->prompt[lead->fed + r]); /* as a whole prompt's */
     lead->fed += k;
     if (!last) return;
+    group_unpin(s, g); /* the image's KV is in the cache: its rows may go */
     const float *row = g->rows ? g->rows + (size_t)(j->prompt_lp ? k - 1 : 0) * s->n_vocab : NULL;
     int forks[SCHED_MAX_N], nf = 0;
     int32_t first[SCHED_MAX_N];
@@ -322,6 +361,13 @@ static void fill_item(engine_item *it, const run *r, int k)
     if (ch->phase == PH_PROMPT) {
         it->tokens = g->prompt + ch->fed;
         it->n_tokens = k;
+        for (int i = 0; i < g->n_spans; i++) { /* the chunk's part of each image (image_cut: its tail) */
+            const engine_span *sp = &g->spans[i];
+            int a = sp->offset > ch->fed ? sp->offset : ch->fed, b = sp->offset + sp->n;
+            if (b > ch->fed + k) b = ch->fed + k;
+            if (a < b) g->cut[it->n_spans++] = (engine_span){ a - ch->fed, b - a, sp->first + a - sp->offset, sp->image };
+        }
+        it->spans = it->n_spans ? g->cut : NULL;
         it->logits_all = j->prompt_lp;
         it->logits = j->prompt_lp || ch->fed + k == g->n_prompt ? g->rows : NULL; /* rows only where read */
         if (ch->fed + k < g->n_prompt) return; /* a chunk of the prompt: no choice yet */
@@ -402,6 +448,10 @@ static int plan_step(sched *s)
         if (!s->take[i]) continue;
         s->irun[m] = i;
         s->take[m] = s->take[i]; /* m <= i: entries before i are already read */
+        if (s->want[i].prompt) {
+            const run *r = &s->active[i];
+            s->take[m] = image_cut(&r->j->g[r->c / r->j->n], s->want[i].pos, s->take[m]);
+        }
         fill_item(&s->items[m], &s->active[i], s->take[m]);
         chunks += s->want[i].prompt;
         m++;

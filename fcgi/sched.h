@@ -48,6 +48,10 @@ typedef struct job_prompt {
     const int32_t *ids;     /* copied */
     int n;                  /* >= 1 */
     int max_tokens;         /* >= 1, for each of its choices */
+    const engine_span *spans; /* images' soft tokens among ids (copied); encoded when the prompt starts */
+    int n_spans;
+    engine_image **images;  /* the spans' images, which the job takes (entries set NULL) */
+    int n_images;
 } job_prompt;
 
 /* A job: n choices (continuations) of each of its prompts, choice p * n + i being prompt p's i-th.

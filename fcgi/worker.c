@@ -235,6 +235,9 @@ static int load(worker *w)
     o.kv_type = cfg->kv_type;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
     o.draft_path = cfg->draft[0] ? cfg->draft : NULL;
+    o.mmproj_path = cfg->mmproj[0] ? cfg->mmproj : NULL;
+    o.image_tokens = cfg->image_tokens;
+    o.image_attention = cfg->image_attention;
     o.verbose = cfg->verbose;
     char err[256];
     if (engine_load(&w->eng, cfg->model, &o, err, sizeof err)) {

@@ -123,7 +123,7 @@ static int run_rows(drafter *d, const model *target, ops *o, kv_cache *kv, engin
                                  NULL);
     }
     if (ce) return ERR("drafter: upload failed: %s", rt_errstr(ce));
-    fwd_args a = { T, T, max_pos, d->h_seq, d->h_ids, NULL };
+    fwd_args a = { T, T, max_pos, d->h_seq, d->h_ids, NULL, NULL, 0, 0, 0 };
     uint32_t V = d->m.hp.n_vocab;
     for (int s = 0; s < kmax; s++) {
         if (d->m.arch->draft(&d->m, target, o, b, kv, &a, err, errlen)) return -1;

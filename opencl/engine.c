@@ -23,39 +23,11 @@
 #include "synth.h"
 #include "tokenizer_gguf.h"
 #include "vision.h"
+#include "engine_int.h"
 
 #include "errf.h"
 #include "fit.h"
 
-struct engine {
-    engine_info info;
-    gguf_file *gguf;
-    cl_runtime rt;
-    int rt_ok;
-    model m;
-    ops o;
-    kv_cache kv;
-    fwd_bufs b;
-    tokenizer *tok;
-    chat_kind chat;       /* the chat template's renderer */
-    int32_t stop_ids[8];
-    int n_stop;
-    uint32_t max_batch, seq_chunk; /* tokens of a forward; of one sequence in it (fit_seq_chunk) */
-    int profiling;
-    double enqueue_s;       /* host time spent enqueuing steps (engine_enqueue_seconds) */
-    int step_drafts;        /* this step's items are single tokens or drafts (engine_item.draft) */
-    /* host staging for one step */
-    int32_t *h_ids, *h_pos, *h_seq, *h_out;
-    size_t h_cap;
-    cl_event staged;      /* the last upload from the staging: a step that wrote no output may still queue it */
-    float *h_logits;
-    choice_plan choice;   /* allow masks, biases and logprobs of the step's choice rows */
-    draw_plan draw;       /* its sampled rows drawn from their best values on the device */
-    void *synth_buf;      /* synthetic model: the GGUF header in memory (gguf points into it) */
-    const tensor_maker *make; /* synthetic model: makes the weights its header has no data for */
-    drafter *draft;       /* opts.draft_path's MTP drafter, or NULL */
-    vision_model vision;  /* opts.mmproj_path's vision projector (vision.arch NULL: none) */
-};
 
 static const tensor_maker synth_maker = { synth_fill, synth_bytes };
 
@@ -254,8 +226,20 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         if (ce) { ERR("%s: filling the weights failed: %s", path, rt_errstr(ce)); goto fail; }
     }
     /* the projector's weights are on the device before the KV cache is sized around the weights */
+    uint32_t image_tokens = opts->image_tokens ? (uint32_t)opts->image_tokens : 280;
     if (opts->mmproj_path) {
-        if (vision_open(&e->vision, opts->mmproj_path, &e->m, &e->rt, 0, err, errlen)) goto fail;
+        if (image_tokens != 70 && image_tokens != 140 && image_tokens != 280 && image_tokens != 560 &&
+            image_tokens != 1120) {
+            ERR("image tokens %u: the budgets are 70, 140, 280, 560 and 1120", image_tokens);
+            goto fail;
+        }
+        if (opts->image_attention < 0 || opts->image_attention > ENGINE_IMAGE_ATTN_BIDIR) {
+            ERR("unknown image attention mode %d", opts->image_attention);
+            goto fail;
+        }
+        if (vision_open(&e->vision, opts->mmproj_path, &e->m, &e->rt, image_tokens * IMAGE_PREP_POOL * IMAGE_PREP_POOL,
+                        err, errlen))
+            goto fail;
         wbytes += e->vision.weight_bytes + e->vision.scratch_bytes;
     }
     const model_hparams *hp = &e->m.hp;
@@ -273,6 +257,15 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         goto fail;
     }
     e->info.max_rows = max_out;
+    if (e->vision.arch && (image_tokens > e->seq_chunk || image_tokens > e->max_batch)) {
+        /* an image's rows go through one forward (its tokens see each other) */
+        ERR("images of up to %u tokens need a forward of as many tokens of one sequence; this one takes %u (raise "
+            "the batch tokens or lower the image tokens)", image_tokens,
+            e->seq_chunk < e->max_batch ? e->seq_chunk : e->max_batch);
+        goto fail;
+    }
+    media_create(&e->media, hp->n_embd,
+                 (uint64_t)(opts->image_cache_mb > 0 ? opts->image_cache_mb : 256) << 20);
     if (opts->draft_path) {
         if (!(e->draft = calloc(1, sizeof *e->draft))) { ERR("out of memory"); goto fail; }
         if (drafter_create(e->draft, opts->draft_path, &e->m, &e->rt, n_seq, n_ctx, err, errlen)) goto fail;
@@ -329,10 +322,21 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         in->draft_bytes = e->draft->m.weight_bytes;
         in->device_bytes += in->draft_bytes;
     }
+    in->boi_token = in->eoi_token = in->image_token = -1;
     if (e->vision.arch) {
         snprintf(in->vision_proj, sizeof in->vision_proj, "%s", e->vision.hp.proj);
         in->vision_bytes = e->vision.weight_bytes + e->vision.scratch_bytes;
         in->device_bytes += in->vision_bytes;
+        in->image_tokens = image_tokens;
+        in->image_bidir = opts->image_attention == ENGINE_IMAGE_ATTN_BIDIR ||
+                          (opts->image_attention == ENGINE_IMAGE_ATTN_AUTO && !hp->n_embd_per_layer);
+        /* an image's rows and KV depend on the projector and the mask besides its pixels */
+        e->image_salt = prefix_seed(e->vision.hp.proj, strlen(e->vision.hp.proj)) * 2u + (uint32_t)in->image_bidir;
+        if (e->tok) {
+            in->boi_token = tokenizer_find(e->tok, "<|image>");
+            in->eoi_token = tokenizer_find(e->tok, "<image|>");
+            in->image_token = tokenizer_find(e->tok, "<|image|>");
+        }
     }
     in->host_weight_bytes = e->m.host_bytes;
     in->kv_bytes = e->kv.bytes;
@@ -373,6 +377,8 @@ void engine_destroy(engine *e)
     free(e->synth_buf);
     if (e->staged) clReleaseEvent(e->staged);
     free(e->h_ids); free(e->h_pos); free(e->h_seq); free(e->h_out); free(e->h_logits);
+    free(e->h_hi); free(e->h_span); free(e->h_rows);
+    media_destroy(&e->media);
     free(e);
 }
 
@@ -538,12 +544,15 @@ static int staging_free(engine *e)
 static int grow_staging(engine *e, size_t n)
 {
     if (n <= e->h_cap) return 0;
-    int32_t **arrs[] = { &e->h_ids, &e->h_pos, &e->h_seq, &e->h_out };
-    for (int i = 0; i < 4; i++) {
+    int32_t **arrs[] = { &e->h_ids, &e->h_pos, &e->h_seq, &e->h_out, &e->h_hi, &e->h_span };
+    for (int i = 0; i < 6; i++) {
         int32_t *p = realloc(*arrs[i], n * sizeof(int32_t));
         if (!p) return -1;
         *arrs[i] = p;
     }
+    fwd_rows *r = realloc(e->h_rows, n * sizeof *r);
+    if (!r) return -1;
+    e->h_rows = r;
     e->h_cap = n;
     return 0;
 }
@@ -551,8 +560,11 @@ static int grow_staging(engine *e, size_t n)
 /* one output row of the step: which item and, for logits_all, which token of it */
 typedef struct out_ref { int item; int tok; size_t tidx; } out_ref;
 
+/* a chunk's image rows (fwd_args.rows) and whether its tokens' last keys (h_hi) go up */
+typedef struct chunk_images { const fwd_rows *rows; uint32_t n_rows; int hi; uint32_t hi_extra; } chunk_images;
+
 static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_t r0, uint32_t t0, uint32_t ntok,
-                     uint32_t n_out, uint32_t max_pos, char *err, size_t errlen)
+                     uint32_t n_out, uint32_t max_pos, const chunk_images *ci, char *err, size_t errlen)
 {
     cl_command_queue q = e->rt.q;
     fwd_bufs *b = &e->b;
@@ -561,10 +573,12 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     if (e->staged) { clReleaseEvent(e->staged); e->staged = NULL; }
     cl_int ce = clEnqueueWriteBuffer(q, b->ids, CL_FALSE, 0, 4 * ntok, e->h_ids + t0, 0, NULL, NULL);
     if (!ce) ce = clEnqueueWriteBuffer(q, b->pos, CL_FALSE, 0, 4 * ntok, e->h_pos + t0, 0, NULL, NULL);
+    if (!ce && ci->hi) ce = clEnqueueWriteBuffer(q, b->hi, CL_FALSE, 0, 4 * ntok, e->h_hi + t0, 0, NULL, NULL);
     if (!ce && n_out) ce = clEnqueueWriteBuffer(q, b->out_rows, CL_FALSE, 0, 4 * n_out, e->h_out + r0, 0, NULL, NULL);
     if (!ce) ce = clEnqueueWriteBuffer(q, b->seq, CL_FALSE, 0, 4 * ntok, e->h_seq + t0, 0, NULL, &e->staged);
     if (ce) return ERR("upload of the batch failed: %s", rt_errstr(ce));
-    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0, e->h_pos + t0 };
+    fwd_args a = { ntok, n_out, max_pos, e->h_seq + t0, e->h_ids + t0, e->h_pos + t0, ci->rows, ci->n_rows, ci->hi,
+                   ci->hi_extra };
     /* int8 activations only for decode steps (one token per sequence, or drafts): prompt logits keep the
      * f16/f32 accuracy the goldens hold them to (int8 X moved Gemma 3's by up to 0.48, over 0.35) */
     int decode = 1;
@@ -638,6 +652,34 @@ static int chunk_kv(engine *e, const engine_item *items, int n, size_t t0, size_
     return 0;
 }
 
+/* an item's spans: in order, inside its tokens, each an encoded image's tail whose ids are its soft
+ * tokens' and which fits one forward */
+static int check_spans(engine *e, const engine_item *it, char *why, size_t cap)
+{
+    if (!it->n_spans) return 0;
+    if (it->n_spans < 0 || !it->spans) return snprintf(why, cap, "bad image spans (%d)", it->n_spans), -1;
+    if (!e->vision.arch) return snprintf(why, cap, "image tokens, but this model has no vision projector"), -1;
+    int end = 0;
+    uint32_t most = e->seq_chunk < e->max_batch ? e->seq_chunk : e->max_batch;
+    for (int s = 0; s < it->n_spans; s++) {
+        const engine_span *sp = &it->spans[s];
+        int S = sp->image ? engine_image_tokens(sp->image) : 0;
+        if (!sp->image || sp->n < 1 || sp->first < 0 || sp->first + sp->n != S || sp->offset < end ||
+            sp->offset + sp->n > it->n_tokens)
+            return snprintf(why, cap, "image span %d (tokens %d + %d, image tokens %d + of %d) is not an image's "
+                            "tail inside the item after the span before", s, sp->offset, sp->n, sp->first, S), -1;
+        if ((uint32_t)sp->n > most)
+            return snprintf(why, cap, "image span %d of %d tokens is over the %u a forward holds", s, sp->n, most), -1;
+        if (!engine_image_rows(e, sp->image))
+            return snprintf(why, cap, "image span %d: the image is not encoded (engine_image_encode)", s), -1;
+        for (int k = 0; k < sp->n; k++)
+            if (it->tokens[sp->offset + k] != engine_image_token(sp->image, sp->first + k))
+                return snprintf(why, cap, "image span %d: token %d is not the image's", s, sp->offset + k), -1;
+        end = sp->offset + sp->n;
+    }
+    return 0;
+}
+
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
 {
     if (n <= 0) return ERR("empty batch");
@@ -656,10 +698,13 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         if ((uint64_t)e->kv.seq_len[it->seq] + it->n_tokens > e->info.n_ctx)
             return ERR("sequence would reach %lld tokens, over the context of %u",
                        (long long)e->kv.seq_len[it->seq] + it->n_tokens, e->info.n_ctx);
-        for (int k = 0; k < it->n_tokens; k++)
+        char why[160];
+        if (check_spans(e, it, why, sizeof why)) return ERR("item %d: %s", i, why);
+        for (int k = 0, s = 0; k < it->n_tokens; k++) {
+            if (s < it->n_spans && k == it->spans[s].offset) { k += it->spans[s++].n - 1; continue; }
             if (it->tokens[k] < 0 || (uint32_t)it->tokens[k] >= e->info.n_vocab)
                 return ERR("item %d: token id %d out of range [0, %u)", i, it->tokens[k], e->info.n_vocab);
-        char why[160];
+        }
         if (choice_check(it, e->info.n_vocab, why, sizeof why)) return ERR("item %d: %s", i, why);
         if (it->ids_all && (!it->smp || !sampler_is_greedy(it->smp) || choice_wanted(it) || it->logits_all))
             return ERR("item %d: ids_all needs a greedy sampler and no allow, bias, logprobs or logits_all", i);
@@ -691,11 +736,25 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     size_t t = 0, r = 0;
     choice_begin(&e->choice);
     draw_begin(&e->draw);
+    uint32_t n_rows = 0;
     for (int i = 0; i < n; i++) {
         engine_item *it = &items[i];
+        int s = 0, s_end = -1, s_hi = 0; /* the span token k is in: ends before s_end, sees up to s_hi */
         for (int k = 0; k < it->n_tokens; k++, t++) {
-            e->h_ids[t] = it->tokens[k];
-            e->h_pos[t] = e->kv.seq_len[it->seq] + k;
+            int32_t pos = e->kv.seq_len[it->seq] + k;
+            e->h_span[t] = 0;
+            if (s < it->n_spans && k == it->spans[s].offset) {
+                const engine_span *sp = &it->spans[s++];
+                s_end = k + sp->n;
+                s_hi = pos + sp->n - 1;
+                e->h_span[t] = sp->n;
+                e->h_rows[n_rows++] = (fwd_rows){ engine_image_rows(e, sp->image), (uint32_t)sp->first, (uint32_t)t,
+                                                  (uint32_t)sp->n };
+            }
+            int in_image = k < s_end;
+            e->h_ids[t] = in_image ? 0 : it->tokens[k]; /* an image token's embedding row: the pad's */
+            e->h_pos[t] = pos;
+            e->h_hi[t] = in_image && e->info.image_bidir ? s_hi : pos;
             e->h_seq[t] = it->seq;
             int want = it->logits_all || it->ids_all || (k == it->n_tokens - 1 && (it->smp || it->logits));
             if (want && k == it->n_tokens - 1 && it->smp && choice_wanted(it))
@@ -706,25 +765,42 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     }
     if (!rc) rc = choice_upload(&e->choice, e->rt.q, err, errlen);
     if (!rc) rc = draw_upload(&e->draw, e->rt.q, err, errlen);
-    size_t t0 = 0, r0 = 0;
+    size_t t0 = 0, r0 = 0, w0 = 0; /* w0: the step's first image run not yet in a chunk */
     while (!rc && t0 < total) {
         size_t tn = 0, rn = 0, rr = r0;
         uint32_t max_pos = 0, run = 0; /* run: the current sequence's tokens in the chunk */
-        /* grow the chunk token by token until a limit is hit */
+        /* grow the chunk token by token, an image's tokens all at once, until a limit is hit */
         while (t0 + tn < total && tn < e->max_batch) {
-            int is_out = rr < n_out && refs[rr].tidx == t0 + tn; /* rows are in token order */
-            if (is_out && rn == e->b.max_out) break;
-            run = tn > 0 && e->h_seq[t0 + tn] == e->h_seq[t0 + tn - 1] ? run + 1 : 1;
-            if (run > e->seq_chunk) break;
-            if ((uint32_t)e->h_pos[t0 + tn] > max_pos) max_pos = (uint32_t)e->h_pos[t0 + tn];
-            /* out_rows index the chunk's own tokens */
-            if (is_out) { e->h_out[rr] = (int32_t)tn; rr++; rn++; }
-            tn++;
+            size_t u = t0 + tn, len = e->h_span[u] > 0 ? (size_t)e->h_span[u] : 1, outs = 0;
+            while (rr + outs < n_out && refs[rr + outs].tidx < u + len) outs++; /* rows are in token order */
+            uint32_t nrun = (tn > 0 && e->h_seq[u] == e->h_seq[u - 1] ? run : 0) + (uint32_t)len;
+            if (tn + len > e->max_batch || rn + outs > e->b.max_out || nrun > e->seq_chunk) {
+                if (!tn) rc = ERR("an image of %zu tokens with %zu output rows does not fit one forward (%u rows)", len,
+                                  outs, e->b.max_out);
+                break;
+            }
+            run = nrun;
+            for (size_t k = 0; k < len; k++, tn++) {
+                if ((uint32_t)e->h_pos[t0 + tn] > max_pos) max_pos = (uint32_t)e->h_pos[t0 + tn];
+                /* out_rows index the chunk's own tokens */
+                if (rr < n_out && refs[rr].tidx == t0 + tn) { e->h_out[rr] = (int32_t)tn; rr++; rn++; }
+            }
         }
+        chunk_images ci = { e->h_rows + w0, 0, 0, 0 };
+        while (w0 + ci.n_rows < n_rows && e->h_rows[w0 + ci.n_rows].dst < t0 + tn) {
+            e->h_rows[w0 + ci.n_rows].dst -= (uint32_t)t0; /* the chunk's own rows */
+            ci.n_rows++;
+        }
+        w0 += ci.n_rows;
+        for (size_t k = t0; k < t0 + tn; k++) {
+            uint32_t extra = (uint32_t)(e->h_hi[k] - e->h_pos[k]);
+            if (extra > ci.hi_extra) ci.hi_extra = extra;
+        }
+        ci.hi = ci.hi_extra > 0;
         if (t0 > 0 && chunk_kv(e, items, n, t0, tn, 0)) rc = ERR("internal: a KV block to write is shared");
         if (!rc && t0 > 0) rc = kv_sync(&e->kv, &e->rt, err, errlen);
-        if (!rc) rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, err,
-                                errlen);
+        if (!rc) rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, &ci,
+                                err, errlen);
         if (!rc) chunk_kv(e, items, n, t0, tn, 1);
         t0 += tn;
         r0 += rn;

@@ -16,8 +16,8 @@ int spec_ngram_draft(const int32_t *hist, int n, int n_min, int n_max, int k_max
             int j = 0;
             while (j < g && hist[s + j] == suf[j]) j++;
             if (j < g) continue;
-            int c = 0;
-            while (c < k_max && s + g + c < n) { draft[c] = hist[s + g + c]; c++; }
+            int c = 0; /* an image's ids (negative) are never a draft: the draft stops before one */
+            while (c < k_max && s + g + c < n && hist[s + g + c] >= 0) { draft[c] = hist[s + g + c]; c++; }
             return c;
         }
     }

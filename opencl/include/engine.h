@@ -58,8 +58,16 @@ typedef struct engine_opts {
     const char *draft_path; /* an MTP drafter (gemma4-assistant GGUF) loaded beside the model for
                            * engine_draft; NULL: none */
     const char *mmproj_path; /* a vision projector (mmproj GGUF, docs/design-vision.md) loaded beside the
-                           * model; NULL: none. Loaded and checked only: no image input yet */
+                           * model; NULL: none */
+    int image_tokens;     /* the largest budget of soft tokens an image may take (70, 140, 280, 560 or 1120;
+                           * 0: 280): sizes the encoder's scratch; at most the forward chunk */
+    int image_attention;  /* ENGINE_IMAGE_ATTN_*: how an image's tokens see each other in sliding layers */
+    int image_cache_mb;   /* device memory for encoded images kept for reuse (0: 256) */
 } engine_opts;
+
+/* engine_opts.image_attention. AUTO: bidirectional, but causal for the models with per-layer inputs
+ * (Gemma 4 E2B / E4B), as llama.cpp's mtmd decides by their width */
+enum { ENGINE_IMAGE_ATTN_AUTO, ENGINE_IMAGE_ATTN_CAUSAL, ENGINE_IMAGE_ATTN_BIDIR };
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
 
@@ -148,6 +156,11 @@ typedef struct engine_info {
     /* the vision projector (opts.mmproj_path): its type ("" without one), weights and encoder scratch */
     char vision_proj[16];
     uint64_t vision_bytes;
+    uint32_t image_tokens;   /* the largest budget an image may take (opts.image_tokens); 0 without a projector */
+    int image_bidir;         /* an image's tokens see each other in sliding layers (else causal) */
+    /* the chat template's image tokens (-1: the vocabulary lacks it): begin, end, and the placeholder the
+     * template writes where an image goes */
+    int32_t boi_token, eoi_token, image_token;
 } engine_info;
 
 #define ENGINE_DECODE_ROWS 16 /* draft_rows: see there */
@@ -253,6 +266,36 @@ void engine_kv_usage(const engine *e, engine_kv_stats *out);
 typedef struct engine_bias { int32_t token; float bias; } engine_bias;
 typedef sampler_logprobs engine_logprobs;          /* {chosen, top_id[20], top_lp[20], n_top}: sampler.h */
 
+/* ---- images (opts.mmproj_path; docs/design-vision.md) ---- */
+
+/* An image decoded and prepared as the model's processor does, with its content digest. */
+typedef struct engine_image engine_image;
+/* bytes (JPEG, PNG, WebP or GIF, told by their magic bytes, never by a declared type) decoded and
+ * prepared for a budget of max_tokens soft tokens (70, 140, 280, 560, 1120 up to info.image_tokens;
+ * 0: info.image_tokens). Any thread: it reads only what the load fixed. NULL with one line in err:
+ * the client's error (a corrupt, hostile or too large image, a bad budget, no vision projector). */
+engine_image *engine_image_prepare(const engine *e, const void *bytes, size_t n, int max_tokens, char *err,
+                                   size_t errlen);
+void engine_image_destroy(engine_image *im);
+/* the positions it takes in a prompt (its soft tokens; boi / eoi around it are the caller's) */
+int engine_image_tokens(const engine_image *im);
+/* the prompt id of its soft token j: negative, from its digest (SHA-256 of the budget, size and
+ * pixels), so the prefix cache reuses an image's KV for the same picture only */
+int32_t engine_image_token(const engine_image *im, int j);
+/* Engine thread: encodes those of the n images whose rows the engine does not hold yet, and pins
+ * each once (their rows stay until as many engine_image_release); what may step them. 0, or -1 with
+ * err (nothing pinned). */
+int engine_image_encode(engine *e, engine_image *const *ims, int n, char *err, size_t errlen);
+void engine_image_release(engine *e, const engine_image *im);
+/* encoded images held (pinned or kept for reuse), their device bytes, and encodes run / found held */
+typedef struct engine_image_stats { uint32_t held, pinned; uint64_t bytes, encodes, hits; } engine_image_stats;
+void engine_image_usage(const engine *e, engine_image_stats *out);
+
+/* where an item's tokens are an image's: tokens[offset, offset + n) are soft tokens first .. first + n - 1
+ * of image (engine_image_token ids), which end the image (first + n = its tokens: a prefix-cache hit may
+ * start inside an image, a prompt never ends inside one). Pinned by engine_image_encode. */
+typedef struct engine_span { int offset, n, first; const engine_image *image; } engine_span;
+
 typedef struct engine_item {
     int seq;                 /* from engine_seq_new */
     const int32_t *tokens;   /* appended at the sequence's current end */
@@ -286,6 +329,9 @@ typedef struct engine_item {
                                 the chosen token's and the n_logprobs best (masked tokens never listed).
                                 Greedy rows compute it on the device (only the n best travel back),
                                 others on the host from the row the sampler drew from. */
+    const engine_span *spans;/* the item's image tokens, in order, not overlapping (NULL: none); the
+                                rows of an image are computed in one forward (it is never cut) */
+    int n_spans;
 } engine_item;
 
 /* Runs one step over n items (distinct sequences). An item's sampler is fed the item's tokens

@@ -2,7 +2,8 @@
  * attn_partial computes, per (chunk, q head, token), the chunk's softmax statistics and weighted
  * V sum; the group that finishes a (token, head) last merges its chunks into the output (a
  * counter per (token, head), reset by that group), so no second launch. Causal by position; a
- * window w > 0 limits keys to (pos - w, pos]. Softcap > 0 applies cap * tanh(s / cap) to scores. */
+ * window w > 0 limits keys to (pos - w, pos]. tok_hi (NULL: none) raises a token's last key above its
+ * position (an image's tokens see the whole image). Softcap > 0 applies cap * tanh(s / cap) to scores. */
 
 #define ATTN_MAX_CHUNK 256 /* keys per chunk at most (local score buffer); the host picks chunk <= this */
 
@@ -134,7 +135,7 @@ inline void attn_merge(global const float *part_acc, global const float *part_ml
 
 kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint hd,
                          global const kv_t *Kc, global const kv_t *Vc,
-                         global const int *tok_pos, global const int *tok_seq,
+                         global const int *tok_pos, global const int *tok_hi, global const int *tok_seq,
                          global const int *block_table, uint max_blocks, uint block_size,
                          int window, float scale, float softcap, uint nchunk, uint chunk,
                          global float *part_acc, global float *part_ml, global uint *cnt, global float *out,
@@ -146,7 +147,8 @@ kernel void attn_partial(global const float *Q, uint t0, uint nh, uint nkv, uint
     int pos = tok_pos[t];
     int lo = window > 0 ? max(0, pos - window + 1) : 0;
     int c0 = lo + (int)(c * chunk);
-    int c1 = min(pos + 1, c0 + (int)chunk);
+    int hi = tok_hi ? tok_hi[t] : pos;
+    int c1 = min(hi + 1, c0 + (int)chunk);
     size_t pidx = ((size_t)tl * nh + h) * nchunk + c;
     global float *acc = part_acc + pidx * hd;
     if (c0 >= c1) { /* chunk past this token's keys: contributes nothing */

@@ -167,7 +167,7 @@ static void attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_
     const layer_weights *L = &m->layers[l];
     kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
     attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml, b->part_cnt,
-                      b->part_elems, hp->head_dim };
+                      b->part_elems, hp->head_dim, NULL, 0 };
     attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, L->is_swa ? (int)hp->window : 0,
                       hp->attn_scale, hp->attn_softcap, &kk, &vv };
     qkv_raw raw = { b->k, b->v, L->q_norm, L->k_norm, L->is_swa ? m->freq_local : m->freq_global, 1, 0, hp->eps,

@@ -140,7 +140,7 @@ static int read_layers(const gguf_file *f, model *m, gemma4_model *g, g4_rope *r
     hp->attn_scale = 1.0f;
     hp->attn_softcap = 0.0f;
     hp->embd_scale = sqrtf((float)H);
-    g->n_ple = (uint32_t)ple;
+    g->n_ple = hp->n_embd_per_layer = (uint32_t)ple;
     g->n_expert = (uint32_t)nexp;
     g->n_used = (uint32_t)nused;
     g->n_ff_exp = (uint32_t)ffexp;
@@ -406,7 +406,7 @@ static void attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const g
     kv_view kk = kv_layer_k(kv, L->kv_src), vv = kv_layer_v(kv, L->kv_src);
     /* partial buffers are sized for the largest head dim (hp->head_dim) */
     attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, a->ntok, a->max_pos, b->part_acc, b->part_ml, b->part_cnt,
-                      b->part_elems, hp->head_dim };
+                      b->part_elems, hp->head_dim, a->hi ? b->hi : NULL, a->hi_extra };
     attn_layer al = { L->nh, L->nkv, L->hd, L->w.is_swa ? (int)hp->window : 0, hp->attn_scale, hp->attn_softcap,
                       &kk, &vv };
     if (r)
@@ -466,6 +466,8 @@ int gemma4_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
     uint32_t T = a->ntok, H = hp->n_embd, NL = hp->n_layer, P = g->n_ple;
     float eps = hp->eps;
     op_embed(o, &m->tok_embd, b->ids, T, hp->embd_scale, b->x.cur);        /* x = embed(ids) * sqrt(H) */
+    for (uint32_t i = 0; i < a->n_rows; i++)                                /* an image's rows, unscaled */
+        op_copy_rows(o, a->rows[i].src, a->rows[i].src_row, b->x.cur, a->rows[i].dst, a->rows[i].n, H);
     if (P) {                                                                /* per-layer inputs */
         weight rows;
         cl_mem idx;

@@ -336,7 +336,7 @@ int gemma4_assistant_draft(const model *d, const model *t, ops *o, fwd_bufs *b, 
          * transformers' drafter (docs/design-mtp-drafter.md 1.4) */
         kv_view kk = kv_layer_k(kv, (uint32_t)r->layer), vv = kv_layer_v(kv, (uint32_t)r->layer);
         attn_batch ab = { b->q, b->att, b->ext[XA_PREV], b->seq, a->seq, T, a->max_pos, b->part_acc, b->part_ml,
-                          b->part_cnt, b->part_elems, hp->head_dim };
+                          b->part_cnt, b->part_elems, hp->head_dim, NULL, 0 };
         attn_layer al = { L->nh, L->nkv, L->hd, W->is_swa ? (int)hp->window + 1 : 0, hp->attn_scale, 0, &kk, &vv };
         op_attention_batch(o, &ab, &al);
         op_matmul(o, &W->o, b->att, qd, b->o, H, T);                        /* o = Wo att */

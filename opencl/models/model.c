@@ -145,7 +145,7 @@ int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_to
     /* room for 8 tokens at the smallest chunk (8x the chunks), or up to 64 tokens at the largest */
     b->part_elems = per_tok * (T < 8 ? 8 : T < 64 ? T : 64);
     struct { cl_mem *m; size_t bytes; } all[] = {
-        { &b->ids, 4 * T }, { &b->pos, 4 * T }, { &b->seq, 4 * T }, { &b->out_rows, 4 * (size_t)max_out },
+        { &b->ids, 4 * T }, { &b->pos, 4 * T }, { &b->hi, 4 * T }, { &b->seq, 4 * T }, { &b->out_rows, 4 * (size_t)max_out },
         { &b->x.cur, 4 * T * hp->n_embd }, { &b->x.spare, 4 * T * hp->n_embd }, { &b->q, 4 * T * qd }, { &b->k, 4 * T * kd },
         { &b->v, 4 * T * kd }, { &b->att, 4 * T * qd }, { &b->o, 4 * T * hp->n_embd }, { &b->g, 4 * T * hp->n_ff },
         { &b->u, 4 * T * hp->n_ff }, { &b->xo, 4 * (size_t)max_out * hp->n_embd },
@@ -173,7 +173,7 @@ int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_to
 void fwd_bufs_destroy(fwd_bufs *b)
 {
     if (b->arch && b->arch->bufs_destroy) b->arch->bufs_destroy(b);
-    cl_mem *ms[] = { &b->ids, &b->pos, &b->seq, &b->out_rows, &b->x.cur, &b->x.spare, &b->q, &b->k, &b->v, &b->att,
+    cl_mem *ms[] = { &b->ids, &b->pos, &b->hi, &b->seq, &b->out_rows, &b->x.cur, &b->x.spare, &b->q, &b->k, &b->v, &b->att,
                      &b->o, &b->g, &b->u, &b->xo, &b->logits, &b->argmax, &b->part_acc, &b->part_ml, &b->part_cnt };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) mem_release(ms[i]);
 }

@@ -20,6 +20,7 @@ typedef struct model_hparams {
     float final_softcap;      /* 0 = none */
     float attn_softcap;       /* 0 = none */
     float embd_scale;         /* sqrt(n_embd) */
+    uint32_t n_embd_per_layer;/* per-layer input width (Gemma 4 E-models); 0: none */
 } model_hparams;
 
 typedef struct layer_weights {
@@ -50,6 +51,7 @@ typedef struct fwd_bufs {
     const struct model_arch *arch; /* whose bufs functions made (and release) ext */
     uint32_t max_tok, max_out;
     cl_mem ids, pos, seq, out_rows;
+    cl_mem hi;                /* per token the last key it sees in sliding layers (fwd_args.hi) */
     resid x;                  /* the residual stream: x.cur holds it; x.spare, of its size, takes the
                                * normed inputs of products (ops that write the new stream there flip x) */
     cl_mem q, k, v, att, o, g, u;
@@ -62,12 +64,22 @@ typedef struct fwd_bufs {
 /* one forward: tokens already uploaded to b->ids/pos/seq; for the n_out rows listed in
  * b->out_rows (device), logits land in b->logits [n_out][n_vocab] (n_out <= b->max_out).
  * max_pos: the largest position in the batch (sizes the attention split). */
+/* rows that take the place of token embeddings (an image's soft tokens, unscaled): the batch's rows
+ * [dst, dst + n) are src's rows [src_row, src_row + n) */
+typedef struct fwd_rows { cl_mem src; uint32_t src_row, dst, n; } fwd_rows;
+
 typedef struct fwd_args {
     uint32_t ntok, n_out;
     uint32_t max_pos;
     const int32_t *seq;       /* host copy of the tokens' sequences (NULL: unknown) */
-    const int32_t *ids;       /* host copy of the token ids (tables kept on the host read their rows) */
+    const int32_t *ids;       /* host copy of the token ids (tables kept on the host read their rows; an image
+                               * token's is 0, the pad row, as transformers looks it up) */
     const int32_t *pos;       /* host copy of the positions (recurrent layers cut the batch into runs; NULL: unknown) */
+    const fwd_rows *rows;     /* n_rows runs of given rows (NULL: none) */
+    uint32_t n_rows;
+    int hi;                   /* b->hi holds each token's last visible key in sliding layers (an image's
+                               * tokens see the whole image); 0: causal */
+    uint32_t hi_extra;        /* the most a token's last key exceeds its position */
 } fwd_args;
 
 /* contents of the tensors a file has no data for (gguf_open_virtual), supplied by whoever made the

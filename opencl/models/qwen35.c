@@ -413,7 +413,7 @@ static void attention(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_
     op_matmul(o, &L->gate, b->x.spare, H, b->ext[X_GATE], qd, T);           /* gate = W h */
     kv_view kk = kv_layer_k(kv, l), vv = kv_layer_v(kv, l);
     attn_batch ab = { b->q, b->att, b->pos, b->seq, a->seq, T, a->max_pos, b->part_acc, b->part_ml, b->part_cnt,
-                      b->part_elems, hp->head_dim };
+                      b->part_elems, hp->head_dim, NULL, 0 };
     attn_layer al = { hp->n_head, hp->n_kv, hp->head_dim, 0, hp->attn_scale, 0.0f, &kk, &vv };
     qkv_raw raw = { b->k, b->v, L->q_norm, L->k_norm, m->freq_global, 1, 0, hp->eps, g->rot };
     op_qkv_attention(o, &raw, &ab, &al);                                    /* att = attn(rope(norm(q, k)), v) */

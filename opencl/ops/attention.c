@@ -37,15 +37,16 @@ void ops_attn_release(ops *o)
 
 /* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
 static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
-                           const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                           float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
+                           const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_hi, cl_mem tok_seq,
+                           int window, float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
                            cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r)
 {
     if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return ops_fail(o, "attention: bad chunk %u", chunk);
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     int di = hd == 256 && k->type == ENGINE_KV_F16 ? 0 : hd == 512 && k->type == ENGINE_KV_F16 ? 1 : -1;
-    cl_kernel dec = di < 0 ? NULL : r ? o->attn.decq[di] : o->attn.dec[di]; /* f16 rows only */
+    /* f16 rows only; keys above a token's position (tok_hi) only on attn_partial */
+    cl_kernel dec = di < 0 || tok_hi ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
     if (k->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "attention: a quantized KV row needs hd %% 32 == 0");
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
@@ -80,7 +81,7 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     size_t lws[3] = { o->rt->is_cpu ? 16 : 128, 1, 1 };
     size_t gws[3] = { (size_t)nchunk * lws[0], nh, ntok };
     return OPS_LAUNCH(o, K_ATTN_PARTIAL, o->attn.partial, 3, gws, lws, bytes, span * hd * 4.0, A(Q), A(t0), A(nh),
-                      A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
+                      A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_hi), A(tok_seq),
                       A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                       A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), LOCAL(hd * sizeof(float)),
                       LOCAL(OPS_ATTN_CHUNK * sizeof(float)), LOCAL(lws[0] * sizeof(float)),
@@ -92,7 +93,7 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
                  cl_mem part_cnt, cl_mem out)
 {
-    return attention_split(o, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, tok_seq, window, scale, softcap, nchunk,
+    return attention_split(o, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, NULL, tok_seq, window, scale, softcap, nchunk,
                            chunk, part_acc, part_ml, part_cnt, out, NULL);
 }
 
@@ -150,6 +151,7 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
  * longest key span of a token in the batch */
 static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_t span, uint32_t t0, uint32_t n)
 {
+    cl_mem hi = l->window > 0 ? b->hi : NULL; /* full-attention layers stay causal around images */
     uint32_t chunk, nchunk;
     ops_attn_split(o, span, n, l->nh, &chunk, &nchunk);
     size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
@@ -157,18 +159,27 @@ static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_
     if (slice == 0) return ops_fail(o, "attention: position %u exceeds the partial buffers", b->max_pos);
     for (uint32_t s = t0; s < t0 + n; s += slice) {
         uint32_t m = t0 + n - s < slice ? t0 + n - s : slice;
-        if (op_attention(o, b->q, s, m, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window, l->scale,
-                         l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out))
+        if (attention_split(o, b->q, s, m, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, hi, b->seq, l->window,
+                            l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, NULL))
             return -1;
     }
     return 0;
 }
 
-int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l)
+/* the longest key span of a token of b in layer l: its window (or position), plus how far an image's
+ * tokens see past their own position in a sliding layer */
+static uint32_t batch_span(const attn_batch *b, const attn_layer *l)
 {
-    int flash = b->h_seq && ops_flash_ok(o, l->nh, l->nkv, l->hd, l->k->type) && l->k->block_size == 32;
     uint32_t span = b->max_pos + 1;
     if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
+    return l->window > 0 && b->hi ? span + b->hi_extra : span;
+}
+
+int op_attention_batch(ops *o, const attn_batch *b, const attn_layer *l)
+{
+    int flash = b->h_seq && ops_flash_ok(o, l->nh, l->nkv, l->hd, l->k->type) && l->k->block_size == 32 &&
+                !(l->window > 0 && b->hi); /* attn_fa is causal only */
+    uint32_t span = batch_span(b, l);
     /* runs of one sequence long enough for tiles go to the flash kernel; the rest, merged into
      * ranges, to the split-KV kernels */
     uint32_t pend = 0, t = 0;
@@ -199,16 +210,15 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
      * those keep qkv_rope */
     int one = dq && b->h_seq && b->ntok <= o->pol.attn_decq_max_tok && r->rot % 2 == 0 && r->rot <= l->hd &&
               r->rot <= OPS_ATTN_CHUNK && /* the angles' table is the kernel's score buffer */
-              l->nkv && l->nh % l->nkv == 0 && (r->qk_norm != 1 || (r->qw && r->kw));
+              l->nkv && l->nh % l->nkv == 0 && (r->qk_norm != 1 || (r->qw && r->kw)) && !b->hi;
     for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];
-    uint32_t span = b->max_pos + 1, chunk = 0, nchunk = 0;
-    if (l->window > 0 && span > (uint32_t)l->window) span = (uint32_t)l->window;
+    uint32_t span = batch_span(b, l), chunk = 0, nchunk = 0;
     if (one) {
         ops_attn_split(o, span, b->ntok, l->nh, &chunk, &nchunk);
         one = b->part_elems / ((size_t)l->nh * nchunk * b->part_hd) >= b->ntok;
     }
     if (one)
-        return attention_split(o, b->q, 0, b->ntok, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, b->seq, l->window,
+        return attention_split(o, b->q, 0, b->ntok, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, NULL, b->seq, l->window,
                                l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, r);
     if (op_qkv_rope(o, b->q, r->k, r->v, b->ntok, l->nh, l->nkv, l->hd, r->qw, r->kw, r->qk_norm, r->v_norm, r->eps,
                     r->freq, r->rot, b->pos, b->seq, l->k, l->v))

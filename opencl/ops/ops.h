@@ -311,6 +311,9 @@ typedef struct attn_batch {
     cl_mem part_acc, part_ml, part_cnt; /* part_cnt: part_elems / part_hd zeroed counters */
     size_t part_elems;
     uint32_t part_hd;
+    cl_mem hi;                  /* NULL, or per token the last key it sees in sliding layers (at least its
+                                 * position: an image's tokens see the whole image); full layers stay causal */
+    uint32_t hi_extra;          /* the most any token's hi exceeds its position */
 } attn_batch;
 /* attention of a whole batch: runs of >= OPS_FLASH_MIN_RUN tokens of one sequence on the flash
  * kernel (attn_fa) where the device has it for the head dim, everything else on the split-KV kernels */
@@ -342,6 +345,8 @@ int op_mul_sigmoid(ops *o, cl_mem x, cl_mem g, uint32_t n);
 /* x[r][:] += sigmoid(s[r]) * y[r][:] for rows of n values (Qwen's gated shared expert) */
 int op_add_gated(ops *o, cl_mem x, cl_mem y, cl_mem s, uint32_t rows, uint32_t n);
 int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, uint32_t n);
+/* dst rows [dst_row, + rows) = src rows [src_row, + rows), rows of n floats (a copy on the queue) */
+int op_copy_rows(ops *o, cl_mem src, size_t src_row, cl_mem dst, size_t dst_row, size_t rows, uint32_t n);
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n);
 int op_scale(ops *o, cl_mem x, float s, uint32_t n);
 int op_softcap(ops *o, cl_mem x, float cap, uint32_t n);

@@ -81,6 +81,14 @@ int op_gather_rows(ops *o, cl_mem src, cl_mem idx, cl_mem dst, uint32_t rows, ui
                   A(idx), A(dst), A(n));
 }
 
+int op_copy_rows(ops *o, cl_mem src, size_t src_row, cl_mem dst, size_t dst_row, size_t rows, uint32_t n)
+{
+    if (o->failed) return -1;
+    size_t rb = 4 * (size_t)n;
+    cl_int ce = clEnqueueCopyBuffer(o->rt->q, src, dst, src_row * rb, dst_row * rb, rows * rb, 0, NULL, NULL);
+    return ce ? ops_fail(o, "copy of %zu rows failed: %s", rows, rt_errstr(ce)) : 0;
+}
+
 int op_add(ops *o, cl_mem x, cl_mem y, uint32_t n)
 {
     size_t lws = 64, gws = round_up(n, lws);

@@ -42,7 +42,7 @@ static sched *make(double queue_timeout, double pass_s)
 
 static gen_job *submit(sched *s, int n_prompt, int max_tokens, int n)
 {
-    job_prompt jp = { PROMPT, n_prompt, max_tokens };
+    job_prompt jp = { .ids = PROMPT, .n = n_prompt, .max_tokens = max_tokens };
     job_spec spec = { .prompts = &jp, .n_prompts = 1, .n = n, .t_arrival = monotonic_seconds() };
     sampler_params_default(&spec.sampling);
     gen_job *j = NULL;
@@ -181,7 +181,7 @@ static void test_priority_goes_first(void)
     if (!s) return;
     gen_job *j[3];
     a_then_b(s, &j[0], &j[1]);
-    job_prompt jp = { PROMPT, 4, 120 };
+    job_prompt jp = { .ids = PROMPT, .n = 4, .max_tokens = 120 };
     job_spec spec = { .prompts = &jp, .n_prompts = 1, .n = 1, .t_arrival = monotonic_seconds(), .priority = -1 };
     sampler_params_default(&spec.sampling);
     CHECK(sched_submit(s, &spec, &j[2]) == SCHED_OK, "submit D");
@@ -195,7 +195,7 @@ static void test_too_big_and_promises_back(void)
 {
     sched *s = make(5, 0);
     if (!s) return;
-    job_prompt jp = { PROMPT, 4, 124 };
+    job_prompt jp = { .ids = PROMPT, .n = 4, .max_tokens = 124 };
     job_spec spec = { .prompts = &jp, .n_prompts = 1, .n = 2, .t_arrival = monotonic_seconds() };
     sampler_params_default(&spec.sampling);
     gen_job *j = NULL;

@@ -140,7 +140,7 @@ static void run_cases(int mode, const job_case *cs, int n, run_out *out, metrics
     if (sched_create(&s, mode == SPEC_MTP ? EM : E, &o, m, err, sizeof err)) { CHECK(0, "sched_create: %s", err); return; }
     gen_job *j[MAXJOBS];
     for (int i = 0; i < n; i++) {
-        job_prompt jp = { cs[i].prompt, cs[i].n_prompt, cs[i].max_tokens };
+        job_prompt jp = { .ids = cs[i].prompt, .n = cs[i].n_prompt, .max_tokens = cs[i].max_tokens };
         job_spec spec = { .prompts = &jp, .n_prompts = 1, .n = cs[i].n, .t_arrival = monotonic_seconds(),
                           .n_logprobs = cs[i].logprobs };
         sampler_params_default(&spec.sampling);

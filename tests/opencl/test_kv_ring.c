@@ -381,7 +381,7 @@ static void test_ring_attention(void)
             dwrite(VR, v, (size_t)T * NKV * HD * 4);
             kv_view kk = kv_layer_k(&kv, l), vv = kv_layer_v(&kv, l);
             attn_layer al = { NH, NKV, HD, (int)win[l], 0.0625f, 0.0f, &kk, &vv };
-            attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, HD };
+            attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, HD, NULL, 0 };
             qkv_raw raw = { KR, VR, QW, KW, F, 1, vn, eps, HD };
             poison(OUT, (size_t)T * NH * HD * 4);
             OPOK(op_qkv_attention(&O, &raw, &ab, &al));

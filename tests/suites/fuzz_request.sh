@@ -8,7 +8,7 @@ mkdir -p "$out"
 cc=${FUZZ_CC:-clang}
 secs=${FUZZ_SECONDS:-30}
 flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -Ifcgi -Itests/lib"
-parser="fcgi/json_io.c fcgi/json_fields.c fcgi/api_error.c opencl/sampler.c"
+parser="fcgi/json_io.c fcgi/json_fields.c fcgi/api_error.c fcgi/api_image.c opencl/sampler.c"
 
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "FAIL fuzz_request: $cc not found (libFuzzer needs clang)"; exit 1
@@ -16,7 +16,7 @@ fi
 
 # 1. unit cases (with ASan/UBSan: they must be clean too)
 if ! "$cc" -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all $flags \
-     tests/e2e/json_io_cases.c $parser -ljson-c -lm -o "$out/json_io_cases" 2> "$out/cases-build.log" ||
+     tests/e2e/json_io_cases.c $parser -ljson-c -lcrypto -lm -o "$out/json_io_cases" 2> "$out/cases-build.log" ||
    [ -s "$out/cases-build.log" ]; then
   echo "FAIL json_io_cases: build failed or warned"; cat "$out/cases-build.log"; exit 1
 fi
@@ -24,7 +24,7 @@ fi
 
 # 2. fuzzing
 if ! "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $flags \
-     tests/fuzz/fuzz_request.c $parser fcgi/stop.c -ljson-c -lm -o "$out/fuzz_request" 2> "$out/build.log" ||
+     tests/fuzz/fuzz_request.c $parser fcgi/stop.c -ljson-c -lcrypto -lm -o "$out/fuzz_request" 2> "$out/build.log" ||
    [ -s "$out/build.log" ]; then
   echo "FAIL fuzz_request: build failed or warned"; cat "$out/build.log"; exit 1
 fi

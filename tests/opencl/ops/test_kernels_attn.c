@@ -232,7 +232,7 @@ static void test_attention_batch(void)
         cl_mem CNT = zeroed_counters(part_elems / hd);
         kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 }, vv = { VC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 };
         attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
-        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
+        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd, NULL, 0 };
         int flash = ops_flash_ok(&O, nh, nkv, hd, ENGINE_KV_F16);
         char what[200];
         snprintf(what, sizeof what,
@@ -320,7 +320,7 @@ static void test_qkv_attention(void)
         cl_mem CNT = zeroed_counters(part_elems / hd);
         kv_view kk = { KC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 }, vv = { VC, BT, p.max_blocks, KV_BLOCK, ENGINE_KV_F16 };
         attn_layer al = { nh, nkv, hd, cf->window, cf->scale, cf->softcap, &kk, &vv };
-        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd };
+        attn_batch ab = { Q, OUT, P, S, seq, T, max_pos, PA, PM, CNT, part_elems, hd, NULL, 0 };
         qkv_raw raw = { KR, VR, qn == 1 ? QW : NULL, qn == 1 ? KW : NULL, F, qn, vn, eps, rot };
         char what[200];
         snprintf(what, sizeof what,
