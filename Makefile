@@ -3,7 +3,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -MMD -MP
-LDLIBS  := -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lcrypto -lm -lpthread
+LDLIBS  := -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lcrypto -lm -lpthread
 FCGI_LDLIBS := -lfcgi -lhttp_parser -ljson-c
 
 # the engine's rooms; each folder is on the engine's include path, so headers are named without their
@@ -71,7 +71,7 @@ setup:
 	@sh deploy/setup.sh
 
 # references computed by Pillow at test time (tools/requirements.txt pins it), not committed
-build/data/image_prep/cases.txt: tools/gen_image_prep_fixtures.py
+build/data/image_prep/cases.txt: tools/gen_image_prep_fixtures.py tools/image_writers.py
 	.venv/bin/python tools/gen_image_prep_fixtures.py build/data/image_prep
 
 model: setup

@@ -3,7 +3,9 @@
 
 References come from Pillow and numpy only, never from clgemma:
   * decode: Pillow's Image.open + transformers' convert_to_rgb (image_transforms.py:759-783: an RGB image as
-    it is, anything else converted to RGBA and alpha_composite'd onto opaque white, then RGB).
+    it is, anything else converted to RGBA and alpha_composite'd onto opaque white, then RGB), for JPEG, PNG,
+    WebP and GIF (the first frame of an animation); the GIF and WebP files Pillow cannot write come from
+    tools/image_writers.py, and Pillow decodes those too.
   * size rule: get_aspect_ratio_preserving_size of transformers' image_processing_gemma4.py:33-84, written
     out below as docs/design-vision.md 1.2 step 1 quotes it (the transformers source was not at hand).
   * resize: Pillow's Image.resize((w, h), Image.BICUBIC), as Gemma4ImageProcessorPil does
@@ -26,6 +28,8 @@ import sys
 
 import numpy as np
 from PIL import Image
+
+from image_writers import gif, webp_anim, webp_frame_chunks
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OUT = os.path.join(ROOT, "build", "data", "image_prep")
@@ -113,6 +117,74 @@ def images():
     out.append(("photo_gray_77x55.jpg", encode(Image.fromarray(pattern(77, 55, 13)[:, :, 0], "L"), "JPEG")))
     out.append(("photo_progressive_63x44.jpg",
                 encode(Image.fromarray(pattern(63, 44, 14)), "JPEG", progressive=True, quality=80)))
+    return out + webp_images(rng) + gif_images(rng)
+
+
+def webp_images(rng):
+    """Pillow's encoder (its bundled libwebp) for the still files; animations with a first frame
+    smaller than the canvas by hand (Pillow's encoder always starts on a whole-canvas key frame)"""
+    out = []
+    out.append(("webp_lossy_83x61.webp", encode(Image.fromarray(pattern(83, 61, 30)), "WEBP", quality=80)))
+    out.append(("webp_lossy_odd_17x9.webp", encode(Image.fromarray(pattern(17, 9, 31)), "WEBP", quality=50)))
+    out.append(("webp_lossless_57x43.webp", encode(Image.fromarray(pattern(57, 43, 32)), "WEBP", lossless=True)))
+    rgba = np.dstack([pattern(49, 37, 33), rng.randint(0, 256, size=(37, 49)).astype(np.uint8)])
+    rgba[0, :, 3] = 0
+    rgba[1, :, 3] = 255
+    out.append(("webp_alpha_lossy_49x37.webp", encode(Image.fromarray(rgba, "RGBA"), "WEBP", quality=70)))
+    out.append(("webp_alpha_lossless_49x37.webp", encode(Image.fromarray(rgba, "RGBA"), "WEBP", lossless=True)))
+    frames = [Image.fromarray(pattern(40, 30, 34 + i)) for i in range(3)]
+    out.append(("webp_anim_40x30.webp", encode(frames[0], "WEBP", save_all=True, append_images=frames[1:],
+                                                duration=100, lossless=True)))
+    out.append(("webp_anim_lossy_40x30.webp", encode(frames[0], "WEBP", save_all=True, append_images=frames[1:],
+                                                      duration=100, quality=75)))
+    aframes = [Image.fromarray(np.dstack([pattern(40, 30, 38 + i), rgba[:30, :40, 3]]), "RGBA") for i in range(2)]
+    out.append(("webp_anim_alpha_lossy_40x30.webp", encode(aframes[0], "WEBP", save_all=True,
+                                                            append_images=aframes[1:], duration=100, quality=75)))
+    first = webp_frame_chunks(encode(Image.fromarray(rgba[:20, :24], "RGBA"), "WEBP", lossless=True))
+    second = webp_frame_chunks(encode(Image.fromarray(pattern(60, 50, 37)), "WEBP", lossless=True))
+    for name, alpha in [("webp_anim_offset_60x50.webp", True), ("webp_anim_offset_noalpha_60x50.webp", False)]:
+        out.append((name, webp_anim((60, 50), [(10, 6, 24, 20, first), (0, 0, 60, 50, second)], alpha)))
+    return out
+
+
+def gif_images(rng):
+    """Pillow's encoder (real LZW) where it can write the case, image_writers.gif where it cannot: Pillow
+    gives a first frame no local palette, no offset and always at least a gray-ramp palette"""
+    out = []
+    quant = Image.fromarray(pattern(64, 40, 40)).quantize(colors=57, dither=Image.Dither.NONE)
+    out.append(("gif_global_64x40.gif", encode(quant, "GIF", interlace=False)))
+    out.append(("gif_interlaced_45x37.gif",
+                encode(Image.fromarray(pattern(45, 37, 41)).quantize(colors=200, dither=Image.Dither.NONE), "GIF")))
+    out.append(("gif_trns_33x29.gif", encode(Image.fromarray(pattern(33, 29, 42)).quantize(
+        colors=16, dither=Image.Dither.NONE), "GIF", transparency=3, interlace=False)))
+    frames = [Image.fromarray(pattern(36, 28, 43 + i)).quantize(colors=32, dither=Image.Dither.NONE) for i in range(3)]
+    out.append(("gif_anim_36x28.gif", encode(frames[0], "GIF", save_all=True, append_images=frames[1:],
+                                             duration=100, loop=0)))
+    gpal = rng.randint(0, 256, size=(16, 3))
+    lpal = rng.randint(0, 256, size=(64, 3))
+    idx = rng.randint(0, 16, size=(20, 30)).astype(np.uint8)
+    out.append(("gif_local_30x20.gif", gif((30, 20), [{"idx": rng.randint(0, 64, size=(20, 30)), "lpal": lpal}],
+                                           gpal=gpal)))
+    out.append(("gif_local_interlaced_30x20.gif",
+                gif((30, 20), [{"idx": rng.randint(0, 64, size=(20, 30)), "lpal": lpal, "interlace": True}])))
+    # a first frame smaller than the screen: Pillow fills around it with index 0 (not the background
+    # index), or with the transparent index when the frame has one
+    small = rng.randint(0, 16, size=(11, 17))
+    out.append(("gif_offset_40x30.gif", gif((40, 30), [{"idx": small, "x": 5, "y": 7}], gpal=gpal, background=9)))
+    out.append(("gif_offset_trns_40x30.gif",
+                gif((40, 30), [{"idx": small, "x": 5, "y": 7, "trns": 2}], gpal=gpal, background=9)))
+    out.append(("gif_offset_anim_40x30.gif", gif((40, 30), [{"idx": small, "x": 23, "y": 19, "trns": 4, "delay": 5},
+                                                           {"idx": idx, "x": 0, "y": 0}], gpal=gpal)))
+    # a first frame past the screen: Pillow grows the image to hold it
+    out.append(("gif_past_screen_24x19.gif", gif((20, 10), [{"idx": small, "x": 7, "y": 8}], gpal=gpal)))
+    # indices past the palette (black), no palette (the index as gray), a gray-ramp palette (dropped:
+    # gray again, even past its end) and a gray-ramp local one (Pillow falls back to the global)
+    wild = rng.randint(0, 256, size=(9, 14))
+    out.append(("gif_past_palette_14x9.gif", gif((14, 9), [{"idx": wild, "trns": int(wild[0, 0])}], gpal=gpal[:4])))
+    out.append(("gif_no_palette_14x9.gif", gif((14, 9), [{"idx": wild}])))
+    ramp = np.repeat(np.arange(8)[:, None], 3, axis=1)
+    out.append(("gif_ramp_14x9.gif", gif((14, 9), [{"idx": wild}], gpal=ramp)))
+    out.append(("gif_local_ramp_14x9.gif", gif((14, 9), [{"idx": wild, "lpal": ramp}], gpal=gpal)))
     return out
 
 
@@ -235,8 +307,31 @@ def main():
         "444.jpg": encode(small, "JPEG", subsampling=0),
         "422.jpg": encode(small, "JPEG", subsampling=1),
     }
+    srgba = np.dstack([np.asarray(small), np.arange(13 * 9, dtype=np.uint8).reshape(9, 13) * 2])
+    chunks = webp_frame_chunks(encode(Image.fromarray(srgba[:6, :8], "RGBA"), "WEBP", lossless=True))
+    sidx = np.arange(13 * 9).reshape(9, 13) % 7
+    spal = np.asarray(small).reshape(-1, 3)[:8]
+    seeds.update({
+        "lossy.webp": encode(small, "WEBP", quality=60),
+        "lossless.webp": encode(small, "WEBP", lossless=True),
+        "alpha_lossy.webp": encode(Image.fromarray(srgba, "RGBA"), "WEBP", quality=60),
+        "alpha_lossless.webp": encode(Image.fromarray(srgba, "RGBA"), "WEBP", lossless=True),
+        "anim.webp": encode(small, "WEBP", save_all=True, append_images=[small.transpose(Image.Transpose.FLIP_LEFT_RIGHT)],
+                            duration=50, quality=60),
+        "anim_offset.webp": webp_anim((13, 9), [(2, 2, 8, 6, chunks)], True),
+        "global.gif": encode(small.quantize(colors=8), "GIF", interlace=False),
+        "interlaced.gif": encode(Image.fromarray(pattern(20, 18, 21)).quantize(colors=8), "GIF"),
+        "trns.gif": encode(small.quantize(colors=8), "GIF", transparency=2),
+        "anim.gif": encode(small.quantize(colors=8), "GIF", save_all=True,
+                           append_images=[small.transpose(Image.Transpose.FLIP_LEFT_RIGHT).quantize(colors=8)]),
+        "local_offset.gif": gif((16, 12), [{"idx": sidx, "x": 2, "y": 1, "lpal": spal, "trns": 3, "interlace": True}],
+                                gpal=spal[::-1]),
+        "no_palette.gif": gif((13, 9), [{"idx": sidx}]),
+    })
     seeds["trunc.png"] = seeds["rgb.png"][:60]
     seeds["trunc.jpg"] = seeds["base.jpg"][: len(seeds["base.jpg"]) // 2]
+    seeds["trunc.webp"] = seeds["lossless.webp"][: len(seeds["lossless.webp"]) // 2]
+    seeds["trunc.gif"] = seeds["global.gif"][: len(seeds["global.gif"]) // 2]
     for name, data in seeds.items():
         with open(os.path.join(SEEDS, name), "wb") as f:
             f.write(data)

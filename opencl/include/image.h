@@ -1,8 +1,9 @@
-/* image.h — JPEG and PNG held in memory decoded into packed RGB8 under caller-given limits.
- * Host only (no OpenCL). The format is sniffed from the magic bytes, never from a declared type;
- * alpha, palette, gray and 16-bit PNGs come out as RGB with alpha composited onto white, the way
- * transformers' convert_to_rgb (Pillow's alpha_composite) does; 16-bit samples keep their high byte (where
- * Pillow clips 16-bit gray to 255: docs/design-vision.md 7). Every refusal is one line in err. */
+/* image.h — JPEG, PNG, WebP and GIF held in memory decoded into packed RGB8 under caller-given limits.
+ * Host only (no OpenCL). The format is sniffed from the magic bytes, never from a declared type; of an
+ * animated WebP or GIF only the first frame, as Pillow's Image.open shows it. Alpha, palette, gray and
+ * 16-bit images come out as RGB with alpha composited onto white, the way transformers' convert_to_rgb
+ * (Pillow's alpha_composite) does; 16-bit samples keep their high byte (where Pillow clips 16-bit gray to
+ * 255: docs/design-vision.md 7). Every refusal is one line in err. */
 #ifndef CLGEMMA_IMAGE_H
 #define CLGEMMA_IMAGE_H
 #include <stddef.h>

@@ -1,11 +1,12 @@
-/* fuzz_image.c — libFuzzer target for the image decoder and the Gemma 4 preprocessing after it.
+/* fuzz_image.c — libFuzzer target for the image decoder (JPEG, PNG, WebP, GIF) and the Gemma 4
+ * preprocessing after it.
  *
  * Input bytes go to image_decode under tight limits (the fuzzer's -malloc_limit_mb then proves every
  * pixel allocation is bounded by them) and, when accepted, through image_prep_create at the smallest
  * token budget (test_image_prep covers the others against references). Checks the promises rather than just touching memory: an accepted
  * image is within the limits and every byte of it readable; a refusal leaves one "image: ..." line;
  * the prepared rows are in [0, 1], the counts agree with the grid and the positions walk it.
- * Only our code is instrumented: the system libjpeg / libpng run as shipped.
+ * Only our code is instrumented: the system libjpeg / libpng / libwebp / giflib run as shipped.
  *
  * Build: tests/suites/fuzz_image.sh (clang -fsanitize=fuzzer,address,undefined). */
 #include "image.h"

@@ -1,12 +1,14 @@
 /* Image decoding and Gemma 4 preprocessing against Pillow + numpy references written by
  * tools/gen_image_prep_fixtures.py (run by make test) into build/data/image_prep/cases.txt:
- *   decode FILE W H RGB          Pillow's decode + transformers' convert_to_rgb: PNG exact, JPEG within JPEG_TOL
+ *   decode FILE W H RGB          Pillow's decode + transformers' convert_to_rgb: PNG, GIF and WebP exact (lossy
+ *                                within WEBP_LOSSY_TOL), JPEG within JPEG_TOL; GIF / WebP: the first frame
  *   size W H MST TW TH | error   get_aspect_ratio_preserving_size: exact
  *   resize FILE W H REF.png      Pillow's resize(BICUBIC) alone, one axis or both: exact
  *   prep FILE MST TW TH GW GH N SOFT RESIZED.png ROWS.f32 STRIDE POS.i32
  *                                Pillow's resize(BICUBIC) bytes exact; every STRIDE-th pixel_values row of
  *                                numpy within ROW_TOL; positions and counts exact
- * and the refusals (truncated, bad magic, limits, max_soft_tokens) each with its one line. */
+ * and the refusals (truncated, bad magic, limits, forged sizes, corrupt data, max_soft_tokens) each with its
+ * one line. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +22,9 @@
 /* Pillow's wheel bundles a newer libjpeg-turbo than the system's 2.1.5; the same ISLOW IDCT and
  * fancy upsampling may still differ by rounding in a value */
 #define JPEG_TOL 1
+/* lossy WebP, exact although Pillow's wheel bundles libwebp 1.6.0 and the system has 1.2.4: VP8 decoding
+ * is bit-exact by its spec, and libwebp's fixed-point YUV to RGB (fancy upsampling) is the same in both */
+#define WEBP_LOSSY_TOL 0
 /* v * (1/255) in double then float on both sides: equal, but the numpy path may round once more */
 #define ROW_TOL 1e-7f
 
@@ -61,7 +66,7 @@ static void test_decode_matches_pillow(void)
     FILE *f = cases();
     if (!f) return;
     char line[1024], name[256], ref[256], err[256];
-    int w, h, n_png = 0, n_jpeg = 0, worst_jpeg = 0;
+    int w, h, n_png = 0, n_jpeg = 0, n_webp = 0, n_gif = 0, worst_jpeg = 0, worst_lossy = 0;
     while (fgets(line, sizeof line, f)) {
         if (sscanf(line, "decode %255s %d %d %255s", name, &w, &h, ref) != 4) continue;
         image_rgb *im = decode_file(name, err, sizeof err);
@@ -71,23 +76,29 @@ static void test_decode_matches_pillow(void)
         CHECK(want && rn == (size_t)w * h * 3, "%s: reference %s missing or %zu bytes", name, ref, rn);
         if (im && want && rn == (size_t)w * h * 3) {
             CHECK(im->w == w && im->h == h, "%s: %dx%d, Pillow %dx%d", name, im->w, im->h, w, h);
-            int jpeg = strstr(name, ".jpg") != NULL, worst = 0;
+            int jpeg = strstr(name, ".jpg") != NULL, webp = strstr(name, ".webp") != NULL, worst = 0;
+            int lossy = webp && strstr(name, "lossy");
             size_t off = 0;
             for (size_t i = 0; im->w == w && im->h == h && i < rn; i++) {
                 int d = abs((int)im->rgb[i] - (int)want[i]);
                 if (d > worst) worst = d, off = i;
             }
-            CHECK(worst <= (jpeg ? JPEG_TOL : 0), "%s: byte %zu differs by %d (pixel %zu,%zu)", name, off, worst,
-                  off / 3 % (size_t)w, off / 3 / (size_t)w);
+            CHECK(worst <= (jpeg ? JPEG_TOL : lossy ? WEBP_LOSSY_TOL : 0), "%s: byte %zu differs by %d (pixel %zu,%zu)",
+                  name, off, worst, off / 3 % (size_t)w, off / 3 / (size_t)w);
             if (jpeg) n_jpeg++, worst_jpeg = worst > worst_jpeg ? worst : worst_jpeg;
+            else if (webp) n_webp++, worst_lossy = lossy && worst > worst_lossy ? worst : worst_lossy;
+            else if (strstr(name, ".gif")) n_gif++;
             else n_png++;
         }
         image_destroy(im);
         free(want);
     }
     fclose(f);
-    CHECK(n_png >= 8 && n_jpeg >= 3, "only %d PNG and %d JPEG cases", n_png, n_jpeg);
-    printf("  decode: %d PNG exact, %d JPEG with max |diff| %d (tolerance %d)\n", n_png, n_jpeg, worst_jpeg, JPEG_TOL);
+    CHECK(n_png >= 8 && n_jpeg >= 3 && n_webp >= 10 && n_gif >= 14, "only %d PNG, %d JPEG, %d WebP and %d GIF cases",
+          n_png, n_jpeg, n_webp, n_gif);
+    printf("  decode: %d PNG exact, %d JPEG with max |diff| %d (tolerance %d), %d WebP with max |diff| %d on lossy "
+           "(tolerance %d), %d GIF exact\n", n_png, n_jpeg, worst_jpeg, JPEG_TOL, n_webp, worst_lossy, WEBP_LOSSY_TOL,
+           n_gif);
 }
 
 static void test_size_rule_matches_transformers(void)
@@ -261,8 +272,10 @@ static void test_refusals(void)
     uint8_t *png = slurp("rgb_large_520x400.png", &pn), *jpg = slurp("photo_320x240.jpg", &jn);
     CHECK(png && jpg, "fixtures missing");
     if (!png || !jpg) { free(png); free(jpg); return; }
-    expect_refusal("bad magic", (const uint8_t *)"GIF89a\1\0\1\0", 10, NULL, "image: unsupported format (not JPEG or PNG)");
-    expect_refusal("empty", png, 0, NULL, "image: unsupported format (not JPEG or PNG)");
+    expect_refusal("bad magic", (const uint8_t *)"BM\1\0\1\0\0\0\0\0", 10, NULL,
+                   "image: unsupported format (not JPEG, PNG, WebP or GIF)");
+    expect_refusal("RIFF not WebP", (const uint8_t *)"RIFF\4\0\0\0WAVE", 12, NULL, "image: unsupported format");
+    expect_refusal("empty", png, 0, NULL, "image: unsupported format (not JPEG, PNG, WebP or GIF)");
     expect_refusal("truncated PNG", png, pn / 2, NULL, "image: cannot decode PNG: truncated file");
     expect_refusal("PNG header only", png, 40, NULL, "image: cannot decode PNG: truncated file");
     expect_refusal("truncated JPEG", jpg, jn / 2, NULL, "image: cannot decode JPEG: Premature end of JPEG file");
@@ -298,6 +311,94 @@ static void test_refusals(void)
     image_prep_destroy(p);
 }
 
+static void put24(uint8_t *b, uint32_t v) { b[0] = v & 255, b[1] = v >> 8 & 255, b[2] = v >> 16 & 255; }
+static void put16(uint8_t *b, uint16_t v) { b[0] = v & 255, b[1] = v >> 8; }
+
+/* one line each for cut, forged and broken WebP files; the forged sizes refused from the headers */
+static void test_refusals_webp(void)
+{
+    size_t ln = 0, an = 0, yn = 0;
+    uint8_t *ll = slurp("webp_lossless_57x43.webp", &ln), *anim = slurp("webp_anim_offset_60x50.webp", &an),
+            *lossy = slurp("webp_lossy_83x61.webp", &yn);
+    CHECK(ll && anim && lossy && !memcmp(ll + 12, "VP8L", 4) && !memcmp(anim + 12, "VP8X", 4) &&
+              !memcmp(lossy + 12, "VP8 ", 4), "WebP fixtures missing or not as written");
+    if (!ll || !anim || !lossy) { free(ll); free(anim); free(lossy); return; }
+    expect_refusal("WebP magic only", ll, 12, NULL, "image: cannot decode WebP: truncated file");
+    expect_refusal("WebP header only", ll, 25, NULL, "image: cannot decode WebP: truncated file");
+    expect_refusal("truncated WebP", ll, ln / 2, NULL, "image: cannot decode WebP: truncated file");
+    expect_refusal("truncated animated WebP", anim, an - 9, NULL, "image: cannot decode WebP: truncated file");
+    expect_refusal("truncated lossy WebP", lossy, yn - 40, NULL, "image: cannot decode WebP: truncated file");
+    image_limits lim = image_limits_default();
+    lim.max_pixels = 2000;
+    expect_refusal("too many pixels WebP", ll, ln, &lim, "image: 57x43 is 2451 pixels, over the limit of 2000");
+    /* VP8X: canvas width and height less one, 24 bits each at bytes 24 and 27 */
+    put24(anim + 24, 20000 - 1), put24(anim + 27, 20000 - 1);
+    expect_refusal("WebP canvas 20000x20000", anim, an, NULL, "image: 20000x20000 has a side over the limit of 16384");
+    put24(anim + 24, 10000 - 1), put24(anim + 27, 10000 - 1);
+    expect_refusal("WebP canvas 10000x10000", anim, an, NULL,
+                   "image: 10000x10000 is 100000000 pixels, over the limit of 50000000");
+    put24(anim + 24, 16 - 1), put24(anim + 27, 16 - 1); /* the first frame (24x20 at 10,6) no longer fits */
+    expect_refusal("WebP frame past the canvas", anim, an, NULL, "image: cannot decode WebP: malformed container");
+    /* VP8L: 14 bits of width less one, then 14 of height, after the 0x2f signature at byte 20 */
+    uint32_t bits = (uint32_t)ll[21] | (uint32_t)ll[22] << 8 | (uint32_t)ll[23] << 16 | (uint32_t)ll[24] << 24;
+    uint32_t big = (bits & 0xf0000000u) | 0x3fffu | 0x3fffu << 14;
+    uint8_t save[4];
+    memcpy(save, ll + 21, 4);
+    ll[21] = big & 255, ll[22] = big >> 8 & 255, ll[23] = big >> 16 & 255, ll[24] = big >> 24;
+    expect_refusal("WebP lossless 16384x16384", ll, ln, NULL,
+                   "image: 16384x16384 is 268435456 pixels, over the limit of 50000000");
+    memcpy(ll + 21, save, 4);
+    for (size_t i = 40; i < ln; i++) ll[i] = (uint8_t)(i * 151u); /* the entropy-coded image as noise */
+    expect_refusal("corrupt WebP lossless", ll, ln, NULL, "image: cannot decode WebP: corrupt bitstream");
+    /* VP8 key frame: 14-bit width and height at bytes 26 and 28 */
+    put16(lossy + 26, 0);
+    expect_refusal("WebP lossy zero width", lossy, yn, NULL, "image: cannot decode WebP: corrupt bitstream");
+    put16(lossy + 26, 83), put16(lossy + 28, 16383);
+    expect_refusal("WebP lossy 83x16383", lossy, yn, &lim, "image: 83x16383 is 1359789 pixels, over the limit of 2000");
+    free(ll);
+    free(anim);
+    free(lossy);
+}
+
+/* one line each for cut, forged and broken GIF files; the forged sizes refused from the headers */
+static void test_refusals_gif(void)
+{
+    size_t gn = 0, on = 0;
+    uint8_t *g = slurp("gif_global_64x40.gif", &gn), *off = slurp("gif_offset_40x30.gif", &on);
+    /* gif_offset_40x30.gif: screen, a 16-entry global palette, then the image descriptor at byte 61 */
+    const size_t desc = 13 + 16 * 3;
+    CHECK(g && off && on > desc + 10 && off[desc] == ',', "GIF fixtures missing or not as written");
+    if (!g || !off || on <= desc + 10 || off[desc] != ',') { free(g); free(off); return; }
+    expect_refusal("GIF magic only", g, 6, NULL, "image: cannot decode GIF: ");
+    expect_refusal("GIF screen only", g, 13, NULL, "image: cannot decode GIF: ");
+    expect_refusal("truncated GIF", g, gn / 2, NULL, "image: cannot decode GIF: ");
+    expect_refusal("GIF cut in its descriptor", off, desc + 5, NULL, "image: cannot decode GIF: ");
+    uint8_t *end = malloc(desc + 1);
+    if (end) {
+        memcpy(end, off, desc);
+        end[desc] = ';';
+        expect_refusal("GIF without an image", end, desc + 1, NULL, "image: GIF has no image");
+        free(end);
+    }
+    image_limits lim = image_limits_default();
+    lim.max_pixels = 1000;
+    expect_refusal("too many pixels GIF", off, on, &lim, "image: 40x30 is 1200 pixels, over the limit of 1000");
+    /* the logical screen's width and height at bytes 6 and 8; the frame's box after the descriptor's ',' */
+    put16(off + 6, 20000), put16(off + 8, 20000);
+    expect_refusal("GIF screen 20000x20000", off, on, NULL, "image: 20000x20000 has a side over the limit of 16384");
+    put16(off + 6, 0), put16(off + 8, 0);
+    put16(off + desc + 1, 9000), put16(off + desc + 3, 9000); /* the frame's offset grows the image */
+    expect_refusal("GIF frame 9017x9011", off, on, NULL, "image: 9017x9011 is 81252187 pixels, over the limit of 50000000");
+    put16(off + desc + 1, 5), put16(off + desc + 3, 7);
+    put16(off + desc + 5, 0);
+    expect_refusal("GIF frame of zero width", off, on, NULL, "image: GIF frame of zero size (0x11)");
+    put16(off + desc + 5, 17);
+    memset(off + desc + 12, 0xff, on - desc - 14); /* LZW codes past the table */
+    expect_refusal("corrupt GIF data", off, on, NULL, "image: cannot decode GIF: ");
+    free(g);
+    free(off);
+}
+
 int main(void)
 {
     RUN_TEST(test_decode_matches_pillow);
@@ -306,5 +407,7 @@ int main(void)
     RUN_TEST(test_resize_matches_pillow);
     RUN_TEST(test_resize_skipped_when_size_matches);
     RUN_TEST(test_refusals);
+    RUN_TEST(test_refusals_webp);
+    RUN_TEST(test_refusals_gif);
     CHECK_EXIT();
 }
