@@ -5,7 +5,8 @@
 # curl command that works as pasted. `make stop` (deploy/stop.sh) stops all of it.
 # Environment: CLGEMMA_PORT (8443), CLGEMMA_BIND (127.0.0.1), CLGEMMA_DEVICES ("" = one worker per
 # GPU of this host, or one on the engine's pick where it has none; "0:0,0:1" = one worker per device
-# named), CLGEMMA_MODEL, CLGEMMA_RUN_DIR (.run),
+# named), CLGEMMA_MODEL, CLGEMMA_MMPROJ (a vision projector beside a Gemma 4 model: image input; nginx then
+# takes bodies of 32 MiB), CLGEMMA_RUN_DIR (.run),
 # CLGEMMA_CTX (context per sequence, default from conf/clgemma.conf), CLGEMMA_PROTOCOL (http or
 # fastcgi: what nginx and the workers speak; default http), CLGEMMA_SKIP_SETUP=1.
 # `make serve MODEL=path/to/file.gguf` sets CLGEMMA_MODEL.
@@ -63,14 +64,16 @@ for dev in $DEVICES; do
   [ "$dev" = default ] && dev=""
   sock=$RUN_DIR/sockets/worker-$i.sock
   PIDFILE=$RUN_DIR/worker-$i.pid LOGFILE=$RUN_DIR/logs/worker-$i.log \
-    sh deploy/spawn-fcgi.sh "$sock" "$dev" -- -m "$MODEL" --protocol "$PROTOCOL" ${CLGEMMA_CTX:+--ctx "$CLGEMMA_CTX"} >/dev/null
+    sh deploy/spawn-fcgi.sh "$sock" "$dev" -- -m "$MODEL" --protocol "$PROTOCOL" ${CLGEMMA_CTX:+--ctx "$CLGEMMA_CTX"} \
+      ${CLGEMMA_MMPROJ:+--mmproj "$CLGEMMA_MMPROJ"} >/dev/null
   sockets="$sockets $sock"
   i=$((i + 1))
 done
 say "started $i worker(s); logs in $RUN_DIR/logs/"
 
 RUN_DIR=$RUN_DIR SOCKETS=$sockets HTTPS_PORT=$PORT BIND=$BIND_ADDR CERT=$cert \
-  CERT_KEY=$RUN_DIR/tls/key.pem KEYS_FILE=$keys LOG_DIR=$RUN_DIR/logs PROTOCOL=$PROTOCOL sh deploy/render-conf.sh
+  CERT_KEY=$RUN_DIR/tls/key.pem KEYS_FILE=$keys LOG_DIR=$RUN_DIR/logs PROTOCOL=$PROTOCOL \
+  MAX_BODY=${CLGEMMA_MMPROJ:+33554432} sh deploy/render-conf.sh
 nginx -q -t -p "$RUN_DIR/nginx/" -c "$RUN_DIR/nginx/nginx.conf" -e "$RUN_DIR/nginx/logs/error.log" 2>&1 |
   grep -v 'the "user" directive' >&2 || true
 nginx -p "$RUN_DIR/nginx/" -c "$RUN_DIR/nginx/nginx.conf" -e "$RUN_DIR/nginx/logs/error.log" || {

@@ -1,0 +1,155 @@
+"""Images in chat messages through nginx (tests/suites/e2e_images.sh): a tiny Gemma 4 with the real multimodal tokens
+and chat template (tests/fixtures/gemma4_vision_text_q8_0.gguf) and its vision projector
+(tests/fixtures/gemma4_vision_mmproj.gguf), --image-tokens 70. The numerics of the image path are test_gemma4v_text's
+(against transformers); here the OpenAI request shapes: the official openai SDK with a base64 data URL, whole and
+streamed; PNG, JPEG, WebP and GIF; the same pixels in lossless formats give the same answer and reuse the cached
+prefix (cached_tokens through the image); usage counts the image's positions; several images and turns; the
+refusals (http URLs, bad base64, unknown media types, corrupt or hostile images, too many images, a bad detail)
+are 400s naming the part, and the worker serves on after each."""
+import base64
+import io
+
+import numpy as np
+from PIL import Image
+
+from e2e import MODEL, auth, chat_body, client, error_of, http, metrics, run_all, sse_events, test
+
+IMAGE_TOKENS = 63 + 2  # a 64x48 picture at 70 soft tokens: 63, with <|image> and <image|> around them
+
+
+def picture(seed=0, size=(64, 48), colors=None):
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size[1], 0:size[0]]
+    a = np.stack([xx * 4 % 256, yy * 5 % 256, (xx + yy) * 2 % 256], -1).astype(np.uint8)
+    a = (a // 64 * 64) if colors else a  # few colours: a GIF keeps them exactly
+    a[rng.integers(0, size[1], 20), rng.integers(0, size[0], 20)] = rng.integers(0, 256, (20, 3))
+    return Image.fromarray(a.astype(np.uint8), "RGB")
+
+
+def encoded(im, fmt, **kw):
+    buf = io.BytesIO()
+    im.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def data_url(data, mime="image/png"):
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def image_part(url, detail=None):
+    iu = {"url": url}
+    if detail:
+        iu["detail"] = detail
+    return {"type": "image_url", "image_url": iu}
+
+
+def ask(parts, **kw):
+    body = chat_body(parts, **{"max_tokens": 6, "logprobs": True, "top_logprobs": 3, **kw})
+    with http() as h:
+        return h.post("/v1/chat/completions", headers=auth(), json=body)
+
+
+def ok(r):
+    assert r.status_code == 200, r.text[:300]
+    return r.json()
+
+
+@test
+def openai_sdk_base64_image_whole_and_streamed():
+    c = client()
+    url = data_url(encoded(picture(), "PNG"))
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
+    whole = c.chat.completions.create(model=MODEL, messages=msgs, max_tokens=8, temperature=0)
+    text_only = c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "What is in this picture?"}],
+                                          max_tokens=8, temperature=0)
+    added = whole.usage.prompt_tokens - text_only.usage.prompt_tokens
+    # the placeholder's own id becomes boi + 63 + eoi; the template adds its line breaks around it
+    assert IMAGE_TOKENS - 1 <= added <= IMAGE_TOKENS + 4, (whole.usage, text_only.usage)
+    assert whole.choices[0].message.content is not None
+    parts = [ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model=MODEL, messages=msgs, max_tokens=8, temperature=0, stream=True) if ch.choices]
+    assert "".join(parts) == whole.choices[0].message.content, (parts, whole.choices[0].message.content)
+
+
+def first_logprobs(j):
+    return [(t["token"], round(t["logprob"], 3)) for t in j["choices"][0]["logprobs"]["content"][0]["top_logprobs"]]
+
+
+@test
+def lossless_formats_agree_and_reuse_the_cached_image():
+    im = picture(1, colors=4)
+    forms = [("image/png", encoded(im, "PNG")), ("image/webp", encoded(im, "WEBP", lossless=True)),
+             ("image/gif", encoded(im, "GIF"))]
+    outs = []
+    for mime, data in forms:
+        j = ok(ask([{"type": "text", "text": "Describe:"}, image_part(data_url(data, mime))]))
+        outs.append((j["choices"][0]["message"]["content"], first_logprobs(j), j["usage"]))
+    assert all(o[0] == outs[0][0] and o[1] == outs[0][1] for o in outs), outs
+    # the second and third requests find every whole block of the first's before the last token, the image's
+    # among them (same pixels, same digest: the same ids); the image starts in the first block
+    for _, _, u in outs[1:]:
+        assert u["prompt_tokens_details"]["cached_tokens"] == (u["prompt_tokens"] - 1) // 32 * 32 >= 64, u
+    jpeg = ok(ask([{"type": "text", "text": "Describe:"}, image_part(data_url(encoded(im, "JPEG", quality=90),
+                                                                               "image/jpeg"))]))
+    assert jpeg["usage"]["prompt_tokens"] == outs[0][2]["prompt_tokens"], jpeg["usage"]
+
+
+@test
+def different_images_give_different_distributions():
+    a = ok(ask([image_part(data_url(encoded(picture(2), "PNG"))), {"type": "text", "text": "Caption:"}]))
+    b = ok(ask([image_part(data_url(encoded(picture(3, size=(48, 64)), "PNG"))), {"type": "text", "text": "Caption:"}]))
+    assert first_logprobs(a) != first_logprobs(b), (first_logprobs(a), first_logprobs(b))
+
+
+@test
+def several_images_and_turns():
+    p1, p2 = data_url(encoded(picture(4), "PNG")), data_url(encoded(picture(5), "PNG"))
+    body = chat_body("", max_tokens=4)
+    body["messages"] = [
+        {"role": "user", "content": [{"type": "text", "text": "First:"}, image_part(p1)]},
+        {"role": "assistant", "content": "A gradient."},
+        {"role": "user", "content": [image_part(p2, "low"), {"type": "text", "text": "and this?"}, image_part(p1)]},
+    ]
+    with http() as h:
+        j = ok(h.post("/v1/chat/completions", headers=auth(), json=body))
+    assert j["usage"]["prompt_tokens"] >= 3 * IMAGE_TOKENS, j["usage"]
+
+
+@test
+def refusals_name_the_part():
+    png = encoded(picture(6), "PNG")
+    cases = [
+        (image_part("https://example.com/cat.png"), "messages[0].content[1].image_url.url", "data: URLs"),
+        (image_part("data:image/png;base64,@@@@"), "messages[0].content[1].image_url.url", "base64"),
+        (image_part(data_url(png, "image/bmp")), "messages[0].content[1].image_url.url", "data URL"),
+        (image_part(data_url(png[:60])), "messages[0].content[1]", "image"),
+        (image_part(data_url(b"GIF89a" + b"\xff" * 40, "image/gif")), "messages[0].content[1]", "image"),
+        (image_part(data_url(png), "ultra"), "messages[0].content[1].image_url.detail", "auto, low, high"),
+        ({"type": "image_url"}, "messages[0].content[1].image_url", "url"),
+        ({"type": "input_audio", "input_audio": {}}, "messages[0].content", "text"),
+    ]
+    for part, param, words in cases:
+        r = ask([{"type": "text", "text": "Look:"}, part])
+        err = error_of(r, 400)
+        assert err["param"] == param and words in err["message"], (param, err)
+    # a decompression bomb's header is refused before any pixel buffer exists
+    bomb = encoded(Image.new("L", (7100, 7100)), "PNG")  # 50.4 Mpx, 49 KiB of PNG
+    err = error_of(ask([image_part(data_url(bomb))]), 400)
+    assert "limit" in err["message"], err
+    many = [image_part(data_url(png))] * 5
+    err = error_of(ask(many), 400)
+    assert "at most 4" in err["message"], err
+    ok(ask([{"type": "text", "text": "still serving"}, image_part(data_url(png))]))
+
+
+@test
+def metrics_count_images():
+    before = metrics().get(("clgemma_images_total", frozenset()), 0)
+    ok(ask([image_part(data_url(encoded(picture(7), "PNG")))]))
+    after = metrics().get(("clgemma_images_total", frozenset()), 0)
+    assert after == before + 1, (before, after)
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_all())
