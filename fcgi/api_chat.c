@@ -83,23 +83,47 @@ static int images_prepare(const engine *e, const api_image *const *in, int n, en
     return 0;
 }
 
-/* The template's placeholders in *ids (info.image_token, one per image in order) replaced by boi, the image's
- * soft tokens, eoi (transformers' processor's expansion); *spans (malloc'd, n entries) where they are */
-static int images_expand(const engine *e, int32_t **ids, int *n_ids, engine_image *const *ims, int n,
-                      engine_span **spans, api_error *err)
+/* the tokens of a video frame's timestamp text before its boi: "mm:ss " (" mm:ss " after the first frame: the
+ * processor joins frames with spaces), tokenized alone as the processor's text around its specials is */
+static int frame_text(const tokenizer *t, const api_image *f, int32_t *out, int cap)
 {
-    const engine_info *in = engine_get_info(e);
+    char s[32];
+    long sec = (long)f->seconds;
+    int n = snprintf(s, sizeof s, "%s%02ld:%02ld ", f->frame ? " " : "", sec / 60, sec % 60);
+    return tokenizer_encode(t, s, (size_t)n, 0, 0, out, cap);
+}
+
+/* The template's placeholders in *ids replaced as transformers' processor expands them: an image's
+ * (info.image_token) by boi, its soft tokens, eoi; a video's (<|video|>) by each frame's timestamp text, boi,
+ * soft tokens, eoi. *spans (malloc'd, one per image or frame) where the soft tokens are. */
+static int images_expand(const engine *e, int32_t **ids, int *n_ids, const api_image *const *in,
+                         engine_image *const *ims, int n, engine_span **spans, api_error *err)
+{
+    const engine_info *info = engine_get_info(e);
+    const tokenizer *tok = engine_tokenizer(e);
+    int32_t video = tokenizer_find(tok, "<|video|>");
     *spans = NULL;
-    if (in->image_token < 0 || in->boi_token < 0 || in->eoi_token < 0)
+    if (info->image_token < 0 || info->boi_token < 0 || info->eoi_token < 0)
         return api_fail(err, 400, "invalid_request_error", NULL, "messages",
                         "this model's vocabulary has no image tokens (<|image>, <image|>, <|image|>)");
-    int found = 0;
+    int n_img = 0, n_vid = 0, found_img = 0, found_vid = 0;
     size_t total = (size_t)*n_ids;
-    for (int k = 0; k < *n_ids; k++) found += (*ids)[k] == in->image_token;
-    if (found != n)
+    int32_t tt[16];
+    for (int i = 0; i < n; i++) {
+        n_img += in[i]->frame < 0;
+        n_vid += in[i]->frame == 0;
+        int k = in[i]->frame >= 0 ? frame_text(tok, in[i], tt, 16) : 0;
+        if (k < 0 || k > 16) return api_fail(err, 500, "server_error", NULL, NULL, "tokenizing a timestamp failed");
+        total += (size_t)engine_image_tokens(ims[i]) + 2 + (size_t)k;
+    }
+    for (int k = 0; k < *n_ids; k++) {
+        found_img += (*ids)[k] == info->image_token;
+        found_vid += video >= 0 && (*ids)[k] == video;
+    }
+    if (found_img != n_img || found_vid != n_vid)
         return api_fail(err, 400, "invalid_request_error", NULL, "messages",
-                        "the chat template placed %d images of the %d given", found, n);
-    for (int i = 0; i < n; i++) total += (size_t)engine_image_tokens(ims[i]) + 1; /* boi, S, eoi for one */
+                        "the chat template placed %d images and %d videos of the %d and %d given", found_img, found_vid,
+                        n_img, n_vid);
     int32_t *out = malloc(total * sizeof *out);
     engine_span *sp = malloc((size_t)(n ? n : 1) * sizeof *sp);
     if (!out || !sp) {
@@ -108,14 +132,27 @@ static int images_expand(const engine *e, int32_t **ids, int *n_ids, engine_imag
         return api_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     }
     size_t o = 0;
-    for (int k = 0, i = 0; k < *n_ids; k++) {
-        if ((*ids)[k] != in->image_token) { out[o++] = (*ids)[k]; continue; }
-        int S = engine_image_tokens(ims[i]);
-        out[o++] = in->boi_token;
-        sp[i] = (engine_span){ (int)o, S, 0, ims[i] };
-        for (int j = 0; j < S; j++) out[o++] = engine_image_token(ims[i], j);
-        out[o++] = in->eoi_token;
-        i++;
+    int next_img = 0, next_vid = 0; /* the images array in order: images and videos' frames interleaved */
+    for (int k = 0; k < *n_ids; k++) {
+        int is_img = (*ids)[k] == info->image_token, is_vid = video >= 0 && (*ids)[k] == video;
+        if (!is_img && !is_vid) { out[o++] = (*ids)[k]; continue; }
+        int i = 0;
+        if (is_img) { /* the next plain image */
+            while (in[next_img]->frame >= 0) next_img++;
+            i = next_img++;
+        } else { /* the next video's first frame */
+            while (in[next_vid]->frame != 0) next_vid++;
+            i = next_vid++;
+        }
+        do {
+            if (in[i]->frame >= 0) o += (size_t)frame_text(tok, in[i], out + o, 16);
+            int S = engine_image_tokens(ims[i]);
+            out[o++] = info->boi_token;
+            sp[i] = (engine_span){ (int)o, S, 0, ims[i] };
+            for (int j = 0; j < S; j++) out[o++] = engine_image_token(ims[i], j);
+            out[o++] = info->eoi_token;
+            i++;
+        } while (is_vid && i < n && in[i]->frame > 0);
     }
     free(*ids);
     *ids = out;
@@ -124,29 +161,30 @@ static int images_expand(const engine *e, int32_t **ids, int *n_ids, engine_imag
     return 0;
 }
 
-/* the messages' images decoded and prepared, in order (the template places them in the same order) */
-static int prepare_images(const api_ctx *c, const api_chat_request *req, engine_image ***ims, int *n, api_error *e)
+/* the messages' images and videos' frames decoded and prepared, in order (the template places them in the
+ * same order); in: the request's parts behind them (malloc'd) */
+static int prepare_images(const api_ctx *c, const api_chat_request *req, const api_image ***in, engine_image ***ims,
+                          int *n, api_error *e)
 {
-    int total = 0;
-    for (int i = 0; i < req->n_msgs; i++) total += req->msgs[i].n_images;
+    int total = 0, parts = 0;
+    for (int i = 0; i < req->n_msgs; i++) {
+        total += req->msgs[i].n_images;
+        for (int j = 0; j < req->msgs[i].n_images; j++) parts += req->msgs[i].images[j].frame <= 0;
+    }
     if (!total) return 0;
     if (!engine_get_info(c->eng)->vision_proj[0])
         return api_fail(e, 400, "invalid_request_error", NULL, "messages",
                         "this model takes no images: the server has no vision projector (--mmproj)");
-    if (total > c->cfg->max_images)
+    if (parts > c->cfg->max_images)
         return api_fail(e, 400, "invalid_request_error", NULL, "messages",
-                        "%d images in one request; this server takes at most %d", total, c->cfg->max_images);
-    const api_image **in = malloc((size_t)total * sizeof *in);
+                        "%d images and videos in one request; this server takes at most %d", parts, c->cfg->max_images);
+    *in = malloc((size_t)total * sizeof **in);
     *ims = calloc((size_t)total, sizeof **ims);
-    if (!in || !*ims) {
-        free(in);
-        return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
+    if (!*in || !*ims) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     int k = 0;
     for (int i = 0; i < req->n_msgs; i++)
-        for (int j = 0; j < req->msgs[i].n_images; j++) in[k++] = &req->msgs[i].images[j];
-    int rc = images_prepare(c->eng, in, total, *ims, e);
-    free(in);
+        for (int j = 0; j < req->msgs[i].n_images; j++) (*in)[k++] = &req->msgs[i].images[j];
+    int rc = images_prepare(c->eng, *in, total, *ims, e);
     if (!rc) *n = total;
     return rc;
 }
@@ -189,10 +227,11 @@ int api_chat(const api_ctx *c, http_req *r)
     int32_t *ids = NULL;
     int n_ids = 0, n_images = 0, rc;
     engine_image **ims = NULL;
+    const api_image **parts = NULL;
     engine_span *spans = NULL;
     reply_rules(c->eng, &req);
-    rc = prepare_images(c, &req, &ims, &n_images, &e) || build_prompt(c->eng, &req, &ids, &n_ids, &e) ||
-         (n_images && images_expand(c->eng, &ids, &n_ids, ims, n_images, &spans, &e));
+    rc = prepare_images(c, &req, &parts, &ims, &n_images, &e) || build_prompt(c->eng, &req, &ids, &n_ids, &e) ||
+         (n_images && images_expand(c->eng, &ids, &n_ids, parts, ims, n_images, &spans, &e));
     if (rc) {
         rc = api_reply_error(r, &e);
     } else {
@@ -202,6 +241,7 @@ int api_chat(const api_ctx *c, http_req *r)
     }
     for (int i = 0; i < n_images; i++) engine_image_destroy(ims[i]); /* those the job did not take */
     free(ims);
+    free(parts);
     free(spans);
     free(ids);
     api_chat_request_free(&req);

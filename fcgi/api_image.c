@@ -26,32 +26,10 @@ static int base64(const char *s, size_t n, unsigned char **out, size_t *len)
     return 0;
 }
 
-int api_image_part(struct json_object *part, const char *param, api_image *out, api_error *e)
+/* url (a JSON string) as a data URL's bytes into out; p names it in errors */
+static int data_url(json_object *url, const char *p, api_image *out, api_error *e)
 {
-    memset(out, 0, sizeof *out);
-    snprintf(out->param, sizeof out->param, "%s", param);
-    char p[96];
-    json_object *iu = NULL, *url = NULL, *detail = NULL;
-    json_object_object_get_ex(part, "image_url", &iu);
-    snprintf(p, sizeof p, "%s.image_url", param);
-    if (iu && json_object_get_type(iu) == json_type_string) {
-        url = iu;
-    } else if (iu && json_object_get_type(iu) == json_type_object) {
-        json_object_object_get_ex(iu, "url", &url);
-        json_object_object_get_ex(iu, "detail", &detail);
-        snprintf(p, sizeof p, "%s.image_url.url", param);
-    } else {
-        return bad(e, p, "'%s' must be an object {\"url\": ...} or a URL string%s", "");
-    }
     if (!url || json_object_get_type(url) != json_type_string) return bad(e, p, "'%s' must be a string%s", "");
-    if (detail && json_object_get_type(detail) != json_type_null) {
-        const char *d = json_object_get_type(detail) == json_type_string ? json_object_get_string(detail) : "";
-        char pd[96];
-        snprintf(pd, sizeof pd, "%s.image_url.detail", param);
-        if (strcmp(d, "auto") && strcmp(d, "low") && strcmp(d, "high"))
-            return bad(e, pd, "'%s' must be one of auto, low, high%s", "");
-        if (!strcmp(d, "low")) out->max_tokens = 70;
-    }
     const char *u = json_object_get_string(url);
     size_t n = (size_t)json_object_get_string_len(url);
     if (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8))
@@ -68,6 +46,80 @@ int api_image_part(struct json_object *part, const char *param, api_image *out, 
         return bad(e, p, "'%s' must be a data URL data:image/<jpeg|png|webp|gif>;base64,<data>%s", "");
     if (base64(comma + 1, n - (size_t)(comma + 1 - u), &out->bytes, &out->len))
         return bad(e, p, "'%s': the data is not valid base64%s", "");
+    return 0;
+}
+
+int api_image_part(struct json_object *part, const char *param, api_image *out, api_error *e)
+{
+    memset(out, 0, sizeof *out);
+    out->frame = -1;
+    snprintf(out->param, sizeof out->param, "%s", param);
+    char p[128];
+    json_object *iu = NULL, *url = NULL, *detail = NULL;
+    json_object_object_get_ex(part, "image_url", &iu);
+    snprintf(p, sizeof p, "%s.image_url", param);
+    if (iu && json_object_get_type(iu) == json_type_string) {
+        url = iu;
+    } else if (iu && json_object_get_type(iu) == json_type_object) {
+        json_object_object_get_ex(iu, "url", &url);
+        json_object_object_get_ex(iu, "detail", &detail);
+        snprintf(p, sizeof p, "%s.image_url.url", param);
+    } else {
+        return bad(e, p, "'%s' must be an object {\"url\": ...} or a URL string%s", "");
+    }
+    if (detail && json_object_get_type(detail) != json_type_null) {
+        const char *d = json_object_get_type(detail) == json_type_string ? json_object_get_string(detail) : "";
+        char pd[128];
+        snprintf(pd, sizeof pd, "%s.image_url.detail", param);
+        if (strcmp(d, "auto") && strcmp(d, "low") && strcmp(d, "high"))
+            return bad(e, pd, "'%s' must be one of auto, low, high%s", "");
+        if (!strcmp(d, "low")) out->max_tokens = 70;
+    }
+    return data_url(url, p, out, e);
+}
+
+int api_video_part(struct json_object *part, const char *param, int max_frames, api_image **out, int *n,
+                   api_error *e)
+{
+    char p[128];
+    json_object *frames = NULL, *ts = NULL;
+    json_object_object_get_ex(part, "frames", &frames);
+    json_object_object_get_ex(part, "timestamps", &ts);
+    snprintf(p, sizeof p, "%s.frames", param);
+    size_t nf = frames && json_object_get_type(frames) == json_type_array ? json_object_array_length(frames) : 0;
+    if (nf < 1 || nf > (size_t)max_frames)
+        return api_fail(e, 400, "invalid_request_error", NULL, p, "'%s' must be an array of 1 to %d frames "
+                        "(data URLs)", p, max_frames);
+    if (ts && json_object_get_type(ts) != json_type_null &&
+        (json_object_get_type(ts) != json_type_array || json_object_array_length(ts) != nf)) {
+        snprintf(p, sizeof p, "%s.timestamps", param);
+        return bad(e, p, "'%s' must be an array of one time in seconds per frame%s", "");
+    }
+    api_image *im = realloc(*out, (size_t)(*n + (int)nf) * sizeof *im);
+    if (!im) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    *out = im;
+    for (size_t k = 0; k < nf; k++) {
+        api_image *f = &(*out)[*n];
+        memset(f, 0, sizeof *f);
+        f->frame = (int)k;
+        f->max_tokens = API_VIDEO_TOKENS;
+        f->seconds = (double)k / API_VIDEO_FPS;
+        snprintf(f->param, sizeof f->param, "%s.frames[%zu]", param, k);
+        json_object *t = ts && json_object_get_type(ts) == json_type_array ? json_object_array_get_idx(ts, k) : NULL;
+        if (t) {
+            enum json_type ty = json_object_get_type(t);
+            double v = ty == json_type_int || ty == json_type_double ? json_object_get_double(t) : -1;
+            if (!(v >= 0 && v < 360000)) { /* mm:ss covers 100 hours */
+                snprintf(p, sizeof p, "%s.timestamps[%zu]", param, k);
+                return bad(e, p, "'%s' must be a number of seconds from 0 to 360000%s", "");
+            }
+            f->seconds = v;
+        }
+        json_object *fr = json_object_array_get_idx(frames, k), *url = fr;
+        if (fr && json_object_get_type(fr) == json_type_object) json_object_object_get_ex(fr, "url", &url);
+        (*n)++; /* counted before it is filled: the caller frees what a failure leaves */
+        if (data_url(url, f->param, f, e)) return -1;
+    }
     return 0;
 }
 

@@ -10,17 +10,29 @@
 
 struct json_object;
 
-/* an image part as the request gave it */
+#define API_VIDEO_TOKENS 70   /* soft tokens of a video frame: Gemma4VideoProcessor's max_soft_tokens */
+#define API_VIDEO_MAX_FRAMES 32 /* frames of one video part at most: the processor's num_frames */
+#define API_VIDEO_FPS 24      /* frames' seconds where the client gives no timestamps (transformers' default) */
+
+/* an image part, or one frame of a video part, as the request gave it */
 typedef struct api_image {
     unsigned char *bytes;     /* the data URL's payload, base64-decoded (owned) */
     size_t len;
-    int max_tokens;           /* detail "low": 70; else 0 (the server's budget) */
-    char param[96];           /* "messages[i].content[j]", for errors */
+    int max_tokens;           /* detail "low" and video frames: 70; else 0 (the server's budget) */
+    int frame;                /* -1: an image; else its index in its video (frame 0 starts a video) */
+    double seconds;           /* a frame's timestamp */
+    char param[96];           /* "messages[i].content[j]" (".frames[k]"), for errors */
 } api_image;
 
 /* part: {"type": "image_url", "image_url": {"url": "data:image/<jpeg|png|webp|gif>;base64,...", "detail":
  * "auto"|"low"|"high"}} (image_url may also be the URL string) into *out. -1 with a 400 in e. */
 int  api_image_part(struct json_object *part, const char *param, api_image *out, api_error *e);
+/* part: {"type": "video", "frames": [data URL or {"url": ...}, ...], "timestamps": [seconds, ...]} (video as
+ * frames: 1..max_frames of them, each an image at 70 tokens; timestamps optional, else frame / 24 s, as
+ * transformers assumes) appended to (*out)[*n...]. -1 with a 400 in e (what was appended stays for the
+ * caller to free). */
+int  api_video_part(struct json_object *part, const char *param, int max_frames, api_image **out, int *n,
+                    api_error *e);
 void api_image_free(api_image *im);
 
 #endif

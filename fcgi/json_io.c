@@ -347,16 +347,18 @@ static int image_part(json_object *p, const char *param, size_t j, api_message *
     return 0;
 }
 
-/* with images, the parts as the template reads them, in the client's order: {"type": "text", "text"}
- * and {"type": "image"} where an image_url was */
+/* with images, the parts as the template reads them, in the client's order: {"type": "text", "text"},
+ * {"type": "image"} where an image_url was, {"type": "video"} where a video was */
 static int template_parts(json_object *c, api_message *m, api_error *e)
 {
     size_t n = json_object_array_length(c);
     if (!(m->parts = json_object_new_array())) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_object *p = json_object_array_get_idx(c, i), *q = json_object_new_object();
-        int text = !strcmp(json_object_get_string(field(p, "type")), "text");
-        if (!q || json_object_object_add(q, "type", json_object_new_string(text ? "text" : "image")) ||
+        const char *ty = json_object_get_string(field(p, "type"));
+        int text = !strcmp(ty, "text");
+        if (!q || json_object_object_add(q, "type", json_object_new_string(text ? "text" : !strcmp(ty, "video") ? "video"
+                                                                                                          : "image")) ||
             (text && json_object_object_add(q, "text", json_object_get(field(p, "text")))) ||
             json_object_array_add(m->parts, q)) {
             json_object_put(q);
@@ -385,14 +387,21 @@ static int parse_content(json_object *c, const char *param, api_message *m, api_
             if (image_part(p, param, i, m, e)) return -1;
             continue;
         }
+        if (t && json_object_get_type(t) == json_type_string && !strcmp(json_object_get_string(t), "video")) {
+            char pp[96];
+            snprintf(pp, sizeof pp, "%s[%zu]", param, i);
+            if (api_video_part(p, pp, API_VIDEO_MAX_FRAMES, &m->images, &m->n_images, e)) return -1;
+            m->n_videos++;
+            continue;
+        }
         if (!t || json_object_get_type(t) != json_type_string || strcmp(json_object_get_string(t), "text"))
-            return bad(e, param, "'%s' parts must have type \"text\" or \"image_url\"%s", "");
+            return bad(e, param, "'%s' parts must have type \"text\", \"image_url\" or \"video\"%s", "");
         t = field(p, "text");
         if (!t || json_object_get_type(t) != json_type_string)
             return bad(e, param, "'%s' text parts need a string 'text'%s", "");
         total += (size_t)json_object_get_string_len(t);
     }
-    if (m->n_images && template_parts(c, m, e)) return -1;
+    if (m->n_images && template_parts(c, m, e)) return -1; /* a video has at least one frame */
     char *buf = malloc(total + 1);
     if (!buf) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     size_t off = 0;

@@ -31,8 +31,9 @@ typedef struct api_message {
     char *reasoning;      /* assistant: reasoning_content (owned; the templates drop past thoughts) */
     struct json_object *parts; /* content with images: its parts for the template, text and {"type": "image"}
                                   in the client's order (owned; content holds the text joined) */
-    api_image *images;    /* the image_url parts in order (owned) */
+    api_image *images;    /* the image_url parts and the video parts' frames, in order (owned) */
     int n_images;
+    int n_videos;         /* video parts among them */
 } api_message;
 
 

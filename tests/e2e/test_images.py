@@ -143,6 +143,36 @@ def refusals_name_the_part():
     ok(ask([{"type": "text", "text": "still serving"}, image_part(data_url(png))]))
 
 
+def video_part(n, timestamps=None, size=(64, 48)):
+    part = {"type": "video", "frames": [data_url(encoded(picture(20 + k, size=size), "PNG")) for k in range(n)]}
+    if timestamps is not None:
+        part["timestamps"] = timestamps
+    return part
+
+
+@test
+def video_as_frames():
+    """each frame: its "mm:ss " text, boi, 63 soft tokens, eoi (transformers' processor's expansion); a frame is
+    an image at 70 tokens, so a one-frame video of a picture costs that picture's tokens plus its timestamp"""
+    one = ok(ask([video_part(1), {"type": "text", "text": "What happens?"}]))["usage"]["prompt_tokens"]
+    three = ok(ask([video_part(3, [0, 1.5, 61]), {"type": "text", "text": "What happens?"}]))["usage"]["prompt_tokens"]
+    pic = ok(ask([image_part(data_url(encoded(picture(20), "PNG"))),
+                  {"type": "text", "text": "What happens?"}]))["usage"]["prompt_tokens"]
+    assert one > pic and three - one >= 2 * IMAGE_TOKENS, (pic, one, three)
+    # the same frames at other timestamps: other text between them, the same images (found in the cache)
+    ok(ask([video_part(3, [0, 2, 120]), {"type": "text", "text": "What happens?"}]))
+    for part, param, words in [
+        ({"type": "video", "frames": []}, "messages[0].content[0].frames", "1 to 32"),
+        (video_part(2, [0]), "messages[0].content[0].timestamps", "one time"),
+        (video_part(2, [0, -1]), "messages[0].content[0].timestamps[1]", "seconds"),
+        ({"type": "video", "frames": ["https://example.com/f.png"]}, "messages[0].content[0].frames[0]", "data: URLs"),
+    ]:
+        err = error_of(ask([part, {"type": "text", "text": "?"}]), 400)
+        assert err["param"] == param and words in err["message"], (param, err)
+    err = error_of(ask([{"type": "video", "frames": ["x"] * 33}]), 400)
+    assert "1 to 32" in err["message"], err
+
+
 @test
 def metrics_count_images():
     before = metrics().get(("clgemma_images_total", frozenset()), 0)
