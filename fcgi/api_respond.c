@@ -51,6 +51,8 @@ static json_object *usage_object(const gen_run *g)
     json_object_object_add(u, "total_tokens", json_object_new_int(g->n_prompt + g->n_completion));
     json_object *pd = json_object_new_object();
     json_object_object_add(pd, "cached_tokens", json_object_new_int(gen_cached_tokens(g)));
+    if (g->n_image_tokens) /* as vLLM-style servers report them: the images' soft tokens among prompt_tokens */
+        json_object_object_add(pd, "image_tokens", json_object_new_int(g->n_image_tokens));
     json_object_object_add(u, "prompt_tokens_details", pd);
     if (g->count_reasoning) {
         json_object *d = json_object_new_object();

@@ -119,6 +119,7 @@ static int check(gen_run *g, const api_ctx *c, const gen_prompt *prompts, const 
         jp[i] = (job_prompt){ prompts[i].ids, prompts[i].n, max_tokens, prompts[i].spans, prompts[i].n_spans,
                               prompts[i].images, prompts[i].n_images };
         g->n_prompt += prompts[i].n;
+        for (int s = 0; s < prompts[i].n_spans; s++) g->n_image_tokens += prompts[i].spans[s].n;
     }
     uint32_t n_vocab = tokenizer_n_vocab(engine_tokenizer(c->eng));
     for (int i = 0; i < p->n_bias; i++) {

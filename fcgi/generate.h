@@ -66,6 +66,7 @@ typedef struct gen_run {
     int32_t think_open, think_close; /* the thought channel's tokens (reasoning_tokens), -1: none */
     /* results */
     int n_prompt, n_completion; /* every prompt's tokens (each once); every choice's tokens so far */
+    int n_image_tokens;       /* the prompts' images' soft tokens (part of n_prompt) */
     int count_reasoning;      /* the reply has a thought channel: usage reports reasoning_tokens */
     int n_reasoning;          /* completion tokens spent in it, its markers included, all choices */
 } gen_run;

@@ -118,6 +118,8 @@ static void test_field_errors_name_the_field(void)
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\"}]}", "messages[0].content");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":7}]}", "messages[0].content");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
+                    "messages[0].content[0].image_url.url");
+    expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\"}]}]}",
                     "messages[0].content");
     expect_chat_400("{" M ",\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", "messages[0].content");
     expect_chat_400("{" M "," USER ",\"max_tokens\":0}", "max_tokens");
@@ -346,8 +348,51 @@ static void test_response_format_and_logit_bias(void)
     if (rc == 0) api_chat_request_free(&r);
 }
 
+#define IMG(url) "{\"type\":\"image_url\",\"image_url\":{\"url\":\"" url "\"}}"
+
+/* image_url parts: data URLs decoded (base64 strictly: padding only at the end), the parts kept in order for the
+ * template; the refusals name the part */
+static void test_image_parts(void)
+{
+    const char *b = "{" M ",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                    IMG("data:image/png;base64,iVBORw0K") ",{\"type\":\"text\",\"text\":\"b\"},"
+                    "{\"type\":\"image_url\",\"image_url\":\"data:image/gif;base64,R0lGOA==\"},"
+                    "{\"type\":\"video\",\"frames\":[\"data:image/jpeg;base64,/9j/\"],\"timestamps\":[61.5]}]}]}";
+    api_chat_request r;
+    api_error e;
+    int rc = chat(b, &r, &e);
+    CHECK(rc == 0, "%s", rc ? e.message : "");
+    if (rc) return;
+    const api_message *m = &r.msgs[0];
+    CHECK(!strcmp(m->content, "ab"), "text joined: '%s'", m->content);
+    CHECK(m->n_images == 3 && m->n_videos == 1, "%d images, %d videos", m->n_images, m->n_videos);
+    CHECK(m->n_images == 3 && m->images[0].len == 6 && !memcmp(m->images[0].bytes, "\x89PNG\r\n", 6) &&
+          m->images[1].len == 4 && !memcmp(m->images[1].bytes, "GIF8", 4) && m->images[1].frame == -1 &&
+          m->images[2].frame == 0 && m->images[2].seconds == 61.5 && m->images[2].max_tokens == 70, "decoded parts");
+    const char *parts = json_object_to_json_string_ext(m->parts, JSON_C_TO_STRING_PLAIN);
+    CHECK(!strcmp(parts, "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"},"
+                         "{\"type\":\"image\"},{\"type\":\"video\"}]"), "parts %s", parts);
+    api_chat_request_free(&r);
+#define ONE(part) "{" M ",\"messages\":[{\"role\":\"user\",\"content\":[" part "]}]}"
+    expect_chat_400(ONE(IMG("http://x/y.png")), "messages[0].content[0].image_url.url");
+    expect_chat_400(ONE(IMG("data:image/png;base64,iVBO=w0K")), "messages[0].content[0].image_url.url");
+    expect_chat_400(ONE(IMG("data:image/png;base64,iVBORw0")), "messages[0].content[0].image_url.url");
+    expect_chat_400(ONE(IMG("data:image/png;base64,")), "messages[0].content[0].image_url.url");
+    expect_chat_400(ONE(IMG("data:image/svg+xml;base64,PHN2Zz4=")), "messages[0].content[0].image_url.url");
+    expect_chat_400(ONE(IMG("data:image/png,rawbytes")), "messages[0].content[0].image_url.url");
+    expect_chat_400(ONE("{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,iVBORw0K\","
+                        "\"detail\":\"max\"}}"), "messages[0].content[0].image_url.detail");
+    expect_chat_400(ONE("{\"type\":\"image_url\",\"image_url\":7}"), "messages[0].content[0].image_url");
+    expect_chat_400(ONE("{\"type\":\"video\",\"frames\":\"x\"}"), "messages[0].content[0].frames");
+    expect_chat_400(ONE("{\"type\":\"video\",\"frames\":[7]}"), "messages[0].content[0].frames[0]");
+    expect_chat_400(ONE("{\"type\":\"video\",\"frames\":[\"data:image/png;base64,iVBORw0K\"],\"timestamps\":[\"0\"]}"),
+                    "messages[0].content[0].timestamps[0]");
+#undef ONE
+}
+
 int main(void)
 {
+    RUN_TEST(test_image_parts);
     RUN_TEST(test_response_format_and_logit_bias);
     RUN_TEST(test_tools_and_tool_turns);
     RUN_TEST(test_unknown_and_unsupported_fields_are_named);

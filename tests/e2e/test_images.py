@@ -66,6 +66,7 @@ def openai_sdk_base64_image_whole_and_streamed():
     added = whole.usage.prompt_tokens - text_only.usage.prompt_tokens
     # the placeholder's own id becomes boi + 63 + eoi; the template adds its line breaks around it
     assert IMAGE_TOKENS - 1 <= added <= IMAGE_TOKENS + 4, (whole.usage, text_only.usage)
+    assert whole.usage.prompt_tokens_details.image_tokens == IMAGE_TOKENS - 2, whole.usage
     assert whole.choices[0].message.content is not None
     parts = [ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
         model=MODEL, messages=msgs, max_tokens=8, temperature=0, stream=True) if ch.choices]

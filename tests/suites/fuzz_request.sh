@@ -7,7 +7,7 @@ out=build/fuzz
 mkdir -p "$out"
 cc=${FUZZ_CC:-clang}
 secs=${FUZZ_SECONDS:-30}
-flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -Ifcgi -Itests/lib"
+flags="-std=c11 -Wall -Wextra -D_GNU_SOURCE -Iopencl/include -iquote fcgi -Itests/lib" # -iquote: fcgi/sched.h must not shadow <sched.h>
 parser="fcgi/json_io.c fcgi/json_fields.c fcgi/api_error.c fcgi/api_image.c opencl/sampler.c"
 
 if ! command -v "$cc" >/dev/null 2>&1; then
@@ -39,6 +39,7 @@ seed '\000{"model":"m","messages":[{"role":"user","content":"a\\u00e9\\ud83d\\ud
 seed '\000{"model":"m","messages":[],"n":2}'
 seed '\000{"model":"m","messages":[{"role":"user","content":"w"},{"role":"assistant","content":null,"reasoning_content":"r","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\\"a\\":[1,{}]}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"a":{"type":"array"}}},"strict":true}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":true}}'
 seed '\000{"model":"m","messages":[{"role":"user","content":"x"}],"n":4}'
+seed '\000{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}},{"type":"video","frames":["data:image/gif;base64,R0lGODlh",{"url":"data:image/webp;base64,UklGRg=="}],"timestamps":[0,1.5]}]}]}'
 seed '\001{"model":"m","prompt":["once upon"],"max_tokens":16,"echo":false,"seed":-1}'
 seed '\001{"model":"m","prompt":"x","stop":null,"temperature":null}'
 seed '\001{"model":"m","prompt":[[2,9259],[2,17,3]],"n":3,"echo":true,"logprobs":2,"suffix":""}'
