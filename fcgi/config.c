@@ -74,7 +74,11 @@ void config_usage(const char *prog)
         "                          detail \"low\" takes 70)\n"
         "      --image-attention M auto, causal or bidirectional: how an image's tokens see each other in\n"
         "                          sliding-window layers (auto: bidirectional but on E-series models)\n"
-        "      --max-images N      images in one request at most (default 16)\n"
+        "      --max-images N      images and videos in one request at most (default 16); a video part\n"
+        "                          {\"type\": \"video\", \"frames\": [data URLs], \"timestamps\": [s]} takes 32\n"
+        "                          frames at most, each at 70 tokens\n"
+        "      --image-cache-mb N  device memory for encoded images kept for reuse by later prompts\n"
+        "                          (default 256)\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -157,6 +161,7 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("draft-max", draft_max, 1, SPEC_MAX_DRAFT)
     INT_OPT("image-tokens", image_tokens, 70, 1120)
     INT_OPT("max-images", max_images, 1, 256)
+    INT_OPT("image-cache-mb", image_cache_mb, 1, 1 << 20)
 #undef INT_OPT
     if (!strcmp(key, "kv-type")) {
         if ((x = engine_kv_type_parse(v)) < 0) {

@@ -36,7 +36,8 @@ typedef struct server_config {
     char mmproj[CFG_STR];         /* --mmproj FILE: a vision projector (mmproj GGUF) beside the model ("": none) */
     int  image_tokens;            /* --image-tokens N: an image's soft tokens at most (70..1120; 0: 280) */
     int  image_attention;         /* --image-attention auto|causal|bidirectional (engine.h's ENGINE_IMAGE_ATTN_*) */
-    int  max_images;              /* --max-images N: images in one request at most (default 16) */
+    int  max_images;              /* --max-images N: images and videos in one request at most (default 16) */
+    int  image_cache_mb;          /* --image-cache-mb N: device memory for encoded images kept for reuse (0: 256) */
     int  threads;                 /* --threads: request threads per worker (0: max-seqs + max-queue + 4) */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
     int  request_timeout;         /* --request-timeout: seconds a generation may run, then "length" (0: none) */

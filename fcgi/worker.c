@@ -238,6 +238,7 @@ static int load(worker *w)
     o.mmproj_path = cfg->mmproj[0] ? cfg->mmproj : NULL;
     o.image_tokens = cfg->image_tokens;
     o.image_attention = cfg->image_attention;
+    o.image_cache_mb = cfg->image_cache_mb;
     o.verbose = cfg->verbose;
     char err[256];
     if (engine_load(&w->eng, cfg->model, &o, err, sizeof err)) {
@@ -268,6 +269,11 @@ static int load(worker *w)
     if (info->draft_arch[0])
         LOG(w, "drafter: %s (%s, %u layers, width %u, %.1f MiB on the device)", cfg->draft, info->draft_arch,
             info->draft_layers, info->draft_embd, info->draft_bytes / 1048576.0);
+    if (info->vision_proj[0])
+        LOG(w, "vision projector: %s (%s, %.1f MiB on the device with its scratch); images of up to %u tokens, %s "
+            "among their tokens; up to %d images or videos a request", cfg->mmproj, info->vision_proj,
+            info->vision_bytes / 1048576.0, info->image_tokens, info->image_bidir ? "bidirectional" : "causal",
+            cfg->max_images);
     LOG(w, "ready: model %s (%s) on %s, context %u, loaded in %.2fs; %d sequences%s, %d queue places, queue timeout "
         "%d s, %d request threads; steps of %d tokens (forward chunks of %u); speculative decoding %s%s", cfg->model_id,
         info->name, info->device, info->n_ctx, info->load_seconds, ws.max_seqs,
