@@ -177,15 +177,8 @@ static int group_start(sched *s, gen_job *j, int p)
     job_choice *lead = &j->ch[p * j->n];
     int c0 = p * j->n, cached = 0;
     size_t rows = j->prompt_lp ? PLP_PIECE : j->n > 1 ? 1 : 0;
-    char why[256];
-    if (group_pin(s, g, why, sizeof why)) { /* the image did not encode: the request's error, not the engine's */
-        char msg[300];
-        snprintf(msg, sizeof msg, "image encoding failed: %s", why);
-        for (int c = c0; c < c0 + j->n; c++) choice_finish(s, j, c, JOB_ERROR, msg);
-        return 0;
-    }
     lead->seq = j->prompt_lp ? engine_seq_new(s->eng) : engine_seq_new_prefix(s->eng, g->prompt, g->n_prompt, &cached);
-    if (lead->seq < 0) { group_unpin(s, g); return -1; }
+    if (lead->seq < 0) return -1;
     for (int q = 0; q < cached; q++) sampler_accept(lead->smp, g->prompt[q]); /* the rest come with the step */
     lead->fed = cached;
     atomic_fetch_add(&j->cached, cached);
@@ -460,10 +453,26 @@ static int plan_step(sched *s)
     return m;
 }
 
+/* the images of prompts about to step, encoded and pinned out of the queue's lock (an encode holds the device
+ * a while; request threads submit meanwhile); a prompt whose image does not encode ends with the reason */
+static void pin_prompts(sched *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        const run *r = &s->active[i];
+        if (!r->j || r->j->ch[r->c].phase != PH_PROMPT) continue;
+        char why[256], msg[300];
+        if (!group_pin(s, &r->j->g[r->c / r->j->n], why, sizeof why)) continue;
+        snprintf(msg, sizeof msg, "image encoding failed: %s", why);
+        run_end(s, i, JOB_ERROR, msg);
+    }
+    compact(s);
+}
+
 static void step_all(sched *s)
 {
     char err[256];
     int *failed = s->failed;
+    pin_prompts(s);
     make_masks(s);
     if (!s->n_runs) return;
     int n = plan_step(s);

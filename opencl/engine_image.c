@@ -46,6 +46,12 @@ engine_image *engine_image_prepare(const engine *e, const void *bytes, size_t n,
     else if (!(im->prep = image_prep_create(rgb->rgb, rgb->w, rgb->h, max_tokens, err, errlen))) {
         free(im);
         im = NULL;
+    } else if ((uint32_t)im->prep->gw > e->vision.hp.n_pos || (uint32_t)im->prep->gh > e->vision.hp.n_pos) {
+        /* a client's error (the picture's shape), found here rather than at the encode */
+        ERR("image: a %dx%d image makes a grid of %dx%d patches; this projector's position table has %u per side",
+            rgb->w, rgb->h, im->prep->gw, im->prep->gh, e->vision.hp.n_pos);
+        engine_image_destroy(im);
+        im = NULL;
     } else if (digest(e->image_salt, max_tokens, rgb, im->digest)) {
         ERR("image: digest failed");
         engine_image_destroy(im);

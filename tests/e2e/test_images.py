@@ -138,6 +138,9 @@ def refusals_name_the_part():
     bomb = encoded(Image.new("L", (7100, 7100)), "PNG")  # 50.4 Mpx, 49 KiB of PNG
     err = error_of(ask([image_part(data_url(bomb))]), 400)
     assert "limit" in err["message"], err
+    # a strip so wide its patch grid passes the tiny tower's 64-entry position table: refused before the engine
+    err = error_of(ask([image_part(data_url(encoded(picture(8, size=(3000, 40)), "PNG")))]), 400)
+    assert "position table" in err["message"] and err["param"] == "messages[0].content[0]", err
     many = [image_part(data_url(png))] * 5
     err = error_of(ask(many), 400)
     assert "at most 4" in err["message"], err
