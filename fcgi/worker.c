@@ -235,6 +235,7 @@ static int load(worker *w)
     o.kv_type = cfg->kv_type;
     o.cache_dir = cfg->cache_dir[0] ? cfg->cache_dir : NULL;
     o.draft_path = cfg->draft[0] ? cfg->draft : NULL;
+    o.state_checkpoints = cfg->spec != SPEC_OFF ? SPEC_STATE_CHECKPOINTS : 0; /* only models with state use them */
     o.verbose = cfg->verbose;
     char err[256];
     if (engine_load(&w->eng, cfg->model, &o, err, sizeof err)) {

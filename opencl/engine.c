@@ -188,7 +188,8 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     int idn = snprintf(id, sizeof id, "%s|%zu|%u|%u|%u|%u|%llu", hp->arch, gguf_tensor_count(e->gguf), NL, hp->n_embd,
                        hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
     kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->seq_chunk,
-                       opts->kv_type, e->m.state_floats },
+                       opts->kv_type, e->m.state_floats, e->m.arch->replay ? e->m.replay_floats : NULL,
+                       opts->state_checkpoints > 0 ? (uint32_t)opts->state_checkpoints : 0 },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, e->max_batch };
     in.c.max_chunk = e->seq_chunk = fit_seq_chunk(&in.c, e->max_batch, in.room);
@@ -273,6 +274,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
         goto fail;
     }
     e->info.max_rows = max_out;
+    e->info.state_checkpoints = e->kv.state ? (int)e->kv.state->n_ck : 0;
     if (opts->draft_path) {
         if (!(e->draft = calloc(1, sizeof *e->draft))) { ERR("out of memory"); goto fail; }
         if (drafter_create(e->draft, opts->draft_path, &e->m, &e->rt, n_seq, n_ctx, err, errlen)) goto fail;
@@ -508,11 +510,23 @@ int engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char
     if (len < 0 || len >= e->kv.seq_len[seq])
         return ERR("truncate sequence %d to %d tokens: it holds %d", seq, len, e->kv.seq_len[seq]);
     if (len > 0 && !tokens) return ERR("truncate: no tokens");
-    if (kv_has_state(&e->kv)) /* speculative rollback needs state checkpoints (design-qwen35 3.6), not built */
-        return ERR("truncate sequence %d: this model's recurrent state cannot go back to an earlier position", seq);
+    state_store *st = e->kv.state;
+    int32_t ck = st ? st->ck_of[seq] : -1;
+    if (st && (ck < 0 || len < st->ck_pos[ck] || state_broken(st, seq)))
+        return ERR("truncate sequence %d to %d tokens: this model's recurrent state cannot go back %s%d tokens)", seq,
+                   len, !st->n_ck ? "(no checkpoints: engine_opts.state_checkpoints; " : "past its last step (a draft "
+                   "of 2 .. ", STATE_CK_ROWS);
     if (kv_truncate(&e->kv, seq, (uint32_t)len, tokens))
         return ERR("truncate sequence %d by %d tokens: more than its sliding-window ring keeps", seq,
                    e->kv.seq_len[seq] - len);
+    /* the state: the checkpoint before the step, then the step's kept tokens again (design-qwen35 3.6) */
+    uint32_t keep = st ? (uint32_t)(len - st->ck_pos[ck]) : 0;
+    if (st && (state_restore(st, &e->rt, seq, (int32_t)keep, err, errlen) ||
+               model_replay(&e->m, &e->o, &e->b, &e->kv, seq, keep, err, errlen))) {
+        clFinish(e->rt.q);
+        state_mark_broken(st, seq); /* the blocks went back, the state may be half way */
+        return -1;
+    }
     return 0;
 }
 
@@ -682,6 +696,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         }
     }
     e->step_drafts = drafts;
+    if (e->kv.state) state_step_begin(e->kv.state);
+    for (int i = 0; e->kv.state && i < n; i++) /* the state before a verification, which may be cut back */
+        if (items[i].draft || items[i].ids_all)
+            state_checkpoint(e->kv.state, items[i].seq, e->kv.seq_len[items[i].seq], items[i].n_tokens);
     for (int i = 0; e->draft && i < n; i++)
         drafter_step_begin(e->draft, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq], items[i].n_tokens);
     kv_step_begin(&e->kv);

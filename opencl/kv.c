@@ -74,6 +74,8 @@ kv_sizes kv_plan(const kv_config *c)
         }
     }
     s.state_per_seq = state_per_seq(c->n_layer, c->state);
+    s.state_ck_bytes = s.state_per_seq && c->state_rows ? c->state_ck * state_ck_bytes(c->n_layer, c->state,
+                                                                                         c->state_rows) : 0;
     s.ring_per_seq = ring_per_tok * s.ring_blocks * KV_BLOCK;
     return s;
 }
@@ -172,7 +174,10 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
         kv->bytes += 2 * bytes;
     }
     if (kv->sizes.state_per_seq) {
-        if (state_create(&kv->state, rt, c->n_layer, c->state, c->n_seq, err, errlen)) { kv_destroy(kv); return -1; }
+        if (state_create(&kv->state, rt, c->n_layer, c->state, c->state_rows, c->n_seq, c->state_ck, err, errlen)) {
+            kv_destroy(kv);
+            return -1;
+        }
         kv->bytes += kv->state->bytes;
     }
     return 0;
@@ -313,7 +318,7 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len)
 int kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens)
 {
     uint32_t old = (uint32_t)kv->seq_len[seq];
-    if (kv->seq_len[seq] < 0 || len >= old || kv->state) return -1; /* the state keeps no past positions */
+    if (kv->seq_len[seq] < 0 || len >= old) return -1;
     /* a ring holds window + spare keys: dropping more than the spare would leave ring blocks holding keys
      * of positions past len where the window before len needs older ones */
     const kv_pool *r = &kv->pool[KV_RING];

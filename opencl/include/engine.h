@@ -59,6 +59,10 @@ typedef struct engine_opts {
                            * engine_draft; NULL: none */
     const char *mmproj_path; /* a vision projector (mmproj GGUF, docs/design-vision.md) loaded beside the
                            * model; NULL: none. Loaded and checked only: no image input yet */
+    int state_checkpoints; /* models with a recurrent state (hybrid: Qwen 3.5): how many sequences of a step may
+                           * have a draft verification (2 .. 17 tokens, engine_item.draft) engine_seq_truncate can
+                           * undo; each costs a sequence's state and 17 tokens' inputs of its recurrence (a fixed
+                           * pool). 0: such models refuse to truncate */
 } engine_opts;
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
@@ -148,6 +152,8 @@ typedef struct engine_info {
     /* the vision projector (opts.mmproj_path): its type ("" without one), weights and encoder scratch */
     char vision_proj[16];
     uint64_t vision_bytes;
+    int state_checkpoints;   /* verifications per step a recurrent state can be cut back after (opts.state_checkpoints;
+                              * 0: none, or no recurrent state) */
 } engine_info;
 
 #define ENGINE_DECODE_ROWS 16 /* draft_rows: see there */
@@ -224,8 +230,10 @@ int  engine_seq_fork(engine *e, int src);
 int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
 /* Speculative decoding's rollback: seq's cache cut back to its first len tokens (len < engine_seq_len),
  * tokens[0, len) being them, as if the rest had never been stepped (drafts the target rejected). At most
- * the sliding-window rings' spare may go at once (fit_seq_chunk tokens: far more than a draft); 0, or -1
- * with err (nothing changed). */
+ * the sliding-window rings' spare may go at once (fit_seq_chunk tokens: far more than a draft). A model with
+ * a recurrent state goes back only within seq's last step, before the next one, when that step was
+ * one of info.state_checkpoints drafts (2 .. 17 tokens, engine_item.draft or ids_all) it could keep the state
+ * before. 0, or -1 with err (nothing changed). */
 int  engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char *err, size_t errlen);
 /* Automatic prefix caching: every whole KV block a step writes (engine_kv_stats.block_tokens tokens)
  * stays registered under the tokens from position 0 through it, after its sequence is freed too,
