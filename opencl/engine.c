@@ -189,7 +189,8 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
                        hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
     kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->seq_chunk,
                        opts->kv_type, e->m.state_floats, e->m.arch->replay ? e->m.replay_floats : NULL,
-                       opts->state_checkpoints > 0 ? (uint32_t)opts->state_checkpoints : 0 },
+                       opts->state_checkpoints > 0 ? (uint32_t)opts->state_checkpoints : 0,
+                       opts->state_snapshots > 0 && !opts->no_prefix_cache ? (uint32_t)opts->state_snapshots : 0 },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, e->max_batch };
     in.c.max_chunk = e->seq_chunk = fit_seq_chunk(&in.c, e->max_batch, in.room);
@@ -198,8 +199,8 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     if (!rc) {
         in.c.n_seq = p.n_seq;
         rc = kv_create(&e->kv, &e->rt, &in.c, p.blocks, err, errlen);
-        /* a recurrent state is not kept per prefix (no snapshots yet): no prefix cache for such models */
-        if (!rc && !opts->no_prefix_cache && !kv_has_state(&e->kv))
+        /* a recurrent state is kept per prefix in snapshots: without them no prefix cache for such models */
+        if (!rc && !opts->no_prefix_cache && (!kv_has_state(&e->kv) || e->kv.state->n_snap))
             rc = kv_prefix_on(&e->kv, prefix_seed(id, idn < (int)sizeof id ? (size_t)idn : sizeof id - 1), err, errlen);
     }
     if (!rc) {
@@ -275,6 +276,7 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     e->info.max_rows = max_out;
     e->info.state_checkpoints = e->kv.state ? (int)e->kv.state->n_ck : 0;
+    e->info.state_snapshots = e->kv.state ? (int)e->kv.state->n_snap : 0;
     if (opts->draft_path) {
         if (!(e->draft = calloc(1, sizeof *e->draft))) { ERR("out of memory"); goto fail; }
         if (drafter_create(e->draft, opts->draft_path, &e->m, &e->rt, n_seq, n_ctx, err, errlen)) goto fail;
@@ -652,6 +654,21 @@ static int chunk_kv(engine *e, const engine_item *items, int n, size_t t0, size_
     return 0;
 }
 
+/* per item the token index (in the step's order) its last block boundary falls before, where a snapshot of the
+ * recurrent state is kept (kv_snapshot): prompt items (not drafts) of 2 tokens or more that reach a boundary;
+ * SIZE_MAX for the others, ascending for the rest. NULL without snapshots (or out of memory: none kept). */
+static size_t *snapshot_cuts(const engine *e, const engine_item *items, int n)
+{
+    if (!e->kv.state || !e->kv.state->n_snap || !e->kv.prefix.cap) return NULL;
+    size_t *cut = malloc(sizeof *cut * (size_t)n), off = 0;
+    for (int i = 0; cut && i < n; off += (size_t)items[i].n_tokens, i++) {
+        uint32_t len = (uint32_t)e->kv.seq_len[items[i].seq], b = (len + (uint32_t)items[i].n_tokens) / KV_BLOCK * KV_BLOCK;
+        int prompt = items[i].n_tokens >= 2 && !items[i].draft && !items[i].ids_all;
+        cut[i] = prompt && b > len ? off + (b - len) : SIZE_MAX;
+    }
+    return cut;
+}
+
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
 {
     if (n <= 0) return ERR("empty batch");
@@ -724,7 +741,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     }
     if (!rc) rc = choice_upload(&e->choice, e->rt.q, err, errlen);
     if (!rc) rc = draw_upload(&e->draw, e->rt.q, err, errlen);
-    size_t t0 = 0, r0 = 0;
+    /* a recurrent state is kept for the prefix cache at the last block boundary of each prompt item: a forward
+     * ends there (cut: that token's index; the item's end where that is the boundary) */
+    size_t *cut = snapshot_cuts(e, items, n);
+    size_t t0 = 0, r0 = 0, ci = 0;
     while (!rc && t0 < total) {
         size_t tn = 0, rn = 0, rr = r0;
         uint32_t max_pos = 0, run = 0; /* run: the current sequence's tokens in the chunk */
@@ -734,6 +754,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
             if (is_out && rn == e->b.max_out) break;
             run = tn > 0 && e->h_seq[t0 + tn] == e->h_seq[t0 + tn - 1] ? run + 1 : 1;
             if (run > e->seq_chunk) break;
+            while (cut && ci < (size_t)n && (cut[ci] == SIZE_MAX || cut[ci] < t0 + tn)) ci++;
+            if (cut && tn > 0 && ci < (size_t)n && cut[ci] == t0 + tn) break;
             if ((uint32_t)e->h_pos[t0 + tn] > max_pos) max_pos = (uint32_t)e->h_pos[t0 + tn];
             /* out_rows index the chunk's own tokens */
             if (is_out) { e->h_out[rr] = (int32_t)tn; rr++; rn++; }
@@ -744,9 +766,14 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         if (!rc) rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, err,
                                 errlen);
         if (!rc) chunk_kv(e, items, n, t0, tn, 1);
+        for (size_t i = 0, off = 0; !rc && cut && i < (size_t)n; off += (size_t)items[i].n_tokens, i++) {
+            size_t end = off + (size_t)items[i].n_tokens, last = t0 + tn < end ? t0 + tn : end;
+            if (cut[i] != SIZE_MAX && cut[i] > t0 && last == cut[i]) kv_snapshot(&e->kv, items[i].seq);
+        }
         t0 += tn;
         r0 += rn;
     }
+    free(cut);
     if (rc) {
         clFinish(e->rt.q);
         kv_abort(&e->kv);

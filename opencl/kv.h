@@ -64,6 +64,7 @@ typedef struct kv_config {
     const uint32_t *state;    /* per layer floats of one sequence's recurrent state (0: none); NULL: none */
     const uint32_t *state_rows; /* per layer floats of a token's replay row (state.h's checkpoints; NULL: none) */
     uint32_t state_ck;        /* checkpoints: sequences whose step can be cut back, per step (0: none) */
+    uint32_t state_snaps;     /* snapshots of the state for the prefix cache (0: none: no prefix reuse) */
 } kv_config;
 
 /* what a config costs: K and V bytes per token of the full layers (all of them together), and
@@ -77,6 +78,7 @@ typedef struct kv_sizes {
     uint32_t ring_window;     /* the widest window of the ring layers */
     uint64_t state_per_seq;   /* bytes of one sequence's recurrent state (state.h; 0: none) */
     uint64_t state_ck_bytes;  /* bytes of all the state's checkpoints (0: none) */
+    uint64_t state_snap_bytes;/* bytes of all the state's snapshots (0: none) */
 } kv_sizes;
 
 enum { KV_FULL, KV_RING, KV_POOLS };
@@ -125,10 +127,14 @@ typedef struct kv_cache {
     int32_t *walk;            /* [max_blocks]: a lookup's entries */
     kv_reg *log;              /* the step's registrations (kv_abort) */
     uint32_t n_log, log_cap;
+    int32_t *last_entry;      /* per sequence: the prefix entry of the last block it registered (-1: none) */
+    int32_t *snap_log;        /* the entries the step gave a state snapshot (kv_abort drops them) */
+    uint32_t n_snap_log;
     state_store *state;       /* the recurrent state, a slot per sequence (NULL: no layer has one); its
-                               * lifecycle follows the sequences': new, free, fork, sync. Prefix reuse cannot
-                               * restore it: the engine keeps the prefix cache off. kv_truncate cuts the
-                               * blocks only: the engine restores the state (state_restore + model_replay). */
+                               * lifecycle follows the sequences': new, free, fork, sync. A prefix is reused
+                               * only where its last block's entry has a snapshot of it (kv_snapshot), without
+                               * snapshots not at all. kv_truncate cuts the blocks only: the engine restores the
+                               * state (state_restore + model_replay). */
 } kv_cache;
 
 /* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
@@ -177,6 +183,10 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len);
  * A sliding-window ring that came round keeps the keys len needs only when at most its spare (ring -
  * window - a block) goes: -1 otherwise, or for len >= the length. */
 int  kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens);
+/* seq's state, its written length a block boundary whose block the step just registered (kv_written), kept as
+ * a snapshot on that block's prefix entry (the least recently used snapshot goes if none is free); nothing
+ * without snapshots or when the entry has one */
+void kv_snapshot(kv_cache *kv, int seq);
 /* 1 when the cache keeps a recurrent state beside the blocks (kv_truncate leaves it as it is: going back
  * is the engine's, from a checkpoint) */
 int  kv_has_state(const kv_cache *kv);

@@ -31,16 +31,17 @@ static int layer_buf(cl_runtime *rt, cl_mem *out, uint64_t b, const char *what, 
 }
 
 int state_create(state_store **out, cl_runtime *rt, uint32_t n_layer, const uint32_t *floats, const uint32_t *rows,
-                 uint32_t n_seq, uint32_t n_ck, char *err, size_t errlen)
+                 uint32_t n_seq, uint32_t n_ck, uint32_t n_snap, char *err, size_t errlen)
 {
     *out = NULL;
     state_store *s = calloc(1, sizeof *s);
     if (!s) return ERR("out of memory");
     if (!rows) n_ck = 0;
-    uint32_t n_slots = n_seq + n_ck;
+    uint32_t n_slots = n_seq + n_ck + n_snap;
     s->n_layer = n_layer;
     s->n_seq = n_seq;
     s->n_ck = n_ck;
+    s->n_snap = n_snap;
     s->n_slots = n_slots;
     s->floats = calloc(n_layer, sizeof *s->floats);
     s->buf = calloc(n_layer, sizeof *s->buf);
@@ -54,11 +55,14 @@ int state_create(state_store **out, cl_runtime *rt, uint32_t n_layer, const uint
     s->rows = calloc(n_layer, sizeof *s->rows);
     s->ck_pos = calloc(n_ck ? n_ck : 1, sizeof *s->ck_pos);
     s->ck_len = calloc(n_ck ? n_ck : 1, sizeof *s->ck_len);
-    if (!s->ck_of || !s->row_floats || !s->rows || !s->ck_pos || !s->ck_len) {
+    s->snap_owner = malloc((n_snap ? n_snap : 1) * sizeof *s->snap_owner);
+    s->snap_used = calloc(n_snap ? n_snap : 1, sizeof *s->snap_used);
+    if (!s->ck_of || !s->row_floats || !s->rows || !s->ck_pos || !s->ck_len || !s->snap_owner || !s->snap_used) {
         state_destroy(s);
         return ERR("out of memory");
     }
     for (uint32_t i = 0; i < n_seq; i++) s->ck_of[i] = -1;
+    for (uint32_t i = 0; i < n_snap; i++) s->snap_owner[i] = -1;
     if (n_ck) {
         memcpy(s->row_floats, rows, n_layer * sizeof *rows);
         s->ck_bytes = state_ck_bytes(n_layer, floats, rows);
@@ -90,6 +94,8 @@ void state_destroy(state_store *s)
     free(s->ck_of);
     free(s->ck_pos);
     free(s->ck_len);
+    free(s->snap_owner);
+    free(s->snap_used);
     free(s->floats);
     free(s->copies);
     free(s->broken);
@@ -174,4 +180,36 @@ int state_restore(state_store *s, cl_runtime *rt, int seq, int32_t n, char *err,
         if (ce) return ERR("restoring a sequence's recurrent state failed: %s", rt_errstr(ce));
     }
     return 0;
+}
+
+int state_snapshot(state_store *s, int seq, int32_t owner, int32_t *evicted)
+{
+    *evicted = -1;
+    if (!s->n_snap) return -1;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < s->n_snap; i++) { /* a free one first, else the least recently used */
+        if (s->snap_owner[i] < 0) { j = i; break; }
+        if (s->snap_used[i] < s->snap_used[j]) j = i;
+    }
+    *evicted = s->snap_owner[j];
+    int slot = (int)(s->n_seq + s->n_ck + j);
+    state_release(s, slot); /* a copy into it not yet made is moot */
+    s->copies[s->n_copies++] = (state_copy){ seq, slot };
+    s->broken[slot] = s->broken[seq];
+    s->snap_owner[j] = owner;
+    s->snap_used[j] = ++s->snap_tick;
+    return (int)j;
+}
+
+void state_snapshot_drop(state_store *s, int snap)
+{
+    state_release(s, (int)(s->n_seq + s->n_ck + (uint32_t)snap));
+    s->snap_owner[snap] = -1;
+    s->snap_used[snap] = 0;
+}
+
+void state_from_snapshot(state_store *s, int snap, int seq)
+{
+    state_fork(s, (int)(s->n_seq + s->n_ck + (uint32_t)snap), seq);
+    s->snap_used[snap] = ++s->snap_tick;
 }

@@ -12,7 +12,11 @@
  * forward keeps those tokens' replay rows (rows[l], the inputs of the layer's recurrence the model names: for
  * the gated-delta layers the pre-conv projections and the gates' raw inputs). Going back to a position within
  * the step is the checkpoint copied back (state_restore) and the kept tokens' rows replayed (model_replay).
- * Checkpoints last until the next step begins (state_step_begin): a step is cut back before the next. */
+ * Checkpoints last until the next step begins (state_step_begin): a step is cut back before the next.
+ *
+ * Snapshots (the prefix cache, design 3.5): a pool of n_snap slots after the checkpoints, each a sequence's
+ * state at a block boundary, owned by the prefix entry of the block ending there (kv.c); taken free, else
+ * least recently used; copied into a new sequence that starts on that prefix (state_from_snapshot). */
 #ifndef CLGEMMA_STATE_H
 #define CLGEMMA_STATE_H
 
@@ -26,7 +30,8 @@ typedef struct state_copy { int32_t src, dst; } state_copy;
 
 typedef struct state_store {
     uint32_t n_layer, n_slots;
-    uint32_t n_seq, n_ck;     /* sequence slots, then checkpoint slots: n_slots = n_seq + n_ck */
+    uint32_t n_seq, n_ck;     /* sequence slots, then checkpoint slots, then n_snap snapshot slots */
+    uint32_t n_snap;
     uint32_t *floats;         /* per layer floats of one slot (0: the layer has no state) */
     cl_mem *buf;              /* per layer [n_slots][floats] (NULL: none) */
     uint64_t per_seq;         /* bytes of one slot over all layers */
@@ -42,16 +47,19 @@ typedef struct state_store {
     int32_t *ck_pos;          /* per checkpoint: the position it holds the state at */
     int32_t *ck_len;          /* per checkpoint: tokens from ck_pos on whose replay rows are kept */
     uint32_t ck_used;         /* checkpoints taken this step */
+    int32_t *snap_owner;      /* per snapshot: its owner's id (a prefix entry), -1: free */
+    uint64_t *snap_used;      /* per snapshot: when last taken or read (snap_tick), the least recent goes first */
+    uint64_t snap_tick;
 } state_store;
 
 /* bytes of one sequence's state: 4 x the sum of floats[0, n_layer) */
 uint64_t state_per_seq(uint32_t n_layer, const uint32_t *floats);
 /* bytes of one checkpoint: a state and STATE_CK_ROWS replay rows of rows[l] floats per layer with a state */
 uint64_t state_ck_bytes(uint32_t n_layer, const uint32_t *floats, const uint32_t *rows);
-/* a store of n_seq sequence slots and n_ck checkpoints (rows: per layer floats of a replay row; NULL with
- * n_ck 0); -1 with err when a layer's buffer exceeds max_alloc or memory runs out */
+/* a store of n_seq sequence slots, n_ck checkpoints (rows: per layer floats of a replay row; NULL with n_ck 0)
+ * and n_snap snapshots; -1 with err when a layer's buffer exceeds max_alloc or memory runs out */
 int  state_create(state_store **out, cl_runtime *rt, uint32_t n_layer, const uint32_t *floats, const uint32_t *rows,
-                  uint32_t n_seq, uint32_t n_ck, char *err, size_t errlen);
+                  uint32_t n_seq, uint32_t n_ck, uint32_t n_snap, char *err, size_t errlen);
 void state_destroy(state_store *s);
 /* slot dst gets a copy of slot src at the next state_sync (dst broken where src is) */
 void state_fork(state_store *s, int src, int dst);
@@ -71,5 +79,11 @@ int  state_checkpoint(state_store *s, int seq, int32_t pos, int32_t n);
 /* seq's state back at its checkpoint (copied back, or zeroed at position 0) for a replay of the first n kept
  * rows to go on from; -1 with err when it has no checkpoint holding n rows (or a copy fails) */
 int  state_restore(state_store *s, cl_runtime *rt, int seq, int32_t n, char *err, size_t errlen);
+/* a snapshot of seq's slot for owner (copied at the next state_sync): a free one, else the least recently used,
+ * whose owner goes to *evicted (-1: none); -1 without snapshots */
+int  state_snapshot(state_store *s, int seq, int32_t owner, int32_t *evicted);
+void state_snapshot_drop(state_store *s, int snap);
+/* seq's slot gets snapshot snap's state at the next state_sync */
+void state_from_snapshot(state_store *s, int snap, int seq);
 
 #endif

@@ -63,6 +63,9 @@ typedef struct engine_opts {
                            * have a draft verification (2 .. 17 tokens, engine_item.draft) engine_seq_truncate can
                            * undo; each costs a sequence's state and 17 tokens' inputs of its recurrence (a fixed
                            * pool). 0: such models refuse to truncate */
+    int state_snapshots;  /* models with a recurrent state: how many prefixes the prefix cache keeps the state at
+                           * (a sequence's state each, least recently used evicted first); a prefix is reused only
+                           * with its state. 0 (or no_prefix_cache): such models reuse no prefix */
 } engine_opts;
 
 #define ENGINE_FIT_TYPICAL 2048 /* tokens of a typical request (prompt + max_tokens): what sizes max_seqs */
@@ -154,6 +157,7 @@ typedef struct engine_info {
     uint64_t vision_bytes;
     int state_checkpoints;   /* verifications per step a recurrent state can be cut back after (opts.state_checkpoints;
                               * 0: none, or no recurrent state) */
+    int state_snapshots;     /* prefixes a recurrent state is kept at for the prefix cache (opts.state_snapshots) */
 } engine_info;
 
 #define ENGINE_DECODE_ROWS 16 /* draft_rows: see there */
