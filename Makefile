@@ -118,3 +118,9 @@ build/tools/constrain_walk: tools/constrain_walk.c build/libclgemma.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iopencl/include -o $@ $^ $(LDLIBS)
 all: build/tools/constrain_walk
+
+# the engine's side of the Qwen 3.5 state drift test (tests/suites/qwen35_drift.sh)
+build/tools/qwen35_drift: tools/qwen35_drift.c build/libclgemma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iopencl/include -o $@ $^ $(LDLIBS)
+all: build/tools/qwen35_drift

@@ -24,6 +24,8 @@ static engine_opts sizing(const cli_args *a, int max_seqs)
     o.kv_tokens = a->kv_tokens;
     o.kv_type = a->kv_type ? engine_kv_type_parse(a->kv_type) : ENGINE_KV_F16;
     o.draft_path = a->draft_path;
+    /* drafts may be cut back: hybrid models keep the state before each sequence's verification */
+    if (a->draft_max > 0 || a->draft_path || a->bench_drafts) o.state_checkpoints = max_seqs > 0 ? max_seqs : 1;
     if (o.kv_type < 0) cli_die("--kv-type: unknown type '%s' (f16, q8_0 or q4)", a->kv_type);
     return o;
 }

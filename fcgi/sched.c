@@ -434,6 +434,9 @@ static int plan_step(sched *s)
         for (int k = 0; k < nd; k++) s->want[s->drun[k]].draft = s->dq[k]->n_draft;
     }
     const engine_info *in = engine_get_info(s->eng);
+    /* a recurrent state goes back only after a verification that got a checkpoint: no more drafts than those */
+    for (int i = 0, left = in->state_checkpoints; in->fit.state_seq_bytes && i < s->n_runs; i++)
+        if (s->want[i].draft && left-- <= 0) s->want[i].draft = 0;
     step_rule rule = { s->step_tokens, s->block, s->block, (int)in->max_rows, (int)in->draft_rows };
     step_plan(s->want, s->n_runs, &rule, s->take);
     int m = 0, chunks = 0;

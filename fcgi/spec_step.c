@@ -21,8 +21,8 @@ const char *spec_mode_name(int mode) { return mode >= 0 && mode < SPEC_MODES ? m
 
 int spec_mode_effective(int mode, const engine_info *info)
 {
-    /* a recurrent state (hybrid models) cannot be rolled back past rejected drafts: no checkpoints yet */
-    if (info->fit.state_seq_bytes) return SPEC_OFF;
+    /* a recurrent state (hybrid models) goes back past rejected drafts only from a checkpoint */
+    if (info->fit.state_seq_bytes && info->state_checkpoints <= 0) return SPEC_OFF;
     if (mode != SPEC_AUTO) return mode;
     if (info->draft_arch[0]) return SPEC_MTP;
     return info->draft_rows > 0 ? SPEC_NGRAM : SPEC_OFF;

@@ -32,11 +32,15 @@ enum spec_mode { SPEC_OFF = 0, SPEC_NGRAM, SPEC_AUTO, SPEC_MTP, SPEC_MODES };
  * step at one sequence (H200); off elsewhere (the CPU verifies a draft at about a prompt token's cost each) */
 #define SPEC_MODE_DEFAULT SPEC_AUTO
 #define SPEC_DRAFT_DEFAULT 8 /* --draft-max, 1..SPEC_MAX_DRAFT */
+/* engine_opts.state_checkpoints of a worker that may draft: the verifications per step a model with a recurrent
+ * state can cut back (design-qwen35 3.6: draft_rows / 2, a step of draft_rows tokens holding that many drafts) */
+#define SPEC_STATE_CHECKPOINTS (ENGINE_DECODE_ROWS / 2)
 
 /* "off" / "ngram" / "mtp" / "auto" to its mode; -1 for any other name */
 int spec_mode_parse(const char *name);
 const char *spec_mode_name(int mode);
-/* the mode a worker runs: auto resolved for its engine (off, ngram or mtp) */
+/* the mode a worker runs: auto resolved for its engine (off, ngram or mtp); off for a recurrent state without
+ * checkpoints (engine_info.state_checkpoints) */
 int spec_mode_effective(int mode, const engine_info *info);
 
 /* one choice's drafting state (engine thread) */

@@ -221,6 +221,10 @@ static int stop_threads(worker *w, double give_up_s)
     return 1;
 }
 
+/* prefixes the prefix cache keeps a recurrent state at (hybrid models; design-qwen35 3.5): 16 sequences' state,
+ * 1 GiB for Qwen3.6-35B-A3B, a fixed pool kv_fit counts before the sequences */
+#define WORKER_STATE_SNAPSHOTS 16
+
 static int load(worker *w)
 {
     const server_config *cfg = w->cfg;
@@ -239,6 +243,8 @@ static int load(worker *w)
     o.image_tokens = cfg->image_tokens;
     o.image_attention = cfg->image_attention;
     o.image_cache_mb = cfg->image_cache_mb;
+    o.state_checkpoints = cfg->spec != SPEC_OFF ? SPEC_STATE_CHECKPOINTS : 0; /* only models with state use them */
+    o.state_snapshots = cfg->prefix_cache ? WORKER_STATE_SNAPSHOTS : 0;
     o.verbose = cfg->verbose;
     char err[256];
     if (engine_load(&w->eng, cfg->model, &o, err, sizeof err)) {

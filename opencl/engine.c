@@ -160,7 +160,9 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     int idn = snprintf(id, sizeof id, "%s|%zu|%u|%u|%u|%u|%llu", hp->arch, gguf_tensor_count(e->gguf), NL, hp->n_embd,
                        hp->n_vocab, hp->n_ctx_train, (unsigned long long)wbytes);
     kv_fit_in in = { { NL, dims, win, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0, n_ctx, e->seq_chunk,
-                       opts->kv_type, e->m.state_floats },
+                       opts->kv_type, e->m.state_floats, e->m.arch->replay ? e->m.replay_floats : NULL,
+                       opts->state_checkpoints > 0 ? (uint32_t)opts->state_checkpoints : 0,
+                       opts->state_snapshots > 0 && !opts->no_prefix_cache ? (uint32_t)opts->state_snapshots : 0 },
                      fit_kv_room(d, wbytes), e->rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      e->rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, e->max_batch };
     in.c.max_chunk = e->seq_chunk = fit_seq_chunk(&in.c, e->max_batch, in.room);
@@ -169,8 +171,8 @@ static int kv_init(engine *e, const engine_opts *opts, const fit_device *d, uint
     if (!rc) {
         in.c.n_seq = p.n_seq;
         rc = kv_create(&e->kv, &e->rt, &in.c, p.blocks, err, errlen);
-        /* a recurrent state is not kept per prefix (no snapshots yet): no prefix cache for such models */
-        if (!rc && !opts->no_prefix_cache && !kv_has_state(&e->kv))
+        /* a recurrent state is kept per prefix in snapshots: without them no prefix cache for such models */
+        if (!rc && !opts->no_prefix_cache && (!kv_has_state(&e->kv) || e->kv.state->n_snap))
             rc = kv_prefix_on(&e->kv, prefix_seed(id, idn < (int)sizeof id ? (size_t)idn : sizeof id - 1), err, errlen);
     }
     if (!rc) {
@@ -266,6 +268,8 @@ static int engine_init(engine *e, const char *path, const engine_opts *opts, dou
     }
     media_create(&e->media, hp->n_embd,
                  (uint64_t)(opts->image_cache_mb > 0 ? opts->image_cache_mb : 256) << 20);
+    e->info.state_checkpoints = e->kv.state ? (int)e->kv.state->n_ck : 0;
+    e->info.state_snapshots = e->kv.state ? (int)e->kv.state->n_snap : 0;
     if (opts->draft_path) {
         if (!(e->draft = calloc(1, sizeof *e->draft))) { ERR("out of memory"); goto fail; }
         if (drafter_create(e->draft, opts->draft_path, &e->m, &e->rt, n_seq, n_ctx, err, errlen)) goto fail;
@@ -514,11 +518,23 @@ int engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char
     if (len < 0 || len >= e->kv.seq_len[seq])
         return ERR("truncate sequence %d to %d tokens: it holds %d", seq, len, e->kv.seq_len[seq]);
     if (len > 0 && !tokens) return ERR("truncate: no tokens");
-    if (kv_has_state(&e->kv)) /* speculative rollback needs state checkpoints (design-qwen35 3.6), not built */
-        return ERR("truncate sequence %d: this model's recurrent state cannot go back to an earlier position", seq);
+    state_store *st = e->kv.state;
+    int32_t ck = st ? st->ck_of[seq] : -1;
+    if (st && (ck < 0 || len < st->ck_pos[ck] || state_broken(st, seq)))
+        return ERR("truncate sequence %d to %d tokens: this model's recurrent state cannot go back %s%d tokens)", seq,
+                   len, !st->n_ck ? "(no checkpoints: engine_opts.state_checkpoints; " : "past its last step (a draft "
+                   "of 2 .. ", STATE_CK_ROWS);
     if (kv_truncate(&e->kv, seq, (uint32_t)len, tokens))
         return ERR("truncate sequence %d by %d tokens: more than its sliding-window ring keeps", seq,
                    e->kv.seq_len[seq] - len);
+    /* the state: the checkpoint before the step, then the step's kept tokens again (design-qwen35 3.6) */
+    uint32_t keep = st ? (uint32_t)(len - st->ck_pos[ck]) : 0;
+    if (st && (state_restore(st, &e->rt, seq, (int32_t)keep, err, errlen) ||
+               model_replay(&e->m, &e->o, &e->b, &e->kv, seq, keep, err, errlen))) {
+        clFinish(e->rt.q);
+        state_mark_broken(st, seq); /* the blocks went back, the state may be half way */
+        return -1;
+    }
     return 0;
 }
 
@@ -680,6 +696,21 @@ static int check_spans(engine *e, const engine_item *it, char *why, size_t cap)
     return 0;
 }
 
+/* per item the token index (in the step's order) its last block boundary falls before, where a snapshot of the
+ * recurrent state is kept (kv_snapshot): prompt items (not drafts) of 2 tokens or more that reach a boundary;
+ * SIZE_MAX for the others, ascending for the rest. NULL without snapshots (or out of memory: none kept). */
+static size_t *snapshot_cuts(const engine *e, const engine_item *items, int n)
+{
+    if (!e->kv.state || !e->kv.state->n_snap || !e->kv.prefix.cap) return NULL;
+    size_t *cut = malloc(sizeof *cut * (size_t)n), off = 0;
+    for (int i = 0; cut && i < n; off += (size_t)items[i].n_tokens, i++) {
+        uint32_t len = (uint32_t)e->kv.seq_len[items[i].seq], b = (len + (uint32_t)items[i].n_tokens) / KV_BLOCK * KV_BLOCK;
+        int prompt = items[i].n_tokens >= 2 && !items[i].draft && !items[i].ids_all;
+        cut[i] = prompt && b > len ? off + (b - len) : SIZE_MAX;
+    }
+    return cut;
+}
+
 int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
 {
     if (n <= 0) return ERR("empty batch");
@@ -727,6 +758,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         }
     }
     e->step_drafts = drafts;
+    if (e->kv.state) state_step_begin(e->kv.state);
+    for (int i = 0; e->kv.state && i < n; i++) /* the state before a verification, which may be cut back */
+        if (items[i].draft || items[i].ids_all)
+            state_checkpoint(e->kv.state, items[i].seq, e->kv.seq_len[items[i].seq], items[i].n_tokens);
     for (int i = 0; e->draft && i < n; i++)
         drafter_step_begin(e->draft, items[i].seq, (uint32_t)e->kv.seq_len[items[i].seq], items[i].n_tokens);
     kv_step_begin(&e->kv);
@@ -765,7 +800,10 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     }
     if (!rc) rc = choice_upload(&e->choice, e->rt.q, err, errlen);
     if (!rc) rc = draw_upload(&e->draw, e->rt.q, err, errlen);
-    size_t t0 = 0, r0 = 0, w0 = 0; /* w0: the step's first image run not yet in a chunk */
+    /* a recurrent state is kept for the prefix cache at the last block boundary of each prompt item: a forward
+     * ends there (cut: that token's index; the item's end where that is the boundary) */
+    size_t *cut = snapshot_cuts(e, items, n);
+    size_t t0 = 0, r0 = 0, w0 = 0, cj = 0; /* w0: the step's first image run not yet in a chunk */
     while (!rc && t0 < total) {
         size_t tn = 0, rn = 0, rr = r0;
         uint32_t max_pos = 0, run = 0; /* run: the current sequence's tokens in the chunk */
@@ -779,6 +817,8 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
                                   outs, e->b.max_out);
                 break;
             }
+            while (cut && cj < (size_t)n && (cut[cj] == SIZE_MAX || cut[cj] < u)) cj++;
+            if (cut && tn > 0 && cj < (size_t)n && cut[cj] == u) break;
             run = nrun;
             for (size_t k = 0; k < len; k++, tn++) {
                 if ((uint32_t)e->h_pos[t0 + tn] > max_pos) max_pos = (uint32_t)e->h_pos[t0 + tn];
@@ -802,9 +842,14 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
         if (!rc) rc = run_chunk(e, items, refs, (uint32_t)r0, (uint32_t)t0, (uint32_t)tn, (uint32_t)rn, max_pos, &ci,
                                 err, errlen);
         if (!rc) chunk_kv(e, items, n, t0, tn, 1);
+        for (size_t i = 0, off = 0; !rc && cut && i < (size_t)n; off += (size_t)items[i].n_tokens, i++) {
+            size_t end = off + (size_t)items[i].n_tokens, last = t0 + tn < end ? t0 + tn : end;
+            if (cut[i] != SIZE_MAX && cut[i] > t0 && last == cut[i]) kv_snapshot(&e->kv, items[i].seq);
+        }
         t0 += tn;
         r0 += rn;
     }
+    free(cut);
     if (rc) {
         clFinish(e->rt.q);
         kv_abort(&e->kv);

@@ -60,6 +60,12 @@ int kv_fit(const kv_fit_in *in, kv_fit_plan *out, char *err, size_t errlen)
     const kv_config *c = &in->c;
     kv_sizes s = kv_plan(c);
     uint64_t room = in->room, ctx_blocks = blocks_of(c->n_ctx);
+    uint64_t pools = s.state_ck_bytes + s.state_snap_bytes; /* fixed, whatever the sequences */
+    if (pools > room)
+        return ERR("not enough device memory for %u checkpoints and %u snapshots of the recurrent state (%.1f MiB; "
+                   "%.1f MiB for the cache): fewer (state_checkpoints, state_snapshots)", c->state_ck, c->state_snaps,
+                   MIB(pools), MIB(room));
+    room -= pools;
     /* bytes of one block over all the pool's layers; blocks one buffer may hold */
     uint64_t fb = s.full_per_token * KV_BLOCK, rb = s.ring_blocks ? s.ring_per_seq / s.ring_blocks : 0;
     uint64_t fcap = s.full_dim_max ? in->max_alloc / (KV_BLOCK * kv_bytes(c->type, s.full_dim_max)) : 0;
@@ -112,7 +118,7 @@ int kv_fit(const kv_fit_in *in, kv_fit_plan *out, char *err, size_t errlen)
     out->n_seq = (uint32_t)n_seq;
     out->blocks[KV_FULL] = (uint32_t)nf;
     out->blocks[KV_RING] = (uint32_t)nr;
-    out->bytes = nf * fb + nr * rb + state;
+    out->bytes = nf * fb + nr * rb + state + pools;
     return 0;
 }
 
@@ -207,7 +213,9 @@ int engine_fit_file(const char *path, const engine_opts *opts, engine_fit *out, 
     fit_device d = { rt.is_gpu, rt.global_mem, rt.max_alloc };
     uint32_t max_batch = fit_max_batch(opts, &d, out->weight_bytes);
     kv_fit_in in = { { lay.n_layer, lay.dims, lay.window, opts->max_seqs > 0 ? (uint32_t)opts->max_seqs : 0,
-                       fit_ctx(opts, lay.n_ctx_train), 0, opts->kv_type, lay.state },
+                       fit_ctx(opts, lay.n_ctx_train), 0, opts->kv_type, lay.state,
+                       lay.replay, opts->state_checkpoints > 0 ? (uint32_t)opts->state_checkpoints : 0,
+                       opts->state_snapshots > 0 && !opts->no_prefix_cache ? (uint32_t)opts->state_snapshots : 0 },
                      fit_kv_room(&d, out->weight_bytes), rt.max_alloc, opts->kv_tokens > 0 ? (uint32_t)opts->kv_tokens : 0,
                      rt.is_gpu ? FIT_SEQS_GPU : FIT_SEQS_OTHER, max_batch };
     in.c.max_chunk = fit_seq_chunk(&in.c, max_batch, in.room);

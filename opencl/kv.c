@@ -74,6 +74,9 @@ kv_sizes kv_plan(const kv_config *c)
         }
     }
     s.state_per_seq = state_per_seq(c->n_layer, c->state);
+    s.state_ck_bytes = s.state_per_seq && c->state_rows ? c->state_ck * state_ck_bytes(c->n_layer, c->state,
+                                                                                         c->state_rows) : 0;
+    s.state_snap_bytes = s.state_per_seq * c->state_snaps;
     s.ring_per_seq = ring_per_tok * s.ring_blocks * KV_BLOCK;
     return s;
 }
@@ -141,13 +144,15 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
     kv->chain_at = calloc(c->n_seq, sizeof *kv->chain_at);
     kv->part_at = calloc((size_t)c->n_seq * KV_BLOCK, sizeof *kv->part_at);
     kv->walk = malloc((kv->max_blocks + 1) * sizeof *kv->walk);
+    kv->last_entry = malloc(c->n_seq * sizeof *kv->last_entry);
+    kv->snap_log = malloc(c->n_seq * sizeof *kv->snap_log);
     if (!kv->k || !kv->v || !kv->layer_pool || !kv->dims || !kv->seq_len || !kv->copies || !kv->chain || !kv->part ||
-        !kv->chain_at || !kv->part_at || !kv->walk) {
+        !kv->chain_at || !kv->part_at || !kv->walk || !kv->last_entry || !kv->snap_log) {
         snprintf(err, errlen, "out of host memory for the KV cache");
         kv_destroy(kv);
         return -1;
     }
-    for (uint32_t s = 0; s < c->n_seq; s++) kv->seq_len[s] = -1;
+    for (uint32_t s = 0; s < c->n_seq; s++) kv->seq_len[s] = kv->last_entry[s] = -1;
     memcpy(kv->dims, c->dims, c->n_layer * sizeof *kv->dims);
     int used[KV_POOLS] = { 0, 0 };
     for (uint32_t l = 0; l < c->n_layer; l++) {
@@ -172,7 +177,11 @@ int kv_create(kv_cache *kv, cl_runtime *rt, const kv_config *c, const uint32_t b
         kv->bytes += 2 * bytes;
     }
     if (kv->sizes.state_per_seq) {
-        if (state_create(&kv->state, rt, c->n_layer, c->state, c->n_seq, err, errlen)) { kv_destroy(kv); return -1; }
+        if (state_create(&kv->state, rt, c->n_layer, c->state, c->state_rows, c->n_seq, c->state_ck, c->state_snaps,
+                         err, errlen)) {
+            kv_destroy(kv);
+            return -1;
+        }
         kv->bytes += kv->state->bytes;
     }
     return 0;
@@ -187,6 +196,7 @@ void kv_destroy(kv_cache *kv)
     for (int p = 0; p < KV_POOLS; p++) pool_destroy(&kv->pool[p]);
     free(kv->k); free(kv->v); free(kv->layer_pool); free(kv->dims); free(kv->seq_len); free(kv->copies);
     free(kv->chain); free(kv->part); free(kv->chain_at); free(kv->part_at); free(kv->walk); free(kv->log);
+    free(kv->last_entry); free(kv->snap_log);
     prefix_destroy(&kv->prefix);
     state_destroy(kv->state);
     memset(kv, 0, sizeof *kv);
@@ -278,7 +288,11 @@ static void uncache(kv_cache *kv, int pi, int32_t b)
     int32_t ei = p->cached[b];
     prefix_entry *e = &kv->prefix.e[ei];
     e->blk[pi] = -1;
-    if (e->blk[KV_FULL] < 0 && e->blk[KV_RING] < 0) prefix_remove(&kv->prefix, ei);
+    if (e->blk[KV_FULL] < 0 && e->blk[KV_RING] < 0) {
+        if (e->snap >= 0) state_snapshot_drop(kv->state, e->snap); /* its prefix is gone: the state with it */
+        e->snap = -1;
+        prefix_remove(&kv->prefix, ei);
+    }
     if (p->refs[b] == 1) lru_unlink(p, b);
     p->cached[b] = -1;
     block_put(kv, pi, b);
@@ -313,7 +327,7 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len)
 int kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens)
 {
     uint32_t old = (uint32_t)kv->seq_len[seq];
-    if (kv->seq_len[seq] < 0 || len >= old || kv->state) return -1; /* the state keeps no past positions */
+    if (kv->seq_len[seq] < 0 || len >= old) return -1;
     /* a ring holds window + spare keys: dropping more than the spare would leave ring blocks holding keys
      * of positions past len where the window before len needs older ones */
     const kv_pool *r = &kv->pool[KV_RING];
@@ -434,6 +448,7 @@ static void block_register(kv_cache *kv, int seq, uint32_t b, uint32_t last)
     int32_t ei = prefix_find(&kv->prefix, parent, toks);
     if (ei < 0) ei = prefix_add(&kv->prefix, parent, toks);
     kv->chain[seq] = prefix_hash(parent, toks, KV_BLOCK);
+    kv->last_entry[seq] = ei;
     if (ei < 0) return;
     prefix_entry *e = &kv->prefix.e[ei];
     for (int i = 0; i < KV_POOLS; i++) {
@@ -453,7 +468,21 @@ static void block_register(kv_cache *kv, int seq, uint32_t b, uint32_t last)
         p->cached[blk] = ei;
         p->refs[blk]++;
     }
-    if (e->blk[KV_FULL] < 0 && e->blk[KV_RING] < 0) prefix_remove(&kv->prefix, ei);
+    if (e->blk[KV_FULL] < 0 && e->blk[KV_RING] < 0) {
+        prefix_remove(&kv->prefix, ei); /* a new entry: no snapshot yet */
+        kv->last_entry[seq] = -1;
+    }
+}
+
+void kv_snapshot(kv_cache *kv, int seq)
+{
+    int32_t ei = kv->last_entry[seq], gone;
+    if (!kv->state || !kv->state->n_snap || ei < 0 || kv->n_snap_log == kv->n_seq) return;
+    prefix_entry *e = &kv->prefix.e[ei];
+    if (e->hash != kv->chain[seq] || e->snap >= 0) return; /* not the block ending here; or kept already */
+    e->snap = state_snapshot(kv->state, seq, ei, &gone);
+    if (gone >= 0) kv->prefix.e[gone].snap = -1;
+    kv->snap_log[kv->n_snap_log++] = ei;
 }
 
 void kv_written(kv_cache *kv, int seq, const int32_t *tokens, uint32_t from, uint32_t to)
@@ -486,7 +515,7 @@ void kv_commit(kv_cache *kv, int seq, uint32_t len)
     memcpy(kv->part_at + (size_t)seq * KV_BLOCK, kv->part + (size_t)seq * KV_BLOCK, KV_BLOCK * sizeof *kv->part);
 }
 
-void kv_step_begin(kv_cache *kv) { kv->n_log = 0; }
+void kv_step_begin(kv_cache *kv) { kv->n_log = kv->n_snap_log = 0; }
 
 void kv_abort(kv_cache *kv)
 {
@@ -495,6 +524,12 @@ void kv_abort(kv_cache *kv)
         if (kv->pool[g->pool].cached[g->block] == g->entry) uncache(kv, g->pool, g->block);
     }
     kv->n_log = 0;
+    for (uint32_t i = 0; i < kv->n_snap_log; i++) { /* a failed step's state is not one to reuse */
+        prefix_entry *e = &kv->prefix.e[kv->snap_log[i]];
+        if (e->snap >= 0) state_snapshot_drop(kv->state, e->snap);
+        e->snap = -1;
+    }
+    kv->n_snap_log = 0;
     memcpy(kv->chain, kv->chain_at, kv->n_seq * sizeof *kv->chain);
     memcpy(kv->part, kv->part_at, (size_t)kv->n_seq * KV_BLOCK * sizeof *kv->part);
 }
@@ -563,7 +598,7 @@ int kv_seq_new_prefix(kv_cache *kv, const int32_t *tokens, uint32_t n, uint32_t 
 {
     *cached = 0;
     int seq = kv_seq_new(kv);
-    if (seq < 0 || !kv->prefix.cap || kv->state || n < 2) return seq; /* no state kept for a prefix */
+    if (seq < 0 || !kv->prefix.cap || n < 2) return seq;
     uint32_t m = 0, max_k = (n - 1) / KV_BLOCK; /* the last token is computed: its logits are the point */
     if (max_k > kv->max_blocks) max_k = kv->max_blocks;
     for (uint64_t h = kv->seed; m < max_k; m++) {
@@ -573,8 +608,10 @@ int kv_seq_new_prefix(kv_cache *kv, const int32_t *tokens, uint32_t n, uint32_t 
         h = kv->prefix.e[ei].hash;
     }
     uint32_t k = usable_blocks(kv, m);
+    while (kv->state && k && kv->prefix.e[kv->walk[k - 1]].snap < 0) k--; /* the state too: a snapshot at the end */
     if (!k || !ring_room(kv, k)) return seq;
     attach(kv, seq, k);
+    if (kv->state) state_from_snapshot(kv->state, kv->prefix.e[kv->walk[k - 1]].snap, seq);
     *cached = k * KV_BLOCK;
     return seq;
 }

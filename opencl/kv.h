@@ -62,6 +62,9 @@ typedef struct kv_config {
     uint32_t max_chunk;       /* tokens of one sequence in one forward chunk at most */
     int type;                 /* engine_kv_type of K and V */
     const uint32_t *state;    /* per layer floats of one sequence's recurrent state (0: none); NULL: none */
+    const uint32_t *state_rows; /* per layer floats of a token's replay row (state.h's checkpoints; NULL: none) */
+    uint32_t state_ck;        /* checkpoints: sequences whose step can be cut back, per step (0: none) */
+    uint32_t state_snaps;     /* snapshots of the state for the prefix cache (0: none: no prefix reuse) */
 } kv_config;
 
 /* what a config costs: K and V bytes per token of the full layers (all of them together), and
@@ -74,6 +77,8 @@ typedef struct kv_sizes {
     uint32_t full_layers, ring_layers;   /* layers with a cache of their own in each pool */
     uint32_t ring_window;     /* the widest window of the ring layers */
     uint64_t state_per_seq;   /* bytes of one sequence's recurrent state (state.h; 0: none) */
+    uint64_t state_ck_bytes;  /* bytes of all the state's checkpoints (0: none) */
+    uint64_t state_snap_bytes;/* bytes of all the state's snapshots (0: none) */
 } kv_sizes;
 
 enum { KV_FULL, KV_RING, KV_POOLS };
@@ -122,10 +127,14 @@ typedef struct kv_cache {
     int32_t *walk;            /* [max_blocks]: a lookup's entries */
     kv_reg *log;              /* the step's registrations (kv_abort) */
     uint32_t n_log, log_cap;
+    int32_t *last_entry;      /* per sequence: the prefix entry of the last block it registered (-1: none) */
+    int32_t *snap_log;        /* the entries the step gave a state snapshot (kv_abort drops them) */
+    uint32_t n_snap_log;
     state_store *state;       /* the recurrent state, a slot per sequence (NULL: no layer has one); its
-                               * lifecycle follows the sequences': new, free, fork, sync. Prefix reuse and
-                               * truncation cannot restore it: kv_truncate refuses, the engine keeps the
-                               * prefix cache off. */
+                               * lifecycle follows the sequences': new, free, fork, sync. A prefix is reused
+                               * only where its last block's entry has a snapshot of it (kv_snapshot), without
+                               * snapshots not at all. kv_truncate cuts the blocks only: the engine restores the
+                               * state (state_restore + model_replay). */
 } kv_cache;
 
 /* blocks one sequence's ring needs for a window and chunk (capped at a whole context of max_blocks) */
@@ -174,8 +183,12 @@ void kv_trim(kv_cache *kv, int seq, uint32_t len);
  * A sliding-window ring that came round keeps the keys len needs only when at most its spare (ring -
  * window - a block) goes: -1 otherwise, or for len >= the length. */
 int  kv_truncate(kv_cache *kv, int seq, uint32_t len, const int32_t *tokens);
-/* 1 when the cache keeps a recurrent state beside the blocks (kv_truncate then refuses: the state of
- * an earlier position is gone) */
+/* seq's state, its written length a block boundary whose block the step just registered (kv_written), kept as
+ * a snapshot on that block's prefix entry (the least recently used snapshot goes if none is free); nothing
+ * without snapshots or when the entry has one */
+void kv_snapshot(kv_cache *kv, int seq);
+/* 1 when the cache keeps a recurrent state beside the blocks (kv_truncate leaves it as it is: going back
+ * is the engine's, from a checkpoint) */
 int  kv_has_state(const kv_cache *kv);
 /* enqueues the pending block copies, then uploads the block tables that changed */
 int  kv_sync(kv_cache *kv, cl_runtime *rt, char *err, size_t errlen);

@@ -74,6 +74,7 @@ int32_t prefix_add(prefix_table *t, uint64_t parent, const int32_t *tokens)
     e->hash = prefix_hash(parent, tokens, t->block);
     e->parent = parent;
     for (int p = 0; p < PREFIX_POOLS; p++) e->blk[p] = -1;
+    e->snap = -1;
     memcpy(t->tokens + (size_t)i * t->block, tokens, t->block * sizeof *tokens);
     e->next = t->bucket[e->hash & t->mask];
     t->bucket[e->hash & t->mask] = i;

@@ -18,6 +18,7 @@
 typedef struct prefix_entry {
     uint64_t hash, parent;       /* the chain through this block; through the block before (the seed first) */
     int32_t blk[PREFIX_POOLS];   /* per pool the block holding the contents (-1: none) */
+    int32_t snap;                /* the recurrent state's snapshot at the block's end (kv.c, state.h; -1: none) */
     int32_t next;                /* the next entry of its bucket, or of the free list */
 } prefix_entry;
 

@@ -50,14 +50,17 @@ def softplus(x):
     return np.logaddexp(0.0, x)
 
 
-def delta_recurrent(q, k, v, beta, g, S):
-    """Gated delta rule token by token for one value head: q, k [T, dk], v [T, dv], beta, g [T], S [dk, dv]."""
+def delta_recurrent(q, k, v, beta, g, S, rnd=None):
+    """Gated delta rule token by token for one value head: q, k [T, dk], v [T, dv], beta, g [T], S [dk, dv];
+    rnd, if given, is applied to S after every token (the drift test's negative control rounds it)."""
     o = np.empty_like(v)
     S = S.copy()
     for t in range(len(v)):
         S *= math.exp(g[t])
         delta = beta[t] * (v[t] - S.T @ k[t])
         S += np.outer(k[t], delta)
+        if rnd is not None:
+            S = rnd(S)
         o[t] = S.T @ q[t]
     return o, S
 
@@ -120,6 +123,7 @@ class Qwen35Model:
         self.n_expert_used = int(k("expert_used_count", 0) or 0)
         self.out_w = self.t.get("output.weight", self.t["token_embd.weight"])
         self.scan_max_diff = 0.0                                    # largest recurrent-vs-chunked difference seen
+        self.state_round = None     # a function applied to each head's state after every token (then no chunked form)
 
     # --- primitives -------------------------------------------------------
     def rms(self, x, w=None):
@@ -163,7 +167,10 @@ class Qwen35Model:
         S1 = np.empty_like(S0)
         for hh in range(Hv):
             kh = hh % Hk                                            # the converter's tiled value-head order
-            o_r, S_r = delta_recurrent(q[:, kh], k[:, kh], v[:, hh], beta[:, hh], g[:, hh], S0[hh])
+            o_r, S_r = delta_recurrent(q[:, kh], k[:, kh], v[:, hh], beta[:, hh], g[:, hh], S0[hh], self.state_round)
+            if self.state_round is not None:                        # no chunked form rounds per token
+                o[:, hh], S1[hh] = o_r, S_r
+                continue
             o_c, S_c = delta_chunked(q[:, kh], k[:, kh], v[:, hh], beta[:, hh], g[:, hh], S0[hh], pos0)
             diff = max(float(np.abs(o_r - o_c).max()), float(np.abs(S_r - S_c).max()))
             self.scan_max_diff = max(self.scan_max_diff, diff)

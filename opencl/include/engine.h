@@ -63,6 +63,13 @@ typedef struct engine_opts {
                            * 0: 280): sizes the encoder's scratch; at most the forward chunk */
     int image_attention;  /* ENGINE_IMAGE_ATTN_*: how an image's tokens see each other in sliding layers */
     int image_cache_mb;   /* device memory for encoded images kept for reuse (0: 256) */
+    int state_checkpoints; /* models with a recurrent state (hybrid: Qwen 3.5): how many sequences of a step may
+                           * have a draft verification (2 .. 17 tokens, engine_item.draft) engine_seq_truncate can
+                           * undo; each costs a sequence's state and 17 tokens' inputs of its recurrence (a fixed
+                           * pool). 0: such models refuse to truncate */
+    int state_snapshots;  /* models with a recurrent state: how many prefixes the prefix cache keeps the state at
+                           * (a sequence's state each, least recently used evicted first); a prefix is reused only
+                           * with its state. 0 (or no_prefix_cache): such models reuse no prefix */
 } engine_opts;
 
 /* engine_opts.image_attention. AUTO: bidirectional, but causal for the models with per-layer inputs
@@ -161,6 +168,9 @@ typedef struct engine_info {
     /* the chat template's image tokens (-1: the vocabulary lacks it): begin, end, and the placeholder the
      * template writes where an image goes */
     int32_t boi_token, eoi_token, image_token;
+    int state_checkpoints;   /* verifications per step a recurrent state can be cut back after (opts.state_checkpoints;
+                              * 0: none, or no recurrent state) */
+    int state_snapshots;     /* prefixes a recurrent state is kept at for the prefix cache (opts.state_snapshots) */
 } engine_info;
 
 #define ENGINE_DECODE_ROWS 16 /* draft_rows: see there */
@@ -237,8 +247,10 @@ int  engine_seq_fork(engine *e, int src);
 int  engine_seq_len(const engine *e, int seq);   /* tokens in its KV cache */
 /* Speculative decoding's rollback: seq's cache cut back to its first len tokens (len < engine_seq_len),
  * tokens[0, len) being them, as if the rest had never been stepped (drafts the target rejected). At most
- * the sliding-window rings' spare may go at once (fit_seq_chunk tokens: far more than a draft); 0, or -1
- * with err (nothing changed). */
+ * the sliding-window rings' spare may go at once (fit_seq_chunk tokens: far more than a draft). A model with
+ * a recurrent state goes back only within seq's last step, before the next one, when that step was
+ * one of info.state_checkpoints drafts (2 .. 17 tokens, engine_item.draft or ids_all) it could keep the state
+ * before. 0, or -1 with err (nothing changed). */
 int  engine_seq_truncate(engine *e, int seq, int len, const int32_t *tokens, char *err, size_t errlen);
 /* Automatic prefix caching: every whole KV block a step writes (engine_kv_stats.block_tokens tokens)
  * stays registered under the tokens from position 0 through it, after its sequence is freed too,

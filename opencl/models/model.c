@@ -85,7 +85,8 @@ int model_kv_layout_alloc(model_kv_layout *out, uint32_t n_layer, char *err, siz
     out->dims = calloc(n_layer ? n_layer : 1, sizeof *out->dims);
     out->window = calloc(n_layer ? n_layer : 1, sizeof *out->window);
     out->state = calloc(n_layer ? n_layer : 1, sizeof *out->state);
-    if (out->dims && out->window && out->state) return 0;
+    out->replay = calloc(n_layer ? n_layer : 1, sizeof *out->replay);
+    if (out->dims && out->window && out->state && out->replay) return 0;
     model_kv_layout_free(out);
     return ERR("out of memory");
 }
@@ -108,6 +109,7 @@ void model_kv_layout_free(model_kv_layout *l)
     free(l->dims);
     free(l->window);
     free(l->state);
+    free(l->replay);
     memset(l, 0, sizeof *l);
 }
 
@@ -123,12 +125,19 @@ void model_free(model *m)
     mem_release(&m->freq_global);
     free(m->kv_dims);
     free(m->state_floats);
+    free(m->replay_floats);
     memset(m, 0, sizeof *m);
 }
 
 int model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen)
 {
     return m->arch->forward(m, o, b, kv, a, err, errlen);
+}
+
+int model_replay(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, int seq, uint32_t n, char *err, size_t errlen)
+{
+    if (!m->arch->replay) return ERR("model: %s keeps no recurrent state to replay", m->arch->name);
+    return m->arch->replay(m, o, b, kv, seq, n, err, errlen);
 }
 
 int fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_tok, uint32_t max_out,

@@ -38,6 +38,7 @@ typedef struct model {
     layer_weights *layers;    /* architectures whose layers all have these weights (else NULL) */
     uint32_t *kv_dims;        /* per layer n_kv*head_dim of its KV cache (0 = none); NULL = uniform */
     uint32_t *state_floats;   /* per layer floats of one sequence's recurrent state (0 = none); NULL = none */
+    uint32_t *replay_floats;  /* per layer floats of one token's replay row (state.h's checkpoints) beside it */
     weight tok_embd, output;  /* output == tok_embd when tied */
     cl_mem output_norm;
     cl_mem freq_local, freq_global; /* RoPE frequency per rotated pair */
@@ -105,6 +106,7 @@ typedef struct model_kv_layout {
     uint32_t n_layer, n_ctx_train;
     uint32_t *dims, *window;
     uint32_t *state;          /* per layer floats of one sequence's recurrent state (0: none) */
+    uint32_t *replay;         /* per layer floats of one token's replay row for its checkpoints (0: none) */
 } model_kv_layout;
 
 /* ---- the architecture table (registry.c) --------------------------------------------------- */
@@ -119,6 +121,11 @@ typedef uint32_t model_layer_window_fn(const model *m, uint32_t l);
 typedef int  model_forward_fn(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err,
                               size_t errlen);
 typedef int  model_kv_layout_fn(const gguf_file *f, model_kv_layout *out, char *err, size_t errlen);
+/* Recurrent models: sequence seq's state (just restored to its checkpoint, state_restore) carried over its first
+ * n tokens again from the replay rows the checkpointed step's forward kept: the rollback of rejected drafts.
+ * Writes the state only (no cache, no logits). */
+typedef int  model_replay_fn(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, int seq, uint32_t n, char *err,
+                             size_t errlen);
 
 /* The cache a drafter reads from its target, per kind of layer: the cache the target's last layer of that
  * kind reads (its own or, KV-shared, another's) and that cache's shape. */
@@ -155,6 +162,7 @@ typedef struct model_arch {
     model_forward_fn *forward;
     model_kv_layout_fn *kv_layout;        /* the KV shape from the keys alone (model_kv_layout_read) */
     model_kv_export_fn *kv_export;        /* the cache a drafter of it reads (NULL: none drafts for it) */
+    model_replay_fn *replay;              /* models with recurrent state (NULL: none) */
     /* drafters (MTP heads that read another model's cache): the architecture of the models they draft for;
      * loaded only beside one (model_load_drafter), their row has no forward of the target kind */
     const char *drafts_for;
@@ -194,5 +202,7 @@ int  fwd_bufs_create(fwd_bufs *b, const model *m, cl_runtime *rt, uint32_t max_t
 void fwd_bufs_destroy(fwd_bufs *b);
 /* runs layers over the batch (writes KV) and computes logits for the out rows */
 int  model_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_args *a, char *err, size_t errlen);
+/* the row's replay (model_replay_fn); -1 with err for a row without one */
+int  model_replay(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, int seq, uint32_t n, char *err, size_t errlen);
 
 #endif

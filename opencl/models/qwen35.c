@@ -31,6 +31,7 @@ model_layer_window_fn qwen35_layer_window;
 model_forward_fn qwen35_forward;
 model_kv_layout_fn qwen35_kv_layout;
 model_kv_layout_fn qwen35moe_kv_layout;
+model_replay_fn qwen35_replay;
 
 typedef struct q35_layer {
     int recurrent;
@@ -132,6 +133,10 @@ static uint32_t dc_of(const delta_shape *sh) { return 2 * sh->hk * sh->dk + sh->
 /* floats of one sequence's state in a GDN layer: conv [kc-1][Dc] then S [Hv][dk][dv] */
 static uint32_t state_floats(const delta_shape *sh) { return (sh->kc - 1) * dc_of(sh) + sh->hv * sh->dk * sh->dv; }
 
+/* floats of one token's replay row in a GDN layer: what op_delta_conv reads, mixed [Dc], a and b [Hv] each.
+ * A checkpoint's rows in state.rows[l]: mixed [STATE_CK_ROWS][Dc], then a, then b [STATE_CK_ROWS][Hv] */
+static uint32_t replay_floats(const delta_shape *sh) { return dc_of(sh) + 2 * sh->hv; }
+
 static int kv_layout_of(const char *arch, const gguf_file *f, model_kv_layout *out, char *err, size_t errlen)
 {
     model_hparams hp = { 0 };
@@ -144,6 +149,7 @@ static int kv_layout_of(const char *arch, const gguf_file *f, model_kv_layout *o
     for (uint32_t l = 0; l < hp.n_layer; l++) {
         out->dims[l] = rec[l] ? 0 : hp.n_kv * hp.head_dim;
         out->state[l] = rec[l] ? state_floats(&sh) : 0;
+        out->replay[l] = rec[l] ? replay_floats(&sh) : 0;
     }
     free(rec);
     return 0;
@@ -231,11 +237,13 @@ int qwen35_load(model *m, const model_src *src, char *err, size_t errlen)
     g->L = calloc(NL, sizeof *g->L);
     m->kv_dims = calloc(NL, sizeof *m->kv_dims);
     m->state_floats = calloc(NL, sizeof *m->state_floats);
-    if (!g->L || !m->kv_dims || !m->state_floats) { free(rec); return ERR("out of memory"); }
+    m->replay_floats = calloc(NL, sizeof *m->replay_floats);
+    if (!g->L || !m->kv_dims || !m->state_floats || !m->replay_floats) { free(rec); return ERR("out of memory"); }
     for (uint32_t l = 0; l < NL; l++) {
         g->L[l].recurrent = (int)rec[l];
         m->kv_dims[l] = rec[l] ? 0 : kd;
         m->state_floats[l] = rec[l] ? state_floats(sh) : 0;
+        m->replay_floats[l] = rec[l] ? replay_floats(sh) : 0;
     }
     free(rec);
     const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
@@ -374,12 +382,47 @@ static int make_runs(const kv_cache *kv, ops *o, fwd_bufs *b, const fwd_args *a,
         if (k && rs[k - 1].src == s && a->pos[t] == rs[k - 1].pos + rs[k - 1].len) { rs[k - 1].len++; continue; }
         for (uint32_t j = 0; j < k; j++)
             if (rs[j].src == s) return ERR("internal: sequence %d's tokens are not contiguous in the batch", s);
-        if (s < 0 || (uint32_t)s >= kv->state->n_slots) return ERR("internal: sequence %d has no state slot", s);
+        if (s < 0 || (uint32_t)s >= kv->state->n_seq) return ERR("internal: sequence %d has no state slot", s);
         rs[k++] = (delta_run){ (int32_t)t, 1, a->pos[t], s, s };
         if (a->pos[t] == 0 && state_zero(kv->state, o->rt->q, s)) return ERR("zeroing a sequence's state failed");
     }
     *n = k;
     return op_delta_runs(o, b->seq, b->pos, a->ntok, b->ext[X_RUNS]) ? ops_status(o, err, errlen) : 0;
+}
+
+/* rows [t0, t0 + n) of [T][w] floats in src to rows [r0, r0 + n) of dst's [STATE_CK_ROWS][w] at float offset
+ * at (to_rows), or back */
+static cl_int copy_rows(cl_command_queue q, cl_mem src, cl_mem dst, size_t w, size_t t0, size_t at, size_t r0, size_t n,
+                        int to_rows)
+{
+    size_t a = 4 * w * t0, b = 4 * (at + w * r0);
+    return clEnqueueCopyBuffer(q, to_rows ? src : dst, to_rows ? dst : src, to_rows ? a : b, to_rows ? b : a,
+                               4 * w * n, 0, NULL, NULL);
+}
+
+/* the replay rows of layer l between the forward's scratch rows [t0, t0 + n) (mixed, a, b) and the rows
+ * [r0, r0 + n) of checkpoint ck in state.rows[l]: kept (to_rows) or brought back for a replay */
+static int move_rows(const q35_model *g, ops *o, fwd_bufs *b, const state_store *st, uint32_t l, int ck, size_t t0,
+                     size_t r0, size_t n, int to_rows)
+{
+    size_t R = STATE_CK_ROWS, Dc = g->dc, Hv = g->sh.hv, base = (size_t)ck * R * st->row_floats[l];
+    cl_command_queue q = o->rt->q;
+    cl_int ce = copy_rows(q, b->ext[X_MIX], st->rows[l], Dc, t0, base, r0, n, to_rows);
+    if (!ce) ce = copy_rows(q, b->ext[X_A], st->rows[l], Hv, t0, base + R * Dc, r0, n, to_rows);
+    if (!ce) ce = copy_rows(q, b->ext[X_B], st->rows[l], Hv, t0, base + R * (Dc + Hv), r0, n, to_rows);
+    return ce ? ops_fail(o, "qwen35: moving the state's replay rows: %s", rt_errstr(ce)) : 0;
+}
+
+/* the rows of runs whose sequence took a checkpoint this step (state_checkpoint), kept for a rollback */
+static void keep_rows(const q35_model *g, ops *o, fwd_bufs *b, const state_store *st, uint32_t l,
+                      const delta_runs *dr)
+{
+    for (uint32_t i = 0; st->ck_used && i < dr->n; i++) {
+        const delta_run *r = &dr->h[i];
+        int32_t ck = st->ck_of[r->src], at = ck >= 0 ? st->ck_pos[ck] : 0;
+        if (ck < 0 || r->pos < at || r->pos + r->len > at + st->ck_len[ck]) continue;
+        if (move_rows(g, o, b, st, l, ck, (size_t)r->t0, (size_t)(r->pos - at), (size_t)r->len, 1)) return;
+    }
 }
 
 /* a GDN layer on h (x.spare) into b->o */
@@ -394,6 +437,7 @@ static void gdn(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, uint32_t l, c
     mm_out p[3] = { { &L->qkv, b->ext[X_MIX], g->dc }, { &L->z, b->ext[X_Z], ZD }, { &L->beta, b->ext[X_B], Hv } };
     op_matmul_multi(o, p, 3, b->x.spare, H, T);                             /* mixed, z, b = W h */
     op_matmul(o, &L->alpha, b->x.spare, H, b->ext[X_A], Hv, T);             /* a = W h */
+    keep_rows(g, o, b, kv->state, l, dr);                                   /* a rollback's replay rows */
     op_delta_conv(o, sh, dr, b->ext[X_MIX], L->conv, b->ext[X_A], b->ext[X_B], L->ssm_a, L->dt_bias, 1e-6f, &st,
                   b->ext[X_Y], b->ext[X_BETA], b->ext[X_G]);                /* q̂, k̂, v, β, g */
     op_delta_scan(o, sh, dr, b->ext[X_Y], b->ext[X_BETA], b->ext[X_G], &st, b->ext[X_O]); /* o = Sᵀq */
@@ -474,5 +518,31 @@ int qwen35_forward(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, const fwd_
     }
     free(rs);
     fwd_logits(m, o, b, a);
+    return ops_status(o, err, errlen);
+}
+
+int qwen35_replay(const model *m, ops *o, fwd_bufs *b, kv_cache *kv, int seq, uint32_t n, char *err, size_t errlen)
+{
+    const q35_model *g = m->priv;
+    const state_store *st = kv->state;
+    int32_t ck = st && seq >= 0 && (uint32_t)seq < st->n_seq ? st->ck_of[seq] : -1;
+    if (ck < 0 || n > (uint32_t)st->ck_len[ck] || n > b->max_tok)
+        return ERR("internal: no replay rows for %u tokens of sequence %d", n, seq);
+    if (!n) return 0;
+    /* one run in place from the checkpoint's position: the forward's own ops over the kept rows */
+    delta_run run = { 0, (int32_t)n, st->ck_pos[ck], seq, seq };
+    cl_int ce = clEnqueueWriteBuffer(o->rt->q, b->ext[X_RUNS], CL_TRUE, 0, sizeof run, &run, 0, NULL, NULL);
+    if (ce) return ERR("qwen35: uploading the replay's run: %s", rt_errstr(ce));
+    delta_runs dr = { &run, b->ext[X_RUNS], 1, n };
+    ops_clear(o);
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const q35_layer *L = &g->L[l];
+        if (!L->recurrent) continue;
+        delta_state ds = { st->buf[l], st->n_slots, m->state_floats[l], 0, (g->sh.kc - 1) * g->dc };
+        if (move_rows(g, o, b, st, l, ck, 0, 0, n, 0)) break;
+        op_delta_conv(o, &g->sh, &dr, b->ext[X_MIX], L->conv, b->ext[X_A], b->ext[X_B], L->ssm_a, L->dt_bias, 1e-6f,
+                      &ds, b->ext[X_Y], b->ext[X_BETA], b->ext[X_G]);
+        op_delta_scan(o, &g->sh, &dr, b->ext[X_Y], b->ext[X_BETA], b->ext[X_G], &ds, b->ext[X_O]);
+    }
     return ops_status(o, err, errlen);
 }

@@ -39,6 +39,7 @@ model_layer_window_fn qwen35_layer_window;
 model_forward_fn qwen35_forward;
 model_kv_layout_fn qwen35_kv_layout;
 model_kv_layout_fn qwen35moe_kv_layout;
+model_replay_fn qwen35_replay;
 
 static const model_arch ARCHES[] = {
     {
@@ -92,6 +93,7 @@ static const model_arch ARCHES[] = {
         .layer_window = qwen35_layer_window,
         .forward = qwen35_forward,
         .kv_layout = qwen35_kv_layout,
+        .replay = qwen35_replay,
     },
     {
         /* Qwen 3.5 / 3.6 MoE: the same trunk, experts beside a gated shared expert (qwen35.c) */
@@ -105,6 +107,7 @@ static const model_arch ARCHES[] = {
         .layer_window = qwen35_layer_window,
         .forward = qwen35_forward,
         .kv_layout = qwen35moe_kv_layout,
+        .replay = qwen35_replay,
     },
 };
 

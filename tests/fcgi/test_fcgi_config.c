@@ -136,10 +136,14 @@ static void test_spec(void)
     CHECK(spec_mode_effective(SPEC_AUTO, &gpu) == SPEC_NGRAM && spec_mode_effective(SPEC_AUTO, &cpu) == SPEC_OFF &&
           spec_mode_effective(SPEC_OFF, &gpu) == SPEC_OFF && spec_mode_effective(SPEC_NGRAM, &cpu) == SPEC_NGRAM &&
           spec_mode_effective(SPEC_AUTO, &mtp) == SPEC_MTP, "auto resolved by the engine's drafter and draft_rows");
-    /* a recurrent state (Qwen 3.5) cannot roll rejected drafts back: off whatever was asked */
+    /* a recurrent state (Qwen 3.5) rolls rejected drafts back from checkpoints: without them off whatever was asked */
     engine_info hybrid = { .draft_rows = ENGINE_DECODE_ROWS, .fit = { .state_seq_bytes = 823296 } };
     CHECK(spec_mode_effective(SPEC_NGRAM, &hybrid) == SPEC_OFF && spec_mode_effective(SPEC_AUTO, &hybrid) == SPEC_OFF,
-          "speculative decoding on a model with a recurrent state");
+          "speculative decoding on a model with a recurrent state and no checkpoints");
+    hybrid.state_checkpoints = SPEC_STATE_CHECKPOINTS;
+    CHECK(spec_mode_effective(SPEC_NGRAM, &hybrid) == SPEC_NGRAM &&
+          spec_mode_effective(SPEC_AUTO, &hybrid) == SPEC_NGRAM,
+          "no speculative decoding on a model with a recurrent state and checkpoints");
 }
 
 static void test_finish_checks(void)

@@ -22,7 +22,9 @@
  *     2048 seeds with --spec ngram and without (their own seeds each); the two samples of (first, second,
  *     third) tokens must pass Pearson's two-sample homogeneity test (chi_square.h's chi_two: bins of
  *     expected count below 5 merged, dof = bins - 1, 20-30 here) at p > 1e-3; again (4096 seeds) with a
- *     frequency penalty over the last 3 tokens, which a token fed to the sampler twice or never would shift. */
+ *     frequency penalty over the last 3 tokens, which a token fed to the sampler twice or never would shift.
+ *   test_sched_qwen35: test_sched_equals_plain's jobs on the tiny Qwen 3.5 fixture (a recurrent state: drafts cut
+ *     back from checkpoints, 2 of them for 4 sequences) give plain decoding's tokens and ends. */
 #include "check.h"
 #include "chi_square.h"
 #include "clock.h"
@@ -35,6 +37,7 @@
 #include <unistd.h>
 
 #define FIXTURE "tests/fixtures/gemma4_dense.gguf"
+#define QWEN35 "tests/fixtures/qwen35_dense_bf16.gguf"
 #define CTX 256
 #define MAXTOK 200
 
@@ -368,6 +371,32 @@ static void test_sched_sampled_distribution(void)
 /* --spec mtp: the fixture's MTP drafter (random weights: its drafts are rarely the target's choice) drafts for
  * the same jobs as test_sched_equals_plain; greedy choices give plain decoding's tokens and ends, the sampled
  * one its length, drafts are proposed and verified; the sampled distribution as with prompt lookup */
+/* the same on a model with a recurrent state (Qwen 3.5): drafts verified and cut back from checkpoints, fewer
+ * checkpoints than sequences (the scheduler drafts for that many per step) */
+static void test_sched_qwen35(void)
+{
+    engine *keep = E, *q = NULL;
+    engine_opts o = { .n_ctx = CTX, .max_seqs = 4, .kv_tokens = 320, .state_checkpoints = 2 };
+    if (engine_load(&q, QWEN35, &o, err, sizeof err)) { CHECK(0, "%s: %s", QWEN35, err); return; }
+    CHECK(spec_mode_effective(SPEC_NGRAM, engine_get_info(q)) == SPEC_NGRAM, "ngram refused for %s", QWEN35);
+    E = q; /* run_cases' engine */
+    job_case cs[N_EQ_CASES];
+    int n;
+    static run_out plain[6], spec[6];
+    metrics *mp, *ms;
+    if (!run_equal(SPEC_NGRAM, "qwen35 ngram", cs, &n, plain, spec, &mp, &ms)) {
+        const board *bs = metrics_board(ms);
+        printf("  qwen35: %llu verifications, %llu draft tokens, %llu accepted\n",
+               (unsigned long long)bs->spec_steps, (unsigned long long)bs->spec_draft_tokens,
+               (unsigned long long)bs->spec_accepted_tokens);
+        CHECK(bs->spec_steps > 0, "no verifications");
+        metrics_destroy(mp, 0);
+        metrics_destroy(ms, 0);
+    }
+    E = keep;
+    engine_destroy(q);
+}
+
 static void test_sched_mtp(void)
 {
     job_case cs[N_EQ_CASES];
@@ -399,6 +428,7 @@ int main(void)
     RUN_TEST(test_sched_equals_plain);
     RUN_TEST(test_sched_sampled);
     RUN_TEST(test_sched_sampled_distribution);
+    RUN_TEST(test_sched_qwen35);
     check_current = "setup";
     o.draft_path = DRAFTER;
     if (engine_load(&EM, FIXTURE, &o, err, sizeof err)) { printf("FAIL setup: %s\n", err); return 1; }

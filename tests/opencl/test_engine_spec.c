@@ -16,6 +16,7 @@
 #include "logit_rows.h"
 #include "sampler.h"
 #include "spec.h"
+#include "spec_decode.h"
 #include "tokenizer.h"
 
 #include <stdint.h>
@@ -31,46 +32,9 @@ static engine *E;
 static uint32_t V;
 static char err[512];
 
-static sampler *greedy(void)
-{
-    sampler_params p;
-    sampler_params_default(&p);
-    sampler *s = NULL;
-    if (sampler_create(&s, &p, V)) { printf("FAIL sampler_create\n"); exit(1); }
-    return s;
-}
-
 static int encode(const char *text, int32_t *ids, int cap)
 {
     return tokenizer_encode(engine_tokenizer(E), text, strlen(text), 1, 0, ids, cap);
-}
-
-/* NGEN greedy tokens after prompt into out: one token a step (k = 0) or with drafts of up to k */
-static void decode(const int32_t *prompt, int n, int k, int32_t *out, spec_run *st)
-{
-    sampler *s = greedy();
-    int seq = engine_seq_new(E);
-    engine_item it = { .seq = seq, .tokens = prompt, .n_tokens = n, .smp = s };
-    CHECK(engine_step(E, &it, 1, err, sizeof err) == 0, "prefill: %s", err);
-    spec_run r = { 0 };
-    if (k) CHECK(spec_begin(&r, prompt, n, k, s) == 0, "spec_begin: %s", r.err);
-    int got = 0;
-    int32_t tok = it.token_out;
-    while (got < NGEN) {
-        int32_t o[SPEC_MAX_DRAFT + 1];
-        int m = k ? spec_next(&r, E, seq, tok, o) : (o[0] = tok, 1);
-        if (m < 0) { CHECK(0, "spec_next: %s", r.err); break; }
-        for (int i = 0; i < m && got < NGEN; i++) out[got++] = o[i];
-        if (k) { tok = r.next; continue; }
-        it.tokens = &tok;
-        it.n_tokens = 1;
-        if (engine_step(E, &it, 1, err, sizeof err)) { CHECK(0, "decode: %s", err); break; }
-        tok = it.token_out;
-    }
-    if (st) *st = r;
-    else spec_end(&r);
-    engine_seq_free(E, seq);
-    sampler_destroy(s);
 }
 
 static void test_greedy_equals_plain(void)
@@ -84,10 +48,10 @@ static void test_greedy_equals_plain(void)
     for (size_t p = 0; p < sizeof prompts / sizeof *prompts; p++) {
         int32_t ids[256], plain[NGEN], spec[NGEN];
         int n = encode(prompts[p], ids, 256);
-        decode(ids, n, 0, plain, NULL);
+        spec_decode(E, ids, n, 0, NGEN, plain, NULL);
         for (int k = 4; k <= (p ? 4 : 8); k += 4) {
             spec_run st;
-            decode(ids, n, k, spec, &st);
+            spec_decode(E, ids, n, k, NGEN, spec, &st);
             int first = -1;
             for (int i = 0; i < NGEN && first < 0; i++)
                 if (spec[i] != plain[i]) first = i;

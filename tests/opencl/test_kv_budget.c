@@ -78,7 +78,7 @@ static void test_need_bounds_usage(void)
     uint32_t over[KV_POOLS] = { 0 }, loose1 = 0, loose_full = 0, groups = 0;
     for (int cfg = 0; cfg < 3 && !check_failures_here; cfg++) {
         uint32_t chunk = 8 + 24 * (uint32_t)cfg;
-        kv_config c = { 5, dims, win[cfg], 6, 640, chunk, ENGINE_KV_F16, NULL };
+        kv_config c = { 5, dims, win[cfg], 6, 640, chunk, ENGINE_KV_F16, NULL, NULL, 0, 0 };
         kv_sizes s = kv_plan(&c);
         uint32_t blocks[KV_POOLS] = { 6 * 20, 6 * (s.ring_blocks ? s.ring_blocks : 1) };
         kv_cache kv;
@@ -109,7 +109,7 @@ static void test_fit_plan(void)
 {
     /* 4 layers: full 64 + 128 wide, a sliding one of 64 (window 100), one reading another's */
     const uint32_t dims[4] = { 64, 128, 64, 0 }, win[4] = { 0, 0, 100, 0 };
-    kv_config c = { 4, dims, win, 3, 1024, 128, ENGINE_KV_F16, NULL };
+    kv_config c = { 4, dims, win, 3, 1024, 128, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     kv_sizes s = kv_plan(&c);
     uint64_t fb = 2 * kv_bytes(ENGINE_KV_F16, 64 + 128) * KV_BLOCK, R = (100 + 128 - 1 + 31) / 32;
     uint64_t rb = 2 * kv_bytes(ENGINE_KV_F16, 64) * KV_BLOCK;

@@ -232,7 +232,7 @@ static void check_tables(const kv_cache *kv, const char *what)
 static void make_kv(kv_cache *kv, uint32_t full_nb, uint32_t ring_nb)
 {
     static const uint32_t dims[2] = { 2, 2 }, win[2] = { WIN, 0 };
-    kv_config c = { 2, dims, win, NSEQ, CTX, CHUNK, ENGINE_KV_F16, NULL };
+    kv_config c = { 2, dims, win, NSEQ, CTX, CHUNK, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     uint32_t blocks[KV_POOLS] = { full_nb, ring_nb };
     if (kv_create(kv, &RT, &c, blocks, err, sizeof err) || kv_prefix_on(kv, 0x5eedull, err, sizeof err)) {
         printf("FAIL kv_create: %s\n", err);

@@ -89,7 +89,7 @@ static uint32_t check_pool(const kv_cache *kv, int pi, const char *what)
 static void tables_walk(uint32_t full_nb, uint32_t ring_nb)
 {
     const uint32_t dims[4] = { 64, 128, 0, 64 }, win[4] = { 40, 0, 40, 0 }; /* layer 2 reads layer 0's cache */
-    kv_config c = { 4, dims, win, 3, 640, 24, ENGINE_KV_F16, NULL };
+    kv_config c = { 4, dims, win, 3, 640, 24, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     uint32_t ring = kv_ring_blocks(40, 24, 20), blocks[KV_POOLS] = { full_nb, ring_nb };
     kv_cache kv;
     if (kv_create(&kv, &RT, &c, blocks, err, sizeof err)) die("kv_create");
@@ -146,7 +146,7 @@ static void test_tables(void)
 {
     reseed(__func__);
     const uint32_t dims[4] = { 64, 128, 0, 64 }, win[4] = { 40, 0, 40, 0 };
-    kv_config c = { 4, dims, win, 3, 640, 24, ENGINE_KV_F16, NULL };
+    kv_config c = { 4, dims, win, 3, 640, 24, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     kv_sizes sz = kv_plan(&c);
     uint32_t ring = kv_ring_blocks(40, 24, 20);
     CHECK(sz.ring_blocks == ring && sz.full_per_token == 2 * 2 * (128 + 64) &&
@@ -157,7 +157,7 @@ static void test_tables(void)
     tables_walk(3 * 20, 2 * ring);  /* the ring pool runs out */
     /* a window as long as the context is a full layer: no ring pool at all */
     const uint32_t wide[4] = { 640, 0, 640, 0 };
-    kv_config c2 = { 4, dims, wide, 3, 640, 24, ENGINE_KV_F16, NULL };
+    kv_config c2 = { 4, dims, wide, 3, 640, 24, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     kv_sizes s2z = kv_plan(&c2);
     CHECK(s2z.ring_blocks == 0 && s2z.ring_per_seq == 0 && s2z.full_per_token == 2 * 2 * (128 + 64 + 64),
           "window covering the context: ring %u blocks", s2z.ring_blocks);
@@ -182,7 +182,7 @@ static void test_fork_tables(void)
 {
     reseed(__func__);
     const uint32_t dims[3] = { 64, 128, 64 }, win[3] = { 40, 0, 40 };
-    kv_config c = { 3, dims, win, 4, 640, 24, ENGINE_KV_F16, NULL };
+    kv_config c = { 3, dims, win, 4, 640, 24, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     uint32_t ring = kv_ring_blocks(40, 24, 20), blocks[KV_POOLS] = { 50, 4 * ring };
     kv_cache kv;
     if (kv_create(&kv, &RT, &c, blocks, err, sizeof err)) die("kv_create");
@@ -283,7 +283,7 @@ static void test_ring_attention(void)
 {
     reseed(__func__);
     const uint32_t dims[NL] = { NKV * HD, NKV * HD }, win[NL] = { WIN, 0 };
-    kv_config c = { NL, dims, win, NSEQ, CTX, CHUNK, ENGINE_KV_F16, NULL };
+    kv_config c = { NL, dims, win, NSEQ, CTX, CHUNK, ENGINE_KV_F16, NULL, NULL, 0, 0 };
     kv_cache kv;
     uint32_t max_blocks = CTX / KV_BLOCK;
     uint32_t blocks[KV_POOLS] = { NSEQ * max_blocks, NSEQ * kv_ring_blocks(WIN, CHUNK, max_blocks) };

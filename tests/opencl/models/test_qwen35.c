@@ -29,7 +29,8 @@
  *      greedy tokens (greedy_llama, which differ from the reference's where llama.cpp's rounding flips a
  *      token) is printed;
  *   5. a fork continues with its source's state (both then give the same logits for the same tokens), and
- *      truncation (speculative rollback) is refused: the state keeps no earlier position.
+ *      truncation (speculative rollback) is refused without checkpoints (engine_opts.state_checkpoints;
+ *      test_qwen35_spec has them).
  * Also: the layer kinds come from attention.recurrent_layers, else from full_attention_interval; stop token
  * <|im_end|>; broken copies of a converter-made file fail to load naming the problem. */
 #include "check.h"
