@@ -475,7 +475,7 @@ static int cmd_synth(const cli_args *a)
 {
     if (!a->synth_model)
         cli_die("%s", "synth needs a MODEL: gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
-                  "gemma4-tiny-moe, gemma4-tiny-e, qwen35-27b or qwen35-35b-a3b");
+                  "gemma4-tiny-moe, gemma4-tiny-e, qwen35-27b, qwen35-35b-a3b, qwen35-tiny or qwen35-tiny-moe");
     if (!a->out_path) cli_die("%s", "synth needs -o OUT.gguf");
     const char *dv = strncmp(a->synth_model, "qwen35", 6) ? SYNTH_VOCAB : SYNTH_VOCAB_QWEN35;
     FILE *v = a->vocab ? NULL : fopen(dv, "rb");

@@ -22,7 +22,7 @@ static const struct { const char *name, *synopsis, *help; } COMMANDS[CMD_COUNT] 
                     "a Gemma 4 or Qwen 3.6 GGUF with random weights, laid out as llama.cpp's converter and "
                     "llama-quantize lay it out (names, keys, type mix, the real vocabulary); MODEL: gemma4-e2b, "
                     "gemma4-e4b, gemma4-26b-a4b, gemma4-31b, qwen35-27b, qwen35-35b-a3b (real shapes), gemma4-tiny, "
-                    "gemma4-tiny-moe, gemma4-tiny-e (tests)" },
+                    "gemma4-tiny-moe, gemma4-tiny-e, qwen35-tiny, qwen35-tiny-moe (tests)" },
     [CMD_INFO] = { "info", "-m FILE [--ctx N] [--seqs N] [--kv-type T]",
                    "how the model fits the device: weights, KV bytes per token by kind of layer, the tokens and "
                    "sequences the memory left holds, recommended --ctx and --max-seqs (the file's metadata only: "

@@ -37,8 +37,8 @@ static const shape TINY[] = {
 #define N_TINY (sizeof TINY / sizeof *TINY)
 
 const char *const synth_gguf_models[] = { "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b", "gemma4-31b",
-                                          "gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-e", "qwen35-27b", "qwen35-35b-a3b",
-                                          NULL };
+                                          "gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-e",
+                                          "qwen35-27b", "qwen35-35b-a3b", "qwen35-tiny", "qwen35-tiny-moe", NULL };
 
 /* MTP drafters ("<model>-assistant", arch gemma4-assistant) of the public models, of an assumed shape: no
  * published config was at hand offline (docs/design-mtp-drafter.md 2), so 4 layers (3 sliding, 1 full) of
@@ -333,9 +333,7 @@ static void metadata(gguf_writer *w, const model *m, const gguf_file *voc)
     int32_t arr[1024];
     char k[96];
 #define KEY(name) (snprintf(k, sizeof k, "%s." name, a), k)
-    gguf_w_str(w, "general.architecture", a);
-    gguf_w_str(w, "general.type", "model");
-    gguf_w_str(w, "general.name", m->name);
+    synth_general_keys(w, a, m->name);
     gguf_w_u32(w, KEY("block_count"), m->L);
     gguf_w_u32(w, KEY("context_length"), s->ctx);
     gguf_w_u32(w, KEY("embedding_length"), m->asst ? ASST_H : s->H);
@@ -451,6 +449,13 @@ void synth_type_summary(const tens *t, size_t nt, char *out, size_t n)
     }
 }
 
+void synth_general_keys(gguf_writer *w, const char *arch, const char *name)
+{
+    gguf_w_str(w, "general.architecture", arch);
+    gguf_w_str(w, "general.type", "model");
+    gguf_w_str(w, "general.name", name);
+}
+
 void synth_tens_set(tens *t, uint32_t n_dims, uint64_t a, uint64_t b, uint64_t c, const char *part, int il)
 {
     memset(t, 0, sizeof *t);
@@ -486,8 +491,8 @@ int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info
     model m = { 0 };
     if (find_shape(o->model, &m.sh, &m.asst))
         return ERR("unknown model '%s' (gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
-                   "gemma4-tiny-moe, gemma4-tiny-e; each with -assistant: its MTP drafter; qwen35-27b, qwen35-35b-a3b)",
-                   o->model);
+                   "gemma4-tiny-moe, gemma4-tiny-e; each with -assistant: its MTP drafter; qwen35-27b, qwen35-35b-a3b, "
+                   "qwen35-tiny, qwen35-tiny-moe)", o->model);
     m.mx = synth_mix_find(o->mix);
     if (!m.mx) return ERR("unknown --mix '%s' (q4_k_m, q8_0, q4_k, bf16, f32)", o->mix);
     if (o->layers < 0 || (uint32_t)o->layers > m.sh.s.L)

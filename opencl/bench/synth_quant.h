@@ -31,6 +31,8 @@ typedef struct synth_mix {
 
 /* the mix called name (one of synth_gguf_mixes), or NULL */
 const synth_mix *synth_mix_find(const char *name);
+/* the converter's first keys: general.architecture, general.type "model", general.name */
+void synth_general_keys(gguf_writer *w, const char *arch, const char *name);
 /* t named part ("blk.il.part" for a layer's, il >= 0), of n_dims dims [a, b, c], its type and size unset */
 void synth_tens_set(synth_tens *t, uint32_t n_dims, uint64_t a, uint64_t b, uint64_t c, const char *part, int il);
 /* llama-quant.cpp's tensor_type_fallback: type, or its fallback when ne0 is no whole number of its blocks */

@@ -25,10 +25,13 @@ typedef struct qshape {
     uint32_t n_exp, n_used, ff_sh; /* MoE: experts, experts per token, shared expert width */
 } qshape;
 
-/* the reported shapes (docs/design-qwen35.md 0) */
+/* the reported shapes (docs/design-qwen35.md 0), then test shapes with the same structure and rows of whole
+ * 256-blocks, so the same types (16 experts: llama-quant treats exactly 8 specially) */
 static const qshape SHAPES[] = {
     { "qwen35-27b", 5120, 64, 24, 4, 17408, 16, 48, 0, 0, 0 },
     { "qwen35-35b-a3b", 2048, 40, 16, 2, 512, 16, 32, 256, 8, 512 },
+    { "qwen35-tiny", 256, 4, 2, 1, 512, 2, 4, 0, 0, 0 },
+    { "qwen35-tiny-moe", 256, 4, 2, 1, 256, 2, 4, 16, 4, 256 },
 };
 #define N_SHAPES (sizeof SHAPES / sizeof *SHAPES)
 
@@ -233,9 +236,7 @@ static int metadata(gguf_writer *w, const qmodel *m, const gguf_file *voc, char 
     static const int32_t sections[4] = { 11, 11, 10, 0 }; /* mrope_section's default (qwen.py) */
     char k[96];
 #define KEY(name) (snprintf(k, sizeof k, "%s." name, a), k)
-    gguf_w_str(w, "general.architecture", a);
-    gguf_w_str(w, "general.type", "model");
-    gguf_w_str(w, "general.name", m->name);
+    synth_general_keys(w, a, m->name);
     gguf_w_u32(w, KEY("block_count"), m->NB);
     gguf_w_u32(w, KEY("context_length"), CTX);
     gguf_w_u32(w, KEY("embedding_length"), s->H);
@@ -305,7 +306,7 @@ int synth_qwen35_write(const synth_gguf_opts *o, const char *path, synth_gguf_in
     for (size_t i = 0; i < N_SHAPES; i++)
         if (!strcmp(o->model, SHAPES[i].name)) m.s = &SHAPES[i];
     m.x = synth_mix_find(o->mix);
-    if (!m.s) return ERR("unknown model '%s' (qwen35-27b, qwen35-35b-a3b)", o->model);
+    if (!m.s) return ERR("unknown model '%s' (qwen35-27b, qwen35-35b-a3b, qwen35-tiny, qwen35-tiny-moe)", o->model);
     if (!m.x) return ERR("unknown --mix '%s' (q4_k_m, q8_0, q4_k, bf16, f32)", o->mix);
     if (o->layers < 0 || (uint32_t)o->layers > m.s->L)
         return ERR("--layers %d: %s has 1..%u layers", o->layers, o->model, m.s->L);
