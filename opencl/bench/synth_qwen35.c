@@ -39,16 +39,15 @@ static const qshape SHAPES[] = {
 enum { HD = 256, DK = 128, KC = 4, ROT = 64, INTERVAL = 4, MTP = 1, CTX = 262144, MAX_BLOCKS = 256 };
 enum { VOCAB = 248320 };             /* Qwen 3.5/3.6's embedding rows (design 8) */
 enum { TOK_UNUSED = 5 };             /* llama.cpp's LLAMA_TOKEN_TYPE_UNUSED, as the converter pads */
-enum { PER_BLOCK = 24 };             /* tensors per block, at most (an MTP block of experts: 22) */
+enum { PER_BLOCK = 24 };             /* tensors per block, at most (an MTP block of experts: 20) */
 
 /* names llama-quant.cpp's tensor_allows_quantization keeps (those of qwen35), and the converter writes F32 */
 static const char *const NO_QUANT[] = { "_norm.weight", "ffn_gate_inp", "ssm_conv1d" };
 
-/* values by name suffix; the rest uniform in ±sqrt(3 / row) so products keep their input's size. ssm_a is
- * −exp(A_log): decays e^g in (0, 1); the router as in synth_gguf.c (distinct top-k, not float near-ties) */
+/* values by name suffix; the rest uniform in ±sqrt(3 / row) so products keep their input's size (the router's
+ * logits then O(1) for its unit-RMS input, as a trained router's). ssm_a is −exp(A_log): decays e^g in (0, 1) */
 static const struct { const char *suffix; float lo, hi; } FILLS[] = {
-    { ".ssm_a", -1.0f, -0.05f }, { "ssm_dt.bias", 0.5f, 1.5f }, { "ffn_gate_inp.weight", -1.7320508f, 1.7320508f },
-    { "norm.weight", 0.9f, 1.1f },
+    { ".ssm_a", -1.0f, -0.05f }, { "ssm_dt.bias", 0.5f, 1.5f }, { "norm.weight", 0.9f, 1.1f },
 };
 
 int synth_qwen35_model(const char *model)
