@@ -477,14 +477,15 @@ static int cmd_synth(const cli_args *a)
 {
     if (!a->synth_model)
         cli_die("%s", "synth needs a MODEL: gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
-                  "gemma4-tiny-moe or gemma4-tiny-e");
+                  "gemma4-tiny-moe, gemma4-tiny-e, qwen35-27b, qwen35-35b-a3b, qwen35-tiny or qwen35-tiny-moe");
     if (!a->out_path) cli_die("%s", "synth needs -o OUT.gguf");
-    FILE *v = a->vocab ? NULL : fopen(SYNTH_VOCAB, "rb");
+    const char *dv = strncmp(a->synth_model, "qwen35", 6) ? SYNTH_VOCAB : SYNTH_VOCAB_QWEN35;
+    FILE *v = a->vocab ? NULL : fopen(dv, "rb");
     if (!a->vocab && !v)
-        cli_die("%s", "no vocabulary at " SYNTH_VOCAB " (sh deploy/fetch_llama_ref.sh fetches it, or give --vocab FILE)");
+        cli_die("no vocabulary at %s (sh deploy/fetch_llama_ref.sh fetches it, or give --vocab FILE)", dv);
     if (v) fclose(v);
     synth_gguf_opts o = { .model = a->synth_model, .mix = a->mix ? a->mix : "q4_k_m",
-                          .vocab = a->vocab ? a->vocab : SYNTH_VOCAB, .layers = a->synth_layers,
+                          .vocab = a->vocab ? a->vocab : dv, .layers = a->synth_layers,
                           .seed = a->sp.seed, .sparse = a->sparse };
     synth_gguf_info in;
     char err[512];

@@ -19,9 +19,10 @@ static const struct { const char *name, *synopsis, *help; } COMMANDS[CMD_COUNT] 
     [CMD_LOGITS] = { "logits", "-m FILE -p TEXT -o OUT.f32", "the last position's logits as raw float32" },
     [CMD_BENCH] = { "bench", "-m FILE | --synthetic MODEL", "prompt and decode speed: one JSON line on stdout" },
     [CMD_SYNTH] = { "synth", "MODEL -o OUT.gguf",
-                    "a Gemma 4 GGUF with random weights, laid out as llama.cpp's converter and llama-quantize "
-                    "lay it out (names, keys, type mix, the real vocabulary); MODEL: gemma4-e2b, gemma4-e4b, "
-                    "gemma4-26b-a4b, gemma4-31b (real shapes), gemma4-tiny, gemma4-tiny-moe, gemma4-tiny-e (tests)" },
+                    "a Gemma 4 or Qwen 3.6 GGUF with random weights, laid out as llama.cpp's converter and "
+                    "llama-quantize lay it out (names, keys, type mix, the real vocabulary); MODEL: gemma4-e2b, "
+                    "gemma4-e4b, gemma4-26b-a4b, gemma4-31b, qwen35-27b, qwen35-35b-a3b (real shapes), gemma4-tiny, "
+                    "gemma4-tiny-moe, gemma4-tiny-e, qwen35-tiny, qwen35-tiny-moe (tests)" },
     [CMD_INFO] = { "info", "-m FILE [--ctx N] [--seqs N] [--kv-type T]",
                    "how the model fits the device: weights, KV bytes per token by kind of layer, the tokens and "
                    "sequences the memory left holds, recommended --ctx and --max-seqs (the file's metadata only: "
@@ -108,7 +109,8 @@ static const cli_option OPTIONS[] = {
       "weight types as llama-quantize gives them (q4_k_m, the default; q8_0; q4_k = --pure Q4_K_S) or "
       "convert_hf_to_gguf (bf16, f32)" },
     { "--vocab", NULL, "FILE", B(SYNTH), K_STR, F(vocab), 0, 0,
-      "GGUF whose tokenizer.* keys are copied (default " SYNTH_VOCAB ", from sh deploy/fetch_llama_ref.sh)" },
+      "GGUF whose tokenizer.* keys are copied (default " SYNTH_VOCAB ", qwen35-*: " SYNTH_VOCAB_QWEN35 ", from sh "
+      "deploy/fetch_llama_ref.sh)" },
     { "--sparse", NULL, NULL, B(SYNTH), K_FLAG, F(sparse), 0, 0, "leave the data a hole (type checks)" },
     { "-h", "--help", NULL, ~0u, K_HELP, 0, 0, 0, "this text; after a command, that command's" },
 };

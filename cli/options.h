@@ -8,6 +8,7 @@
 
 /* fetched by deploy/fetch_llama_ref.sh: the real Gemma 4 vocabulary */
 #define SYNTH_VOCAB ".cache/llama.cpp/models/ggml-vocab-gemma-4.gguf"
+#define SYNTH_VOCAB_QWEN35 ".cache/llama.cpp/models/ggml-vocab-qwen35.gguf"
 
 #define MAX_PROMPTS 64
 

@@ -4,12 +4,14 @@
 # carry .gpu with the clgemma binary in .gpu/now/clgemma, or build/clgemma present).
 #   bash tools/gpu_vs_llama.sh [MODELS] [ROWS]
 # MODELS (default "g3 26b 31b e4b e2b"): g3 = Gemma 3 270M Q4_K_M (the real file's layout grown from
-#   .gpu/g3.sample), 26b / 31b = Gemma 4 26B-A4B / 31B Q4_K_M, e4b / e2b = Gemma 4 E4B / E2B Q8_0, written by
-#   `clgemma synth` with llama.cpp's names and llama-quantize's type mix and the real vocabulary
-#   (.gpu/vocab-gemma-4.gguf.xz); random weights, so timing only.
+#   .gpu/g3.sample), 26b / 31b = Gemma 4 26B-A4B / 31B Q4_K_M, e4b / e2b = Gemma 4 E4B / E2B Q8_0, q27b / q35b =
+#   Qwen 3.6 27B / 35B-A3B Q4_K_M (tools/gpu_qwen35.sh), written by `clgemma synth` with llama.cpp's names and
+#   llama-quantize's type mix and the real vocabulary (.gpu/vocab-gemma-4.gguf.xz, .gpu/vocab-qwen35.gguf.xz);
+#   random weights, so timing only.
 # ROWS (default "b1 p2048 b16 b64"): b1 = decode of one sequence after 512 tokens (llama-bench -n 128 -d 512;
-#   clgemma bench -p 512 -n 128), p2048 = a 2,048-token prompt (llama-bench -p 2048), bN = N sequences decoding
-#   32 tokens each after 128-token prompts (llama-batched-bench -npp 128 -ntg 32 -npl N -kvu; clgemma bench
+#   clgemma bench -p 512 -n 128), tg128 = the same from an empty context (llama-bench -n 128; clgemma bench -p 1
+#   -n 128), p2048 = a 2,048-token prompt (llama-bench -p 2048), bN = N sequences decoding 32 tokens each after
+#   128-token prompts (llama-batched-bench -npp 128 -ntg 32 -npl N -kvu; clgemma bench
 #   -b N -p 128 -n 32), b1_8k / b1_32k = decode after 8,192 / 32,768 tokens, p8k / p32k = prompts of that many,
 #   start = process start to one generated token (llama-completion -n 1 against clgemma generate -n 1).
 # MODELS "build" only builds llama.cpp (waiting for it); ROWS "none" only writes the files (with KEEP=1, for
@@ -46,7 +48,6 @@ llama_ready() {
   [ -x $bin/llama-bench ] || { echo "llama.cpp build failed:"; tail -20 $out/llama-build.log; return 1; }
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee $out/device.txt
-vocab=$work/vocab-g4.gguf
 med() { python3 -c "import sys,statistics as s; v=[float(x) for x in sys.argv[1:] if x]; print('%.1f' % s.median(v) if v else '-')" "$@"; }
 # clgemma bench FIELD ARGS...: the median over -r 3 that bench reports
 cg_bench() {
@@ -97,12 +98,16 @@ for m in $models; do
   file=$work/$m.gguf
   case $m in
     g3) name="Gemma 3 270M Q4_K_M"; [ -f $file ] || python3 tools/gguf_sample.py grow .gpu/g3.sample $file || exit 1 ;;
-    26b|31b|e4b|e2b)
+    26b|31b|e4b|e2b|q27b|q35b)
+      vz=.gpu/vocab-gemma-4.gguf.xz
       case $m in 26b) arch=gemma4-26b-a4b mix=q4_k_m name="Gemma 4 26B-A4B Q4_K_M" ;;
                  31b) arch=gemma4-31b mix=q4_k_m name="Gemma 4 31B Q4_K_M" ;;
                  e4b) arch=gemma4-e4b mix=q8_0 name="Gemma 4 E4B Q8_0" ;;
-                 e2b) arch=gemma4-e2b mix=q8_0 name="Gemma 4 E2B Q8_0" ;; esac
-      [ -f $vocab ] || xz -dc .gpu/vocab-gemma-4.gguf.xz > $vocab || exit 1
+                 e2b) arch=gemma4-e2b mix=q8_0 name="Gemma 4 E2B Q8_0" ;;
+                 q27b) arch=qwen35-27b mix=q4_k_m name="Qwen 3.6 27B Q4_K_M" vz=.gpu/vocab-qwen35.gguf.xz ;;
+                 q35b) arch=qwen35-35b-a3b mix=q4_k_m name="Qwen 3.6 35B-A3B Q4_K_M" vz=.gpu/vocab-qwen35.gguf.xz ;; esac
+      vocab=$work/$(basename $vz .xz)
+      [ -f $vocab ] || xz -dc $vz > $vocab || exit 1
       [ -f $file ] || $cg synth $arch -o $file --mix $mix --vocab $vocab > $out/synth-$m.log 2>&1 ||
         { tail -3 $out/synth-$m.log; exit 1; } ;;
     *) echo "gpu_vs_llama: unknown model $m" >&2; exit 1 ;;
@@ -112,6 +117,7 @@ for m in $models; do
   for r in $rows; do
     case $r in
       b1) row "$name" "decode B=1 @512" "$(cg_bench decode_tok_s -p 512 -n 128)" "$(lb -p 0 -n 128 -d 512)" ;;
+      tg128) row "$name" "decode B=1 (tg128)" "$(cg_bench decode_tok_s -p 1 -n 128)" "$(lb -p 0 -n 128)" ;;
       b1_8k) row "$name" "decode B=1 @8k" "$(cg_bench decode_tok_s -p 8192 -n 64)" "$(lb -p 0 -n 64 -d 8192)" ;;
       b1_32k) row "$name" "decode B=1 @32k" "$(cg_bench decode_tok_s -p 32768 -n 64)" "$(lb -p 0 -n 64 -d 32768)" ;;
       p2048) row "$name" "prefill 2048" "$(cg_bench prefill_tok_s -p 2048 -n 4)" "$(lb -p 2048 -n 0)" ;;

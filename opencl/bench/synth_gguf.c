@@ -14,6 +14,8 @@
 #include "gguf_write.h"
 #include "synth.h"
 #include "synth_blocks.h"
+#include "synth_qwen35.h"
+#include "synth_quant.h"
 
 /* ---- shapes ---------------------------------------------------------------------------- */
 
@@ -35,7 +37,8 @@ static const shape TINY[] = {
 #define N_TINY (sizeof TINY / sizeof *TINY)
 
 const char *const synth_gguf_models[] = { "gemma4-e2b", "gemma4-e4b", "gemma4-26b-a4b", "gemma4-31b",
-                                          "gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-e", NULL };
+                                          "gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-e",
+                                          "qwen35-27b", "qwen35-35b-a3b", "qwen35-tiny", "qwen35-tiny-moe", NULL };
 
 /* MTP drafters ("<model>-assistant", arch gemma4-assistant) of the public models, of an assumed shape: no
  * published config was at hand offline (docs/design-mtp-drafter.md 2), so 4 layers (3 sliding, 1 full) of
@@ -62,14 +65,7 @@ static int find_shape(const char *name, shape *out, int *asst)
 
 /* ---- mixes and llama-quantize's type rules --------------------------------------------- */
 
-typedef struct mix {
-    const char *name;
-    uint32_t ftype;     /* general.file_type (llama_ftype) */
-    uint32_t base;      /* every quantizable weight, or the converter's outtype */
-    uint32_t embd;      /* the tied token tables (token_embd = output, per_layer_token_embd) */
-    uint32_t more_bits; /* attn_v and ffn_down where use_more_bits picks them */
-    int quantized;      /* 1: llama-quantize of a bf16 convert; 0: convert_hf_to_gguf's own output */
-} mix;
+typedef synth_mix mix;
 
 static const mix MIXES[] = {
     { "q4_k_m", 15, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 1 },
@@ -81,6 +77,13 @@ static const mix MIXES[] = {
 #define N_MIXES (sizeof MIXES / sizeof *MIXES)
 const char *const synth_gguf_mixes[] = { "q4_k_m", "q8_0", "q4_k", "bf16", "f32", NULL };
 
+const synth_mix *synth_mix_find(const char *name)
+{
+    for (size_t i = 0; i < N_MIXES; i++)
+        if (!strcmp(name, MIXES[i].name)) return &MIXES[i];
+    return NULL;
+}
+
 /* names llama-quant.cpp's tensor_allows_quantization keeps as they are (those of Gemma 4) */
 static const char *const NO_QUANT[] = { "_norm.weight", "ffn_gate_inp.weight", "per_layer_model_proj" };
 
@@ -89,7 +92,7 @@ static const struct { uint32_t from, to; } FALLBACK[] = {
     { GGML_TYPE_Q4_K, GGML_TYPE_Q5_0 }, { GGML_TYPE_Q6_K, GGML_TYPE_Q8_0 },
 };
 
-static uint32_t fallback(uint32_t type, uint64_t ne0)
+uint32_t synth_fallback(uint32_t type, uint64_t ne0)
 {
     if (ne0 % ggml_blck_size(type) == 0) return type;
     uint32_t t = type;
@@ -99,7 +102,7 @@ static uint32_t fallback(uint32_t type, uint64_t ne0)
 }
 
 /* llama-quant.cpp: layers that get more bits in *_M mixes */
-static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+int synth_use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 static int ends_with(const char *s, const char *t)
 {
@@ -122,12 +125,7 @@ static const struct { const char *part; uint8_t fill; } FILLS[] = {
     { "norm", FILL_ONE }, { ".scale", FILL_ONE },
 };
 
-typedef struct tens {
-    char name[48];
-    uint32_t n_dims, type;
-    uint64_t ne[3];
-    uint64_t nbytes;
-} tens;
+typedef synth_tens tens;
 
 typedef struct model {
     shape sh;
@@ -152,12 +150,7 @@ static void add(model *m, uint32_t n_dims, uint64_t a, uint64_t b, uint64_t c, c
         m->t = q;
         m->cap = nc;
     }
-    tens *t = &m->t[m->n++];
-    memset(t, 0, sizeof *t);
-    if (il >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s", il, part);
-    else snprintf(t->name, sizeof t->name, "%s", part);
-    t->n_dims = n_dims;
-    t->ne[0] = a; t->ne[1] = b; t->ne[2] = c;
+    synth_tens_set(&m->t[m->n++], n_dims, a, b, c, part, il);
 }
 #define VEC(m, n, name, il) add(m, 1, n, 1, 1, name, il)
 #define MAT(m, a, b, name, il) add(m, 2, a, b, 1, name, il)
@@ -273,16 +266,16 @@ static void build(model *m)
 }
 
 /* llama_model_loader's weight_name_comparer: layer number (none = -1) first, then the name */
-static int layer_of(const char *name)
+int synth_layer_of(const char *name)
 {
     int l = -1;
     if (sscanf(name, "blk.%d.", &l) != 1) l = -1;
     return l;
 }
-static int cmp_tens(const void *x, const void *y)
+int synth_tens_cmp(const void *x, const void *y)
 {
     const tens *a = x, *b = y;
-    int la = layer_of(a->name), lb = layer_of(b->name);
+    int la = synth_layer_of(a->name), lb = synth_layer_of(b->name);
     if (la != lb) return la < lb ? -1 : 1;
     return strcmp(a->name, b->name);
 }
@@ -316,14 +309,14 @@ static void assign_types(model *m)
         if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "per_layer_token_embd.weight")) {
             ty = x->embd;
         } else if (strstr(t->name, "attn_v.weight")) {
-            if (use_more_bits(i_v++, n_v)) ty = x->more_bits;
+            if (synth_use_more_bits(i_v++, n_v)) ty = x->more_bits;
         } else if (strstr(t->name, "ffn_down")) {
             /* with experts the layer comes from the name, else from a count of ffn_down tensors */
-            int il = m->sh.s.n_exp > 1 ? layer_of(t->name) : i_down;
-            if (use_more_bits(il, (int)m->L)) ty = x->more_bits;
+            int il = m->sh.s.n_exp > 1 ? synth_layer_of(t->name) : i_down;
+            if (synth_use_more_bits(il, (int)m->L)) ty = x->more_bits;
             i_down++;
         }
-        t->type = fallback(ty, t->ne[0]);
+        t->type = synth_fallback(ty, t->ne[0]);
     }
 }
 
@@ -340,9 +333,7 @@ static void metadata(gguf_writer *w, const model *m, const gguf_file *voc)
     int32_t arr[1024];
     char k[96];
 #define KEY(name) (snprintf(k, sizeof k, "%s." name, a), k)
-    gguf_w_str(w, "general.architecture", a);
-    gguf_w_str(w, "general.type", "model");
-    gguf_w_str(w, "general.name", m->name);
+    synth_general_keys(w, a, m->name);
     gguf_w_u32(w, KEY("block_count"), m->L);
     gguf_w_u32(w, KEY("context_length"), s->ctx);
     gguf_w_u32(w, KEY("embedding_length"), m->asst ? ASST_H : s->H);
@@ -397,24 +388,25 @@ static void metadata(gguf_writer *w, const model *m, const gguf_file *voc)
 
 /* ---- data -------------------------------------------------------------------------------- */
 
-static uint64_t name_seed(const char *name, uint64_t seed)
+uint64_t synth_name_seed(const char *name, uint64_t seed)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
     return h ^ (seed * 0x9e3779b97f4a7c15ull);
 }
 
-enum { CHUNK = 8u << 20 }; /* bytes generated per write */
+enum { CHUNK = SYNTH_CHUNK };
 
-static int write_data(gguf_writer *w, const model *m, uint64_t seed, int sparse, uint8_t *buf)
+static int write_data(gguf_writer *w, const void *mv, uint64_t seed, int sparse, uint8_t *buf)
 {
+    const model *m = mv;
     for (size_t i = 0; i < m->n; i++) {
         const tens *t = &m->t[i];
         if (sparse) { if (gguf_w_write(w, NULL, t->nbytes)) return -1; continue; }
         uint8_t fill = FILL_MAT;
         for (size_t k = 0; k < sizeof FILLS / sizeof *FILLS && fill == FILL_MAT; k++)
             if (strstr(t->name, FILLS[k].part)) fill = FILLS[k].fill;
-        uint64_t st = name_seed(t->name, seed);
+        uint64_t st = synth_name_seed(t->name, seed);
         float amp = sqrtf(3.0f / (float)t->ne[0]);
         float lo = -amp, hi = amp;
         if (fill == FILL_ONE) { lo = 0.9f; hi = 1.1f; }
@@ -438,12 +430,11 @@ static int write_data(gguf_writer *w, const model *m, uint64_t seed, int sparse,
     return 0;
 }
 
-/* "q4_K 361 (9.43 GiB), ..." largest first */
-static void type_summary(const model *m, char *out, size_t n)
+void synth_type_summary(const tens *t, size_t nt, char *out, size_t n)
 {
     uint64_t bytes[GGML_TYPE_COUNT] = { 0 };
     uint32_t count[GGML_TYPE_COUNT] = { 0 };
-    for (size_t i = 0; i < m->n; i++) { bytes[m->t[i].type] += m->t[i].nbytes; count[m->t[i].type]++; }
+    for (size_t i = 0; i < nt; i++) { bytes[t[i].type] += t[i].nbytes; count[t[i].type]++; }
     size_t o = 0;
     out[0] = 0;
     for (;;) {
@@ -458,16 +449,51 @@ static void type_summary(const model *m, char *out, size_t n)
     }
 }
 
+void synth_general_keys(gguf_writer *w, const char *arch, const char *name)
+{
+    gguf_w_str(w, "general.architecture", arch);
+    gguf_w_str(w, "general.type", "model");
+    gguf_w_str(w, "general.name", name);
+}
+
+void synth_tens_set(tens *t, uint32_t n_dims, uint64_t a, uint64_t b, uint64_t c, const char *part, int il)
+{
+    memset(t, 0, sizeof *t);
+    if (il >= 0) snprintf(t->name, sizeof t->name, "blk.%d.%s", il, part);
+    else snprintf(t->name, sizeof t->name, "%s", part);
+    t->n_dims = n_dims;
+    t->ne[0] = a; t->ne[1] = b; t->ne[2] = c;
+}
+
+int synth_finish(gguf_writer *w, tens *t, size_t n, const char *path, synth_data_fn *data, const void *m,
+                 const synth_gguf_opts *o, synth_gguf_info *info, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!synth_blocks_supported(t[i].type))
+            return ERR("%s: no random blocks for type %s", t[i].name, ggml_type_name(t[i].type));
+    uint8_t *buf = malloc(CHUNK);
+    if (!buf) return ERR("out of memory");
+    for (size_t i = 0; i < n; i++) t[i].nbytes = gguf_w_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne);
+    if (gguf_w_open(w, path) == 0) data(w, m, o->seed, o->sparse, buf);
+    free(buf);
+    if (gguf_w_close(w, err, errlen)) return -1;
+    info->n_tensors = (uint32_t)n;
+    info->file_bytes = gguf_w_file_size(w);
+    synth_type_summary(t, n, info->types, sizeof info->types);
+    return 0;
+}
+
 int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info *info, char *err, size_t errlen)
 {
+    if (synth_qwen35_model(o->model)) return synth_qwen35_write(o, path, info, err, errlen);
     double t0 = monotonic_seconds();
     memset(info, 0, sizeof *info);
     model m = { 0 };
     if (find_shape(o->model, &m.sh, &m.asst))
         return ERR("unknown model '%s' (gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
-                   "gemma4-tiny-moe, gemma4-tiny-e; each with -assistant: its MTP drafter)", o->model);
-    for (size_t i = 0; i < N_MIXES; i++)
-        if (!strcmp(o->mix, MIXES[i].name)) m.mx = &MIXES[i];
+                   "gemma4-tiny-moe, gemma4-tiny-e; each with -assistant: its MTP drafter; qwen35-27b, qwen35-35b-a3b, "
+                   "qwen35-tiny, qwen35-tiny-moe)", o->model);
+    m.mx = synth_mix_find(o->mix);
     if (!m.mx) return ERR("unknown --mix '%s' (q4_k_m, q8_0, q4_k, bf16, f32)", o->mix);
     if (o->layers < 0 || (uint32_t)o->layers > m.sh.s.L)
         return ERR("--layers %d: %s has 1..%u layers", o->layers, o->model, m.sh.s.L);
@@ -490,34 +516,16 @@ int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info
     if (m.asst) build_assistant(&m);
     else build(&m);
     int rc = -1;
-    uint8_t *buf = NULL;
     gguf_writer *w = NULL;
-    if (m.oom || !(buf = malloc(CHUNK)) || !(w = gguf_writer_create(0))) { ERR("out of memory"); goto done; }
-    qsort(m.t, m.n, sizeof *m.t, cmp_tens);
+    if (m.oom || !(w = gguf_writer_create(0))) { ERR("out of memory"); goto done; }
+    qsort(m.t, m.n, sizeof *m.t, synth_tens_cmp);
     assign_types(&m);
-    for (size_t i = 0; i < m.n; i++) {
-        if (!synth_blocks_supported(m.t[i].type)) {
-            ERR("%s: no random blocks for type %s", m.t[i].name, ggml_type_name(m.t[i].type));
-            goto done;
-        }
-    }
     metadata(w, &m, voc);
-    for (size_t i = 0; i < m.n; i++) {
-        tens *t = &m.t[i];
-        t->nbytes = gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne);
-    }
-    if (gguf_w_open(w, path) == 0) write_data(w, &m, o->seed, o->sparse, buf);
-    rc = gguf_w_close(w, err, errlen);
-    if (rc == 0) {
-        snprintf(info->name, sizeof info->name, "%s", m.name);
-        info->n_layer = m.L;
-        info->n_tensors = (uint32_t)m.n;
-        info->file_bytes = gguf_w_file_size(w);
-        type_summary(&m, info->types, sizeof info->types);
-    }
+    snprintf(info->name, sizeof info->name, "%s", m.name);
+    info->n_layer = m.L;
+    rc = synth_finish(w, m.t, m.n, path, write_data, &m, o, info, err, errlen);
 done:
     gguf_writer_destroy(w);
-    free(buf);
     free(m.t);
     gguf_close(voc);
     info->seconds = monotonic_seconds() - t0;

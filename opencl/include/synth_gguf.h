@@ -11,7 +11,8 @@
 #include <stdint.h>
 
 /* the four public shapes of synth.h, then small test shapes with the same structure:
- * "gemma4-tiny" (dense, K=V full layers), "gemma4-tiny-moe", "gemma4-tiny-e" (PLE, KV sharing) */
+ * "gemma4-tiny" (dense, K=V full layers), "gemma4-tiny-moe", "gemma4-tiny-e" (PLE, KV sharing); the Qwen 3.6
+ * shapes of synth_qwen35.h */
 extern const char *const synth_gguf_models[];
 /* "q4_k_m", "q8_0", "q4_k" (llama-quantize --pure Q4_K_S), "bf16", "f32" (converter outtypes) */
 extern const char *const synth_gguf_mixes[];
