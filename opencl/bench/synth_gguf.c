@@ -397,13 +397,6 @@ static void metadata(gguf_writer *w, const model *m, const gguf_file *voc)
 
 /* ---- data -------------------------------------------------------------------------------- */
 
-static uint64_t name_seed(const char *name, uint64_t seed)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    return h ^ (seed * 0x9e3779b97f4a7c15ull);
-}
-
 enum { CHUNK = 8u << 20 }; /* bytes generated per write */
 
 static int write_data(gguf_writer *w, const model *m, uint64_t seed, int sparse, uint8_t *buf)
@@ -414,7 +407,7 @@ static int write_data(gguf_writer *w, const model *m, uint64_t seed, int sparse,
         uint8_t fill = FILL_MAT;
         for (size_t k = 0; k < sizeof FILLS / sizeof *FILLS && fill == FILL_MAT; k++)
             if (strstr(t->name, FILLS[k].part)) fill = FILLS[k].fill;
-        uint64_t st = name_seed(t->name, seed);
+        uint64_t st = synth_name_seed(t->name, seed);
         float amp = sqrtf(3.0f / (float)t->ne[0]);
         float lo = -amp, hi = amp;
         if (fill == FILL_ONE) { lo = 0.9f; hi = 1.1f; }
@@ -427,13 +420,7 @@ static int write_data(gguf_writer *w, const model *m, uint64_t seed, int sparse,
             if (gguf_w_write(w, buf, t->nbytes)) return -1;
             continue;
         }
-        size_t bs = ggml_type_size(t->type), per = CHUNK / bs;
-        uint64_t blocks = t->nbytes / bs;
-        for (uint64_t b = 0; b < blocks; b += per) {
-            size_t k = (size_t)(blocks - b < per ? blocks - b : per);
-            synth_blocks(t->type, buf, k, amp, lo, hi, &st);
-            if (gguf_w_write(w, buf, k * bs)) return -1;
-        }
+        if (synth_blocks_write(w, t->type, t->nbytes, amp, lo, hi, &st, buf, CHUNK)) return -1;
     }
     return 0;
 }
@@ -456,6 +443,13 @@ static void type_summary(const model *m, char *out, size_t n)
         o += k > 0 ? (size_t)k : 0;
         count[best] = 0;
     }
+}
+
+uint32_t synth_gguf_width(const char *model)
+{
+    shape sh;
+    int asst;
+    return find_shape(model, &sh, &asst) || asst ? 0 : sh.s.H;
 }
 
 int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info *info, char *err, size_t errlen)
