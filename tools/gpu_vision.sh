@@ -4,16 +4,19 @@
 #   bash tools/gpu_vision.sh [MODELS] [BUDGETS]
 # MODELS (default "31b e4b"): 31b = Gemma 4 31B Q4_K_M with the 31B tower (1152 wide, 27 layers, 16 x 72, MLP
 #   4304, standardize), e4b = E4B Q8_0 with the E tower (768, 16 layers, 12 x 64, MLP 3072, clipped linears);
-#   26b / e2b likewise; tiny = the test shapes (seconds: this script's own check). Text and projector written by `clgemma synth` (llama.cpp's layouts, the real vocabulary from
-#   .gpu/vocab-gemma-4.gguf.xz, random weights: timing only); projectors F16 (`convert_hf_to_gguf --outtype f16`).
+#   26b / e2b likewise; tiny = the test shapes (seconds: a check of this script). Text and projector written by
+#   `clgemma synth` (llama.cpp's layouts, the real vocabulary from .gpu/vocab-gemma-4.gguf.xz, random weights:
+#   timing only); projectors F16 (`convert_hf_to_gguf --outtype f16`).
 # BUDGETS (default "70 280 1120"): soft tokens per image. Each image is made by `clgemma vbench --save-images` at
 #   a size of exactly that many tokens (sides multiples of 48), so neither side resizes it: llama.cpp runs with
 #   --image-min-tokens T --image-max-tokens T.
 # Rows of $OUT/vision.md (ratio > 1: clgemma faster; llama.cpp: llama-mtmd-cli, -ngl 99 -fa on -b/-ub 2048, an
 #   image never split across ubatches, so the 31B's bidirectional image attention holds on both sides):
-#   encode 1 image ms     clgemma: median of REPS encodes (vbench); llama.cpp: "mtmd batch encoding done in N ms"
-#                         of its 1-image runs (median of LLAMA_REPS processes, each loading the model)
-#   encode ms/image of 8  clgemma: 8 images in one engine_image_encode; llama.cpp: the 8 encodes of an 8-image
+#   encode 1 image ms     clgemma: median of REPS (default 3) encodes, REPS_LARGE (default 1) at 560 and 1120
+#                         tokens, measured last; llama.cpp: "mtmd batch encoding done in N ms" of its 1-image runs
+#                         (median of LLAMA_REPS, default 1, processes, each loading the model)
+#   encode ms/image of 8  clgemma: 8 images in one engine_image_encode (as many per encoder pass as its scratch,
+#                         one image of the run's largest budget, holds); llama.cpp: the 8 encodes of an 8-image
 #                         prompt (mtmd-cli encodes each image alone: text chunks split its batches), their mean
 #   TTFT ms               encode + prefill + first token of a 1-image prompt; llama.cpp: its encode plus
 #                         "prompt eval time" (every multi-token decode: text chunks and the image's rows)
@@ -42,8 +45,9 @@ cg=${CG:-build/clgemma}; [ -z "${CG:-}" ] && [ -x .gpu/now/clgemma ] && cg=.gpu/
 [ -x "$cg" ] || { echo "gpu_vision: no clgemma binary (\$CG, .gpu/now/clgemma or build/clgemma)" >&2; exit 1; }
 vis=/tmp/vis-root
 for f in .gpu/debs-vision/*.deb; do [ -f "$f" ] && mkdir -p $vis && dpkg -x "$f" $vis; done
-cgrun() { LD_LIBRARY_PATH=$vis/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$cg" "$@"; }
-missing=$(LD_LIBRARY_PATH=$vis/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$cg" | grep "not found")
+lp=$vis/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cgrun() { LD_LIBRARY_PATH=$lp "$cg" "$@"; }
+missing=$(LD_LIBRARY_PATH=$lp ldd "$cg" | grep "not found")
 [ -n "$missing" ] && { echo "gpu_vision: $cg lacks libraries (carry .gpu/debs-vision):"; echo "$missing"; exit 1; }
 left() { echo $(( t_end - $(date +%s) )); }
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/run.log"; }
@@ -90,13 +94,15 @@ files() {
   { [ -f $mm ] || cgrun synth ${arch/gemma4/gemma4v} -o $mm; } && touch $work/files-$1.ok
 }
 
-# clgemma's figures of a model: $work/cg-M.json, one JSON line per budget
+# clgemma's figures of a model at some budgets: cg_model M "T ..." REPS; JSON lines appended to $work/cg-M.json
 cg_model() {
-  [ $(left) -gt 30 ] || { el "clgemma $1: skipped (time)"; return 1; }
-  timeout $(left) env LD_LIBRARY_PATH=$vis/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    "$cg" vbench -m $text --mmproj $mm --image-tokens $list -r $reps -b 8 -o $work/cg-$1.json \
+  [ -n "$2" ] || return 0
+  [ $(left) -gt 30 ] || { el "clgemma $1 $2: skipped (time)"; return 1; }
+  timeout $(left) env LD_LIBRARY_PATH=$lp "$cg" vbench -m $text --mmproj $mm --image-tokens $(echo $2 | tr ' ' ,) \
+    -r $3 -b 8 -o $work/cg.part \
     >> "$out/clgemma.md" 2>>"$out/run.log"
-  el "clgemma $1: rc $? ($(wc -l < $work/cg-$1.json 2>/dev/null || echo 0) budgets)"
+  rc=$?; cat $work/cg.part >> $work/cg-$1.json 2>/dev/null; rm -f $work/cg.part
+  el "clgemma $1 $2 (-r $3): rc $rc"
 }
 
 # one llama-mtmd-cli run: TAG T IMAGES...; its log in $work/ll-TAG.log
@@ -107,8 +113,12 @@ ll_run() {
   timeout $(left) $bin/llama-mtmd-cli -m $text --mmproj $mm -ngl 99 -fa on -b 2048 -ub 2048 \
     -c $(( $# * (T + 32) + 512 )) --image-min-tokens $T --image-max-tokens $T -n 1 --temp 0 \
     -p "What does it show? Answer briefly." "${args[@]}" > $work/ll-$tag.log 2>&1
-  rc=$?; [ $rc -eq 0 ] || { el "llama $tag: rc $rc"; grep -iE "error|failed|abort" $work/ll-$tag.log | head -5 | tee -a "$out/run.log"; }
-  { echo "== $tag"; grep -E "encoding done|image decoded|prompt eval time|n_tokens_batch|non.causal|image_tokens" $work/ll-$tag.log; } >> "$out/llama.log"
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    el "llama $tag: rc $rc"; grep -iE "error|failed|abort" $work/ll-$tag.log | head -5 >> "$out/run.log"
+  fi
+  { echo "== $tag"; grep -E "encoding done|image decoded|prompt eval time|n_tokens_batch|causal" $work/ll-$tag.log; } \
+    >> "$out/llama.log"
   return $rc
 }
 ll_model() {
@@ -164,24 +174,33 @@ PY
 
 if [ ! -f "$out/vision.md" ]; then
   { echo "Device: $device. clgemma: vbench medians of $reps; llama.cpp: llama-mtmd-cli ($lreps 1-image run(s) and one"
-    echo "8-image run per budget). Ratio = llama.cpp time / clgemma time (tok/s: clgemma / llama.cpp): > 1, clgemma faster."
+    echo "8-image run per budget). Ratio = llama.cpp time / clgemma time (tok/s: clgemma / llama.cpp): > 1,"
+    echo "clgemma faster."
     echo
     echo "| model | tokens | figure | clgemma | llama.cpp | ratio |"
     echo "| --- | --- | --- | --- | --- | --- |"; } | tee "$out/vision.md"
 fi
-# every model's files written at once in the background (one thread each); clgemma first on each, then llama.cpp
-# once built, then the table
-for m in $models; do rm -f $work/files-$m.ok; ( files $m >> $work/synth-$m.log 2>&1 ) & eval "files_$m=$!"; done
+# every model's files written at once in the background (one thread each). Then clgemma at the small budgets,
+# llama.cpp (built meanwhile) at all, and clgemma at the large ones last: its dense image attention re-reads every
+# key per query row, seconds an encode at 1,120 tokens on the 31B tower (so REPS_LARGE, default 1), and what a
+# cut-short call loses is that
+small=; large=
+for T in $budgets; do if [ $T -ge 560 ]; then large="$large $T"; else small="$small $T"; fi; done
+for m in $models; do
+  rm -f $work/files-$m.ok $work/cg-$m.json
+  ( files $m >> $work/synth-$m.log 2>&1 ) & eval "files_$m=$!"
+done
 for m in $models; do
   eval "wait \$files_$m"; spec $m || continue
   cat $work/synth-$m.log >> "$out/run.log"
   [ -f $work/files-$m.ok ] || { el "files of $m failed"; continue; }
   el "files of $m: $(du -h $text | cut -f1) text, $(du -h $mm | cut -f1) projector"
-  cg_model $m
+  cg_model $m "$small" $reps
 done
+for m in $models; do spec $m && [ -f $work/files-$m.ok ] && ll_model $m; done
+for m in $models; do spec $m && [ -f $work/files-$m.ok ] && cg_model $m "$large" ${REPS_LARGE:-1}; done
 for m in $models; do
   spec $m && [ -f $work/files-$m.ok ] || continue
-  ll_model $m
   table $m "$name"
   [ "${KEEP:-0}" = 1 ] || rm -f $text $mm
 done
