@@ -24,11 +24,12 @@
 #   TTFT cached ms        clgemma only: the same prompt again (image rows held, KV from the prefix cache)
 #   8 images ms, tok/s    clgemma: 8 one-image prompts, encodes then one engine step; llama.cpp (no batching
 #                         of prompts in mtmd-cli): one prompt of 8 images, its encodes plus prompt eval time
-# The clgemma binary: $CG, else .gpu/now/clgemma, else build/clgemma (built on Debian 12: the image decoders it
-# links come from .gpu/debs-vision/*.deb, unpacked for clgemma's runs alone). llama.cpp is built once per
-# machine into LLAMA_DIR (default /tmp/lcpp) from .gpu/llama-slim.tar.xz (tools/gpu_llama_src.sh), CUDA sm_90a,
-# target llama-mtmd-cli, in the background while clgemma measures. Work stops being started TIME_S (default
-# 570) seconds after the start, so a 600 s call ends with its table; rows go to $OUT as they are measured.
+# The clgemma binary: $CG, else .gpu/now/clgemma, else build/clgemma (built on Debian 12: the libraries it links
+# beyond the machine's, image decoders included, are .gpu/debs' packages, which .gpu/gpu-env.sh unpacks).
+# llama.cpp is built once per machine into LLAMA_DIR (default /tmp/lcpp) from .gpu/llama-slim.tar.xz
+# (tools/gpu_llama_src.sh), CUDA sm_90a, target llama-mtmd-cli, in the background while clgemma measures. Work
+# stops being started TIME_S (default 570) seconds after the start, so a 600 s call ends with its table; rows go to
+# $OUT as they are measured.
 # KEEP=1 keeps the model files in VIS_DIR (default /tmp/vision) for a later call on the same machine.
 models=${1:-31b e4b}
 budgets=${2:-70 280 1120}
@@ -43,12 +44,10 @@ mkdir -p "$out" "$work"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/cc}
 cg=${CG:-build/clgemma}; [ -z "${CG:-}" ] && [ -x .gpu/now/clgemma ] && cg=.gpu/now/clgemma
 [ -x "$cg" ] || { echo "gpu_vision: no clgemma binary (\$CG, .gpu/now/clgemma or build/clgemma)" >&2; exit 1; }
-vis=/tmp/vis-root
-for f in .gpu/debs-vision/*.deb; do [ -f "$f" ] && mkdir -p $vis && dpkg -x "$f" $vis; done
-lp=$vis/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-cgrun() { LD_LIBRARY_PATH=$lp "$cg" "$@"; }
-missing=$(LD_LIBRARY_PATH=$lp ldd "$cg" | grep "not found")
-[ -n "$missing" ] && { echo "gpu_vision: $cg lacks libraries (carry .gpu/debs-vision):"; echo "$missing"; exit 1; }
+cgrun() { "$cg" "$@"; }
+missing=$(ldd "$cg" | grep "not found")
+[ -n "$missing" ] && { echo "gpu_vision: $cg lacks libraries (.gpu/debs, which .gpu/gpu-env.sh unpacks):"
+                       echo "$missing"; exit 1; }
 left() { echo $(( t_end - $(date +%s) )); }
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$out/run.log"; }
 
@@ -98,7 +97,7 @@ files() {
 cg_model() {
   [ -n "$2" ] || return 0
   [ $(left) -gt 30 ] || { el "clgemma $1 $2: skipped (time)"; return 1; }
-  timeout $(left) env LD_LIBRARY_PATH=$lp "$cg" vbench -m $text --mmproj $mm --image-tokens $(echo $2 | tr ' ' ,) \
+  timeout $(left) "$cg" vbench -m $text --mmproj $mm --image-tokens $(echo $2 | tr ' ' ,) \
     -r $3 -b 8 -o $work/cg.part \
     >> "$out/clgemma.md" 2>>"$out/run.log"
   rc=$?; cat $work/cg.part >> $work/cg-$1.json 2>/dev/null; rm -f $work/cg.part
