@@ -11,7 +11,8 @@
 #   a size of exactly that many tokens (sides multiples of 48), so neither side resizes it: llama.cpp runs with
 #   --image-min-tokens T --image-max-tokens T.
 # Rows of $OUT/vision.md (ratio > 1: clgemma faster; llama.cpp: llama-mtmd-cli, -ngl 99 -fa on -b/-ub 2048, an
-#   image never split across ubatches, so the 31B's bidirectional image attention holds on both sides):
+#   image never split across ubatches, so the 31B's bidirectional image attention holds on both sides; --jinja
+#   for Gemma 4's template, -lv 4 for the library's timing lines):
 #   encode 1 image ms     clgemma: median of REPS (default 3) encodes, REPS_LARGE (default 1) at 560 and 1120
 #                         tokens, measured last; llama.cpp: "mtmd batch encoding done in N ms" of its 1-image runs
 #                         (median of LLAMA_REPS, default 1, processes, each loading the model)
@@ -110,7 +111,7 @@ ll_run() {
   [ $(left) -gt 20 ] || { el "llama $tag: skipped (time)"; return 1; }
   args=(); for i in "$@"; do args+=(--image "$i"); done
   timeout $(left) $bin/llama-mtmd-cli -m $text --mmproj $mm -ngl 99 -fa on -b 2048 -ub 2048 \
-    -c $(( $# * (T + 32) + 512 )) --image-min-tokens $T --image-max-tokens $T -n 1 --temp 0 \
+    -c $(( $# * (T + 32) + 512 )) --image-min-tokens $T --image-max-tokens $T -n 1 --temp 0 --jinja -lv 4 \
     -p "What does it show? Answer briefly." "${args[@]}" > $work/ll-$tag.log 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
