@@ -12,6 +12,8 @@
 #include "options.h"
 #include "spec.h"
 #include "synth_gguf.h"
+#include "synth_mmproj.h"
+#include "vbench.h"
 
 /* the options that size the engine: device, context, chunk, sequences, cache and its type */
 static engine_opts sizing(const cli_args *a, int max_seqs)
@@ -477,19 +479,22 @@ static int cmd_synth(const cli_args *a)
 {
     if (!a->synth_model)
         cli_die("%s", "synth needs a MODEL: gemma4-e2b, gemma4-e4b, gemma4-26b-a4b, gemma4-31b, gemma4-tiny, "
-                  "gemma4-tiny-moe, gemma4-tiny-e, qwen35-27b, qwen35-35b-a3b, qwen35-tiny or qwen35-tiny-moe");
+                  "gemma4-tiny-moe, gemma4-tiny-e, qwen35-27b, qwen35-35b-a3b, qwen35-tiny or qwen35-tiny-moe; or a "
+                  "vision projector: gemma4v-e2b, gemma4v-e4b, gemma4v-26b-a4b, gemma4v-31b, gemma4v-tiny or "
+                  "gemma4v-tiny-e");
     if (!a->out_path) cli_die("%s", "synth needs -o OUT.gguf");
+    int vision = synth_mmproj_known(a->synth_model); /* an mmproj has no vocabulary */
     const char *dv = strncmp(a->synth_model, "qwen35", 6) ? SYNTH_VOCAB : SYNTH_VOCAB_QWEN35;
-    FILE *v = a->vocab ? NULL : fopen(dv, "rb");
-    if (!a->vocab && !v)
+    FILE *v = a->vocab || vision ? NULL : fopen(dv, "rb");
+    if (!a->vocab && !vision && !v)
         cli_die("no vocabulary at %s (sh deploy/fetch_llama_ref.sh fetches it, or give --vocab FILE)", dv);
     if (v) fclose(v);
-    synth_gguf_opts o = { .model = a->synth_model, .mix = a->mix ? a->mix : "q4_k_m",
+    synth_gguf_opts o = { .model = a->synth_model, .mix = a->mix ? a->mix : vision ? "f16" : "q4_k_m",
                           .vocab = a->vocab ? a->vocab : dv, .layers = a->synth_layers,
                           .seed = a->sp.seed, .sparse = a->sparse };
     synth_gguf_info in;
     char err[512];
-    if (synth_gguf_write(&o, a->out_path, &in, err, sizeof err)) cli_die("%s", err);
+    if ((vision ? synth_mmproj_write : synth_gguf_write)(&o, a->out_path, &in, err, sizeof err)) cli_die("%s", err);
     fprintf(stderr, "clgemma: wrote %s: %s, %u layers, %u tensors, %.2f GiB in %.1f s (%.0f MB/s%s); types: %s\n",
             a->out_path, in.name, in.n_layer, in.n_tensors, in.file_bytes / 1073741824.0, in.seconds,
             in.file_bytes / 1e6 / (in.seconds > 0 ? in.seconds : 1e-9), a->sparse ? ", sparse" : "", in.types);
@@ -561,7 +566,7 @@ int main(int argc, char **argv)
     static int (*const run[CMD_COUNT])(const cli_args *) = {
         [CMD_DEVICES] = cmd_devices, [CMD_GENERATE] = cmd_generate, [CMD_BATCH] = cmd_batch,
         [CMD_TOKENIZE] = cmd_tokenize, [CMD_LOGITS] = cmd_logits, [CMD_BENCH] = cmd_bench, [CMD_SYNTH] = cmd_synth,
-        [CMD_INFO] = cmd_info,
+        [CMD_INFO] = cmd_info, [CMD_VBENCH] = cmd_vbench,
     };
     cli_args a;
     cli_parse(&a, argc, argv);

@@ -22,11 +22,18 @@ static const struct { const char *name, *synopsis, *help; } COMMANDS[CMD_COUNT] 
                     "a Gemma 4 or Qwen 3.6 GGUF with random weights, laid out as llama.cpp's converter and "
                     "llama-quantize lay it out (names, keys, type mix, the real vocabulary); MODEL: gemma4-e2b, "
                     "gemma4-e4b, gemma4-26b-a4b, gemma4-31b, qwen35-27b, qwen35-35b-a3b (real shapes), gemma4-tiny, "
-                    "gemma4-tiny-moe, gemma4-tiny-e, qwen35-tiny, qwen35-tiny-moe (tests)" },
+                    "gemma4-tiny-moe, gemma4-tiny-e, qwen35-tiny, qwen35-tiny-moe (tests); or a vision "
+                    "projector (mmproj) as convert_hf_to_gguf --mmproj writes it, projecting to the width of the text "
+                    "MODEL of the same name: gemma4v-e2b, gemma4v-e4b, gemma4v-26b-a4b, gemma4v-31b (reported tower "
+                    "shapes), gemma4v-tiny, gemma4v-tiny-e (tests)" },
     [CMD_INFO] = { "info", "-m FILE [--ctx N] [--seqs N] [--kv-type T]",
                    "how the model fits the device: weights, KV bytes per token by kind of layer, the tokens and "
                    "sequences the memory left holds, recommended --ctx and --max-seqs (the file's metadata only: "
                    "it answers where the model does not fit, exit status 1 then)" },
+    [CMD_VBENCH] = { "vbench", "-m FILE --mmproj FILE",
+                     "image speed: encode time per image alone and 8 at once, time to first token of a 1-image "
+                     "prompt (fresh and cached), 8 such prompts in one step; medians of -r repetitions, a table "
+                     "on stdout (-o FILE: JSON lines too), images made in memory at each budget's exact size" },
 };
 
 enum kind { K_FLAG, K_STR, K_INT, K_SEED, K_FLOAT, K_PROMPT, K_SET, K_HELP };
@@ -49,7 +56,7 @@ typedef struct cli_option {
 
 /* a flag listed twice is read by the first row that takes the command */
 static const cli_option OPTIONS[] = {
-    { "-m", "--model", "FILE", SIZING | B(TOKENIZE), K_STR, F(model), 0, 0, "GGUF model file" },
+    { "-m", "--model", "FILE", SIZING | B(TOKENIZE) | B(VBENCH), K_STR, F(model), 0, 0, "GGUF model file" },
     { "-p", "--prompt", "TEXT", SAMPLING | B(TOKENIZE) | B(LOGITS), K_PROMPT, F(prompts), 0, 0,
       "the prompt (batch: once per sequence)" },
     { "-p", "--prompt", "N", B(BENCH), K_INT, F(n_prompt_bench), 1, 1 << 20, "prompt tokens (default 512)" },
@@ -65,7 +72,8 @@ static const cli_option OPTIONS[] = {
       "step; sampled output keeps plain sampling's distribution (default 0: off; 4 with --draft)" },
     { "--draft", NULL, "FILE", B(GENERATE), K_STR, F(draft_path), 0, 0,
       "draft with this MTP drafter (a gemma4-assistant GGUF beside a Gemma 4 -m) instead of prompt lookup" },
-    { "-o", NULL, "FILE", B(LOGITS) | B(SYNTH), K_STR, F(out_path), 0, 0, "output file" },
+    { "-o", NULL, "FILE", B(LOGITS) | B(SYNTH) | B(VBENCH), K_STR, F(out_path), 0, 0,
+      "output file (vbench: the figures as JSON lines, one per budget)" },
     { "--temp", NULL, "T", SAMPLING, K_FLOAT, F(sp.temperature), 0, 100, "temperature (default 0: greedy)" },
     { "--top-k", NULL, "K", SAMPLING, K_INT, F(sp.top_k), 0, 1 << 20, "keep the K most likely (default 0: off)" },
     { "--top-p", NULL, "P", SAMPLING, K_FLOAT, F(sp.top_p), 0, 1, "nucleus sampling (default 1: off)" },
@@ -77,20 +85,21 @@ static const cli_option OPTIONS[] = {
     { "--presence-penalty", NULL, "P", SAMPLING, K_FLOAT, F(sp.presence_penalty), -2, 2,
       "OpenAI's presence penalty (default 0)" },
     { "--seed", NULL, "S", SAMPLING | B(SYNTH), K_SEED, F(sp.seed), 0, 0, "random seed (default 0)" },
-    { "--ctx", NULL, "N", SIZING, K_INT, F(ctx), 16, 1 << 20,
+    { "--ctx", NULL, "N", SIZING | B(VBENCH), K_INT, F(ctx), 16, 1 << 20,
       "context tokens per sequence (default: the model's, at most 8192; bench: what the run needs)" },
-    { "--max-batch", NULL, "N", SIZING, K_INT, F(max_batch), 1, 65536,
+    { "--max-batch", NULL, "N", SIZING | B(VBENCH), K_INT, F(max_batch), 1, 65536,
       "tokens per forward chunk (default 2048 on a GPU with 16 GiB to spare after the weights, else 512)" },
-    { "--device", NULL, "P:D", SIZING | B(TOKENIZE), K_STR, F(device), 0, 0,
+    { "--device", NULL, "P:D", SIZING | B(TOKENIZE) | B(VBENCH), K_STR, F(device), 0, 0,
       "OpenCL platform:device (default: env CLGEMMA_DEVICE, else the first GPU, else the first device)" },
-    { "--kv-type", NULL, "T", SIZING, K_STR, F(kv_type), 0, 0,
+    { "--kv-type", NULL, "T", SIZING | B(VBENCH), K_STR, F(kv_type), 0, 0,
       "the KV cache's type: f16 (default), q8_0 (1.9x the tokens), q4 (3.6x; llama.cpp's q4_0)" },
     { "--seqs", NULL, "N", B(INFO), K_INT, F(seqs), 1, 256,
       "sequences at once (default: as the server sizes them, from the memory left)" },
     { "--kv-tokens", NULL, "N", B(INFO), K_INT, F(kv_tokens), 16, 1 << 30,
       "tokens of the KV cache's full-attention layers, all sequences together (default: from the memory left)" },
-    { "-r", NULL, "N", B(BENCH), K_INT, F(reps), 1, 1000, "repetitions; medians are reported (default 3)" },
+    { "-r", NULL, "N", B(BENCH) | B(VBENCH), K_INT, F(reps), 1, 1000, "repetitions; medians are reported (default 3)" },
     { "-b", NULL, "N", B(BENCH), K_INT, F(batch), 1, 256, "sequences decoded together (default 1)" },
+    { "-b", NULL, "N", B(VBENCH), K_INT, F(batch), 1, 64, "images encoded at once and prompts in one step (default 8)" },
     { "--draft", NULL, "K[,K...]", B(BENCH), K_STR, F(bench_drafts), 0, 0,
       "each decode step also verifies K (0..16) draft tokens per sequence and rolls them back: speculation's "
       "cost; a list gives a line per K from one load (default 0)" },
@@ -107,11 +116,18 @@ static const cli_option OPTIONS[] = {
       "only the shape's first N layers (tests)" },
     { "--mix", NULL, "MIX", B(SYNTH), K_STR, F(mix), 0, 0,
       "weight types as llama-quantize gives them (q4_k_m, the default; q8_0; q4_k = --pure Q4_K_S) or "
-      "convert_hf_to_gguf (bf16, f32)" },
+      "convert_hf_to_gguf (bf16, f32); a vision projector: f16 (the default), bf16, f32" },
     { "--vocab", NULL, "FILE", B(SYNTH), K_STR, F(vocab), 0, 0,
       "GGUF whose tokenizer.* keys are copied (default " SYNTH_VOCAB ", qwen35-*: " SYNTH_VOCAB_QWEN35 ", from sh "
       "deploy/fetch_llama_ref.sh)" },
     { "--sparse", NULL, NULL, B(SYNTH), K_FLAG, F(sparse), 0, 0, "leave the data a hole (type checks)" },
+    { "--mmproj", NULL, "FILE", B(VBENCH), K_STR, F(mmproj), 0, 0, "the vision projector (mmproj GGUF) beside -m" },
+    { "--image-tokens", NULL, "T[,T...]", B(VBENCH), K_STR, F(image_budgets), 0, 0,
+      "soft-token budgets to measure, each 70, 140, 280, 560 or 1120 (default 70,280,1120); each image is made "
+      "at a size of exactly T tokens" },
+    { "--save-images", NULL, "DIR", B(VBENCH), K_STR, F(save_images), 0, 0,
+      "write the images of the 8-at-once set as DIR/vbench-T-K.png (K from 0), the bytes the bench encodes; "
+      "without -m only that" },
     { "-h", "--help", NULL, ~0u, K_HELP, 0, 0, 0, "this text; after a command, that command's" },
 };
 
@@ -262,6 +278,7 @@ void cli_parse(cli_args *a, int argc, char **argv)
     while (c < CMD_COUNT && strcmp(a->cmd, COMMANDS[c].name)) c++;
     if (c == CMD_COUNT) cli_die("unknown command '%s' (see clgemma --help)", a->cmd);
     a->command = (cli_cmd)c;
+    if (a->command == CMD_VBENCH) a->batch = 8; /* images at once: llama.cpp's 8 slots of the table */
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i];
         const cli_option *o = find_option(a, f);

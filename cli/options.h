@@ -13,7 +13,8 @@
 #define MAX_PROMPTS 64
 
 typedef enum cli_cmd {
-    CMD_DEVICES, CMD_GENERATE, CMD_BATCH, CMD_TOKENIZE, CMD_LOGITS, CMD_BENCH, CMD_SYNTH, CMD_INFO, CMD_COUNT
+    CMD_DEVICES, CMD_GENERATE, CMD_BATCH, CMD_TOKENIZE, CMD_LOGITS, CMD_BENCH, CMD_SYNTH, CMD_INFO, CMD_VBENCH,
+    CMD_COUNT
 } cli_cmd;
 
 typedef struct cli_args {
@@ -35,6 +36,9 @@ typedef struct cli_args {
     int draft_max;        /* generate --draft-max K: drafts of up to K tokens (0: off; 4 with --draft) */
     const char *draft_path; /* generate --draft FILE / bench --drafter FILE: an MTP drafter beside -m */
     const char *bench_drafts; /* bench --draft K[,K...]: draft tokens each decode step verifies and rolls back */
+    const char *mmproj;   /* vbench --mmproj FILE: the vision projector beside -m */
+    const char *image_budgets; /* vbench --image-tokens T[,T...]: soft-token budgets measured */
+    const char *save_images;   /* vbench --save-images DIR: the bench's images as PNG files (for llama.cpp) */
     const char *settings[ENGINE_MAX_SETTINGS]; /* bench --set NAME=VALUE (measurement settings) */
     int n_settings;
     sampler_params sp;

@@ -154,6 +154,12 @@ int engine_image_encode(engine *e, engine_image *const *ims, int n, char *err, s
 
 void engine_image_release(engine *e, const engine_image *im) { media_unpin(&e->media, im->digest); }
 
+int engine_image_wait(engine *e, char *err, size_t errlen)
+{
+    cl_int ce = clFinish(e->rt.q);
+    return ce ? ERR("image encode: %s", rt_errstr(ce)) : 0;
+}
+
 void engine_image_usage(const engine *e, engine_image_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "gguf_write.h"
 
 uint64_t synth_rand(uint64_t *state)
 {
@@ -12,6 +13,13 @@ uint64_t synth_rand(uint64_t *state)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+uint64_t synth_name_seed(const char *name, uint64_t seed)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h ^ (seed * 0x9e3779b97f4a7c15ull);
 }
 
 /* uniform in [0, 1) from the top 24 bits */
@@ -104,4 +112,17 @@ void synth_blocks(uint32_t type, void *dst, size_t n_blocks, float amp, float lo
         if (q->dmin_at != 0xffff) put16(blk + q->dmin_at, synth_f16(7.5f * d));
     }
     *state = st;
+}
+
+int synth_blocks_write(struct gguf_writer *w, uint32_t type, uint64_t nbytes, float amp, float lo, float hi,
+                       uint64_t *state, uint8_t *buf, size_t cap)
+{
+    size_t bs = ggml_type_size(type), per = cap / bs;
+    uint64_t blocks = nbytes / bs;
+    for (uint64_t b = 0; b < blocks; b += per) {
+        size_t k = (size_t)(blocks - b < per ? blocks - b : per);
+        synth_blocks(type, buf, k, amp, lo, hi, state);
+        if (gguf_w_write(w, buf, k * bs)) return -1;
+    }
+    return 0;
 }

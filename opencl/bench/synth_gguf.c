@@ -388,13 +388,6 @@ static void metadata(gguf_writer *w, const model *m, const gguf_file *voc)
 
 /* ---- data -------------------------------------------------------------------------------- */
 
-uint64_t synth_name_seed(const char *name, uint64_t seed)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    return h ^ (seed * 0x9e3779b97f4a7c15ull);
-}
-
 enum { CHUNK = SYNTH_CHUNK };
 
 static int write_data(gguf_writer *w, const void *mv, uint64_t seed, int sparse, uint8_t *buf)
@@ -419,13 +412,7 @@ static int write_data(gguf_writer *w, const void *mv, uint64_t seed, int sparse,
             if (gguf_w_write(w, buf, t->nbytes)) return -1;
             continue;
         }
-        size_t bs = ggml_type_size(t->type), per = CHUNK / bs;
-        uint64_t blocks = t->nbytes / bs;
-        for (uint64_t b = 0; b < blocks; b += per) {
-            size_t k = (size_t)(blocks - b < per ? blocks - b : per);
-            synth_blocks(t->type, buf, k, amp, lo, hi, &st);
-            if (gguf_w_write(w, buf, k * bs)) return -1;
-        }
+        if (synth_blocks_write(w, t->type, t->nbytes, amp, lo, hi, &st, buf, CHUNK)) return -1;
     }
     return 0;
 }
@@ -481,6 +468,13 @@ int synth_finish(gguf_writer *w, tens *t, size_t n, const char *path, synth_data
     info->file_bytes = gguf_w_file_size(w);
     synth_type_summary(t, n, info->types, sizeof info->types);
     return 0;
+}
+
+uint32_t synth_gguf_width(const char *model)
+{
+    shape sh;
+    int asst;
+    return find_shape(model, &sh, &asst) || asst ? 0 : sh.s.H;
 }
 
 int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info *info, char *err, size_t errlen)

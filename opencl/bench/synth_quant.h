@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gguf_write.h"
+#include "synth_blocks.h" /* synth_name_seed */
 #include "synth_gguf.h"
 
 enum { SYNTH_CHUNK = 8u << 20 }; /* bytes of random blocks made per write */
@@ -43,8 +44,6 @@ int synth_use_more_bits(int i, int n);
 int synth_layer_of(const char *name);
 /* qsort order of llama_model_loader's weight_name_comparer: layer (none first), then name */
 int synth_tens_cmp(const void *x, const void *y);
-/* the random stream's start for one tensor */
-uint64_t synth_name_seed(const char *name, uint64_t seed);
 /* "q4_K 361 (9.43 GiB), q6_K 61 (...)", largest first */
 void synth_type_summary(const synth_tens *t, size_t n, char *out, size_t cap);
 

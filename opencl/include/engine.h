@@ -299,6 +299,10 @@ int32_t engine_image_token(const engine_image *im, int j);
  * err (nothing pinned). */
 int engine_image_encode(engine *e, engine_image *const *ims, int n, char *err, size_t errlen);
 void engine_image_release(engine *e, const engine_image *im);
+/* Engine thread: returns once the device has done the encodes enqueued so far (engine_image_encode returns when
+ * they are enqueued; a step after them waits on its own): what times an encode alone (clgemma vbench). 0, or -1
+ * with err (a device error) */
+int engine_image_wait(engine *e, char *err, size_t errlen);
 /* encoded images held (pinned or kept for reuse), their device bytes, and encodes run / found held */
 typedef struct engine_image_stats { uint32_t held, pinned; uint64_t bytes, encodes, hits; } engine_image_stats;
 void engine_image_usage(const engine *e, engine_image_stats *out);

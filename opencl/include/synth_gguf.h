@@ -34,6 +34,9 @@ typedef struct synth_gguf_info {
     char types[320];     /* "q4_K 361 (9.43 GiB), q6_K 61 (...)", largest first */
 } synth_gguf_info;
 
+/* the embedding width of text model `model` (one of synth_gguf_models); 0 for any other name */
+uint32_t synth_gguf_width(const char *model);
+
 /* writes path; 0, or -1 with one line in err naming the option, key or file */
 int synth_gguf_write(const synth_gguf_opts *o, const char *path, synth_gguf_info *info, char *err, size_t errlen);
 
