@@ -38,9 +38,12 @@
 #define N_IMG 3
 /* f32 weights: the float64 reference is 2e-6 from transformers (the golden's check); float sums in another
  * order stay far below this */
-#define TOL_F32 1e-4
+#define TOL_F32_EXACT 1e-4
+/* products on f16 tensor cores (NVIDIA) round X and W to f16: H100 measured up to 4.2e-3 */
+#define TOL_TC 8e-3
+#define TOL_F32 (O.has_mma ? TOL_TC : TOL_F32_EXACT)
 /* f16 weights against transformers on the f32 weights: the f16 file itself is 1.5e-3 away (the golden's check) */
-#define TOL_F16 3e-3
+#define TOL_F16 (O.has_mma ? TOL_TC : 3e-3)
 
 static cl_runtime RT;
 static ops O;
