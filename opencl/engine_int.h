@@ -1,5 +1,5 @@
 /* engine_int.h — the engine's state, shared by the files that implement engine.h (engine.c: loading
- * and stepping; engine_image.c: images). Nothing outside opencl/ includes it. */
+ * and sequences; engine_step.c: steps; engine_image.c: images). Nothing outside opencl/ includes it. */
 #ifndef CLGEMMA_ENGINE_INT_H
 #define CLGEMMA_ENGINE_INT_H
 
@@ -50,6 +50,9 @@ struct engine {
     int32_t *h_hi, *h_span;
     fwd_rows *h_rows;
 };
+
+/* a sequence slot taken or given back: no hidden rows of its own to draft from (engine.c); returns seq */
+int engine_seq_fresh(engine *e, int seq);
 
 /* engine_image.c's side for engine_step: an image's rows (NULL unless encoded and pinned), its digest */
 cl_mem engine_image_rows(engine *e, const engine_image *im);
