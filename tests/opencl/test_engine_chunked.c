@@ -14,7 +14,7 @@
  * TOL: the same rows through other batch shapes (GEMM over other row counts, attention over other key
  * spans: the split-KV partition follows the batch's largest position). Measured on PoCL (CPU): largest
  * |delta| printed at the end; with int8 decode or tensor cores (GPU) decode-only steps take other kernels,
- * so rows are held to TOL_GPU, the int8 paths' distance from the float ones (opencl/engine.c). */
+ * so rows are held to TOL_GPU, the int8 paths' distance from the float ones (opencl/engine_step.c). */
 #include "check.h"
 #include "engine.h"
 #include "logit_rows.h"
