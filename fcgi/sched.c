@@ -143,7 +143,11 @@ static int group_pin(sched *s, job_group *g, char *err, size_t errlen)
 {
     if (!g->n_images || g->pinned) return 0;
     double t = monotonic_seconds();
-    if (engine_image_encode(s->eng, g->images, g->n_images, err, errlen)) return -1;
+    /* waited for, so the metric times the encode (not its enqueue) and a device error is this prompt's */
+    if (engine_image_encode(s->eng, g->images, g->n_images, err, errlen) || engine_image_wait(s->eng, err, errlen)) {
+        for (int i = 0; i < g->n_images; i++) engine_image_release(s->eng, g->images[i]);
+        return -1;
+    }
     metrics_images(s->m, g->n_images, monotonic_seconds() - t);
     g->pinned = 1;
     return 0;
