@@ -85,6 +85,7 @@ static int images_prepare(const engine *e, const api_image *const *in, int n, en
 
 /* the tokens of a video frame's timestamp text before its boi: "mm:ss " (" mm:ss " after the first frame: the
  * processor joins frames with spaces), tokenized alone as the processor's text around its specials is */
+#define FRAME_TEXT 16 /* tokens of " mm:ss " at most: one a byte */
 static int frame_text(const tokenizer *t, const api_image *f, int32_t *out, int cap)
 {
     char s[32];
@@ -107,14 +108,11 @@ static int images_expand(const engine *e, int32_t **ids, int *n_ids, const api_i
         return api_fail(err, 400, "invalid_request_error", NULL, "messages",
                         "this model's vocabulary has no image tokens (<|image>, <image|>, <|image|>)");
     int n_img = 0, n_vid = 0, found_img = 0, found_vid = 0;
-    size_t total = (size_t)*n_ids;
-    int32_t tt[16];
+    size_t total = (size_t)*n_ids; /* at most: a frame's timestamp text is under FRAME_TEXT tokens */
     for (int i = 0; i < n; i++) {
         n_img += in[i]->frame < 0;
         n_vid += in[i]->frame == 0;
-        int k = in[i]->frame >= 0 ? frame_text(tok, in[i], tt, 16) : 0;
-        if (k < 0 || k > 16) return api_fail(err, 500, "server_error", NULL, NULL, "tokenizing a timestamp failed");
-        total += (size_t)engine_image_tokens(ims[i]) + 2 + (size_t)k;
+        total += (size_t)engine_image_tokens(ims[i]) + 2 + (in[i]->frame >= 0 ? FRAME_TEXT : 0);
     }
     for (int k = 0; k < *n_ids; k++) {
         found_img += (*ids)[k] == info->image_token;
@@ -145,7 +143,13 @@ static int images_expand(const engine *e, int32_t **ids, int *n_ids, const api_i
             i = next_vid++;
         }
         do {
-            if (in[i]->frame >= 0) o += (size_t)frame_text(tok, in[i], out + o, 16);
+            int k = in[i]->frame >= 0 ? frame_text(tok, in[i], out + o, FRAME_TEXT) : 0;
+            if (k < 0 || k > FRAME_TEXT) {
+                free(out);
+                free(sp);
+                return api_fail(err, 500, "server_error", NULL, NULL, "tokenizing a frame's timestamp failed");
+            }
+            o += (size_t)k;
             int S = engine_image_tokens(ims[i]);
             out[o++] = info->boi_token;
             sp[i] = (engine_span){ (int)o, S, 0, ims[i] };
