@@ -108,7 +108,10 @@ static int scan_chunks(ops *o, const delta_shape *sh, const delta_runs *r, cl_me
     cl_ulong sf = st->slot_floats;
     if (C < 1 || C > OPS_DELTA_C_MAX) return ops_fail(o, "delta_scan: chunk of %u tokens (1..%d)", C, OPS_DELTA_C_MAX);
     if (cs > dv) cs = dv;
-    size_t scan_local = ((size_t)dk * cs + (size_t)C * cs + 2 * C) * sizeof(float);
+#define SCAN_LOCAL(cs) (((size_t)dk * (cs) + (size_t)C * (cs) + 2 * C) * sizeof(float))
+    while (cs > 1 && SCAN_LOCAL(cs) > o->local_mem) cs = (cs + 1) / 2; /* columns are a speed knob: fit the device */
+    size_t scan_local = SCAN_LOCAL(cs);
+#undef SCAN_LOCAL
     if (scan_local > o->local_mem || (size_t)C * (C + 2) * sizeof(float) > o->local_mem)
         return ops_fail(o, "delta_scan: %zu bytes of local memory for dk %u, %u columns, chunk %u (device: %zu)",
                         scan_local, dk, cs, C, o->local_mem);
