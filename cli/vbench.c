@@ -26,7 +26,7 @@ typedef struct vb {
     int32_t pre[MAX_TEXT], post[MAX_TEXT]; /* text before the image (bos first, boi last) and after it (eoi first) */
     int n_pre, n_post;
     unsigned next;   /* the next image index of this budget */
-    int reps, B;
+    int reps, B, profile;
 } vb;
 
 /* one budget's figures (milliseconds unless said) */
@@ -161,6 +161,16 @@ static void encodes(vb *v, figures *f, double *prep, double *a, double *b)
         encode(v, ims, v->B);
         b[r] = ms(t0) / v->B;
         drop(v, ims, v->B);
+    }
+    if (v->profile) { /* one more encode, its kernels timed one by one */
+        ims[0] = fresh(v, f->T, NULL);
+        engine_set_profiling(v->e, 1);
+        double t0 = monotonic_seconds();
+        encode(v, ims, 1);
+        fprintf(stderr, "profile: encode of one %d-token image\n", f->tokens);
+        engine_profile_print(v->e, ms(t0), 1);
+        engine_set_profiling(v->e, 0);
+        drop(v, ims, 1);
     }
     f->prep = median(prep, v->reps);
     f->enc1 = median(a, v->reps);
@@ -330,9 +340,12 @@ int cmd_vbench(const cli_args *a)
     o.kv_type = a->kv_type ? engine_kv_type_parse(a->kv_type) : ENGINE_KV_F16;
     if (o.kv_type < 0) cli_die("--kv-type: unknown type '%s' (f16, q8_0 or q4)", a->kv_type);
     o.mmproj_path = a->mmproj;
+    o.profile = a->profile;
+    o.settings = a->settings;
+    o.n_settings = a->n_settings;
     o.image_tokens = tmax;
     o.verbose = getenv("CLGEMMA_VERBOSE") != NULL;
-    vb v = { .reps = a->reps, .B = a->batch };
+    vb v = { .reps = a->reps, .B = a->batch, .profile = a->profile };
     char err[512];
     double tl = monotonic_seconds();
     if (engine_load(&v.e, a->model, &o, err, sizeof err)) cli_die("%s", err);

@@ -31,6 +31,8 @@
 # (tools/gpu_llama_src.sh), CUDA sm_90a, target llama-mtmd-cli, in the background while clgemma measures. Work
 # stops being started TIME_S (default 570) seconds after the start, so a 600 s call ends with its table; rows go to
 # $OUT as they are measured.
+# VBENCH_ARGS: more arguments of clgemma's vbench runs (--profile: per-kernel times of an encode, in run.log;
+#   --set NAME=VALUE).
 # KEEP=1 keeps the model files in VIS_DIR (default /tmp/vision) for a later call on the same machine.
 models=${1:-31b e4b}
 budgets=${2:-70 280 1120}
@@ -99,7 +101,7 @@ cg_model() {
   [ -n "$2" ] || return 0
   [ $(left) -gt 30 ] || { el "clgemma $1 $2: skipped (time)"; return 1; }
   timeout $(left) "$cg" vbench -m $text --mmproj $mm --image-tokens $(echo $2 | tr ' ' ,) \
-    -r $3 -b 8 -o $work/cg.part \
+    -r $3 -b 8 -o $work/cg.part ${VBENCH_ARGS:-} \
     >> "$out/clgemma.md" 2>>"$out/run.log"
   rc=$?; cat $work/cg.part >> $work/cg-$1.json 2>/dev/null; rm -f $work/cg.part
   el "clgemma $1 $2 (-r $3): rc $rc"

@@ -20,9 +20,10 @@ kernel void vis_pos_add(global float *x, global const float *tab, global const i
 
 /* One item per (head, row) of x [ntok][nh][hd]: norm mode 1 x = x / rms(x) · w, 2 without weight, 0 none; then
  * with rope the axial RoPE of transformers' Gemma4VisionRotaryEmbedding: the first half of the head rotated by
- * pos.x, the second by pos.y, in each half the NEOX pairs (i, i + hd/4) at frequency theta^(-4i/hd). */
+ * pos.x, the second by pos.y, in each half the NEOX pairs (i, i + hd/4) at frequency theta^(-4i/hd). Where hdp
+ * is not 0 the row also goes to h16 [nh][ntok][hdp] as f16, zero past hd (vis_fa's operands). */
 kernel void vis_norm_rope2d(global float *x, uint nh, uint hd, global const float *w, uint mode, float eps,
-                            uint rope, global const int *pos, float theta, uint ntok)
+                            uint rope, global const int *pos, float theta, uint ntok, global half *h16, uint hdp)
 {
     uint h = get_global_id(0), t = get_global_id(1);
     if (h >= nh || t >= ntok) return;
@@ -33,9 +34,8 @@ kernel void vis_norm_rope2d(global float *x, uint nh, uint hd, global const floa
         float s = rsqrt(ss / (float)hd + eps);
         for (uint i = 0; i < hd; i++) r[i] = r[i] * s * (mode == 1 ? w[i] : 1.0f);
     }
-    if (!rope) return;
     uint hw = hd / 2, q = hd / 4;
-    for (uint part = 0; part < 2; part++) {
+    for (uint part = 0; rope && part < 2; part++) {
         float p = (float)pos[2 * t + part];
         global float *s = r + part * hw;
         for (uint i = 0; i < q; i++) {
@@ -46,6 +46,9 @@ kernel void vis_norm_rope2d(global float *x, uint nh, uint hd, global const floa
             s[i + q] = b * c + a * sn;
         }
     }
+    if (!hdp) return;
+    global half *d = h16 + ((size_t)h * ntok + t) * hdp;
+    for (uint i = 0; i < hdp; i++) vstore_half(i < hd ? r[i] : 0.0f, i, d);
 }
 
 #define VA_L 64  /* items per group: keys per tile (OPS_VATT_L) */
@@ -113,6 +116,116 @@ void vis_attn(global const float *q, global const float *k, global const float *
         if (d < hd) o[d] = acc[j] / l;
     }
 }
+
+#ifdef CLG_NVIDIA
+/* vis_fa_HDP: vis_attn's result on f16 tensor cores (attn_prefill.cl's attn_fa, dense instead of paged): one
+ * group per 64 consecutive query rows of one head (4 warps x 16), the keys of every row's range walked 32 at a
+ * time with the softmax online, so each K/V block is read once per 64 rows, not once per row.
+ *   - Operands from vis_norm_rope2d's f16 copies, [heads][ntok][HDP] (head dims padded with zeros to HDP, a
+ *     multiple of 16); Q fragments stay in registers for the whole walk.
+ *   - K and V blocks go global -> local by cp.async (K first, V while the scores are computed) into rows of
+ *     HDP / 8 + 1 sixteen-byte pieces: an odd stride, so that the score fragments (8 key rows x one word) and
+ *     ldmatrix's V^T rows fall in distinct banks.
+ *   - Tiles ([first, end) rows, tiles[]) lie inside one image and start at its first row or 64 rows on: a row's
+ *     blocks of keys and its rows' company are then the same whatever else is encoded beside it (an image gives
+ *     the same rows alone or in a batch). Keys past the image's end load its last row (finite: the score is
+ *     masked, its weight 0). */
+#define VFA_KEYS 32
+
+#define VFA_LOAD(dst, src, kb, HDP)                                                               \
+    for (int i = lid; i < VFA_KEYS * (HDP / 8); i += 128) {                                       \
+        int row = i / (HDP / 8), c = i % (HDP / 8), key = min((int)(kb) + row, kmax);              \
+        cp_async16(dst + row * (HDP / 8 + 1) + c, src + (size_t)key * (HDP / 8) + c);             \
+    }
+
+#define DEFINE_VFA(HDP)                                                                           \
+kernel __attribute__((reqd_work_group_size(128, 1, 1)))                                          \
+void vis_fa_##HDP(global const uint *Qh, global const uint4 *Kh, global const uint4 *Vh,          \
+                  global float *out, global const int *rng, global const int *tiles, uint ntok,   \
+                  uint nh, uint nkv, uint hd, float scale)                                        \
+{                                                                                                 \
+    local uint4 ks[VFA_KEYS * (HDP / 8 + 1)], vs[VFA_KEYS * (HDP / 8 + 1)];                       \
+    int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, g = lane / 4, t = lane % 4;      \
+    uint h = get_group_id(1), kh = h / (nh / nkv);                                                \
+    uint ta = tiles[2 * get_group_id(0)], tb = tiles[2 * get_group_id(0) + 1];                    \
+    uint r0 = ta + warp * 16 + g, r1 = r0 + 8;                                                    \
+    int ok0 = r0 < tb, ok1 = r1 < tb;                                                             \
+    int kmin = rng[2 * ta], kmax = rng[2 * ta + 1] - 1; /* the image's keys: every row's */       \
+    global const uint *q0 = Qh + ((size_t)h * ntok + (ok0 ? r0 : ta)) * (HDP / 2) + t;            \
+    global const uint *q1 = Qh + ((size_t)h * ntok + (ok1 ? r1 : ta)) * (HDP / 2) + t;            \
+    uint qa[HDP / 16][4];                                                                         \
+    for (int d = 0; d < HDP; d += 16) {                                                           \
+        qa[d / 16][0] = q0[d / 2];                                                                \
+        qa[d / 16][1] = q1[d / 2];                                                                \
+        qa[d / 16][2] = q0[d / 2 + 4];                                                            \
+        qa[d / 16][3] = q1[d / 2 + 4];                                                            \
+    }                                                                                             \
+    global const uint4 *kg = Kh + (size_t)kh * ntok * (HDP / 8);                                  \
+    global const uint4 *vg = Vh + (size_t)kh * ntok * (HDP / 8);                                  \
+    float4 o[HDP / 8];                                                                            \
+    for (int n = 0; n < HDP / 8; n++) o[n] = (float4)(0.0f);                                      \
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                   \
+    const float sl2 = scale * M_LOG2E_F, softcap = 0.0f, cap = 1.0f; /* FA_SOFTMAX's names */      \
+    int lo0 = kmin, lo1 = kmin, p0 = kmax, p1 = kmax;                                             \
+    local const uint *kw = (local const uint *)ks;                                                \
+    VFA_LOAD(ks, kg, kmin, HDP)                                                                   \
+    cp_async_commit();                                                                            \
+    VFA_LOAD(vs, vg, kmin, HDP)                                                                   \
+    cp_async_commit();                                                                            \
+    for (int kb = kmin; kb <= kmax; kb += VFA_KEYS) {                                             \
+        cp_async_wait1(); /* K of this block (V may still be on its way) */                       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        float4 s[4];                                                                              \
+        for (int j = 0; j < 4; j++) s[j] = (float4)(0.0f);                                        \
+        for (int d = 0; d < HDP; d += 16) {                                                       \
+            int c = d / 8;                                                                        \
+            for (int j = 0; j < 4; j++) {                                                         \
+                local const uint *kr = kw + (8 * j + g) * (HDP / 2 + 4) + t;                      \
+                s[j] = mma_16816(s[j], qa[d / 16][0], qa[d / 16][1], qa[d / 16][2], qa[d / 16][3], \
+                                 kr[c * 4], kr[(c + 1) * 4]);                                     \
+            }                                                                                     \
+        }                                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this K */                        \
+        if (kb + VFA_KEYS <= kmax) { VFA_LOAD(ks, kg, kb + VFA_KEYS, HDP) }                       \
+        cp_async_commit();                                                                        \
+        FA_SOFTMAX(HDP) /* attn_prefill.cl's, every row masked to the image's keys */                \
+        cp_async_wait1(); /* V of this block */                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+        for (int kk = 0; kk < 2; kk++) {                                                          \
+            uint a0 = pack_h2(s[2 * kk].x, s[2 * kk].y), a1 = pack_h2(s[2 * kk].z, s[2 * kk].w);  \
+            uint a2 = pack_h2(s[2 * kk + 1].x, s[2 * kk + 1].y);                                  \
+            uint a3 = pack_h2(s[2 * kk + 1].z, s[2 * kk + 1].w);                                  \
+            int vr = 16 * kk + (lane >> 3 & 1) * 8 + (lane & 7); /* this lane's ldmatrix row */    \
+            for (int n2 = 0; n2 < HDP / 16; n2++) {                                               \
+                uint b00, b01, b10, b11;                                                          \
+                ldsm_x4_t(vs + vr * (HDP / 8 + 1) + 2 * n2 + (lane >> 4), &b00, &b01, &b10, &b11); \
+                o[2 * n2] = mma_16816(o[2 * n2], a0, a1, a2, a3, b00, b01);                       \
+                o[2 * n2 + 1] = mma_16816(o[2 * n2 + 1], a0, a1, a2, a3, b10, b11);               \
+            }                                                                                     \
+        }                                                                                         \
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this V */                        \
+        if (kb + VFA_KEYS <= kmax) { VFA_LOAD(vs, vg, kb + VFA_KEYS, HDP) }                       \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    l0 += shfl_xor_f(l0, 1);                                                                      \
+    l0 += shfl_xor_f(l0, 2);                                                                      \
+    l1 += shfl_xor_f(l1, 1);                                                                      \
+    l1 += shfl_xor_f(l1, 2);                                                                      \
+    global float *y0 = out + ((size_t)r0 * nh + h) * hd + 2 * t;                                  \
+    global float *y1 = out + ((size_t)r1 * nh + h) * hd + 2 * t;                                  \
+    for (int n = 0; n < HDP / 8; n++) {                                                           \
+        if (8 * n + 2 * t >= (int)hd) continue; /* the padding */                                 \
+        if (ok0) vstore2((float2)(o[n].x, o[n].y) / l0, 0, y0 + 8 * n);                           \
+        if (ok1) vstore2((float2)(o[n].z, o[n].w) / l1, 0, y1 + 8 * n);                           \
+    }                                                                                             \
+}
+
+DEFINE_VFA(32)
+DEFINE_VFA(64)
+DEFINE_VFA(80)
+DEFINE_VFA(128)
+
+#endif /* CLG_NVIDIA */
 
 /* out[c][j] = s · Σ of the k x k rows of x whose top-left is row cell[c].x of a grid cell[c].y rows wide */
 kernel void vis_avgpool(global const float *x, global float *out, global const int *cell, uint n, uint k, float s,

@@ -33,16 +33,23 @@ static const char *const LAYER_VECS[] = { "ln1.weight", "ln2.weight", "attn_q_no
 typedef struct g4v_scratch {
     cl_mem in;                /* [P][3 p²]: patch values, channel-major as v.patch_embd's rows, 2v - 1 */
     cl_mem pos, rng;          /* [P][2] int: (x, y) of each patch; [first, end) of its image's rows */
+    cl_mem tiles;             /* [T][2] int: the tensor-core attention's row tiles (ops_vision_tiles) */
+    uint32_t n_tiles;         /* of this encode */
     cl_mem cells;             /* [S][2] int: a soft token's top-left patch row and its grid's width */
     cl_mem x, a, c, t;        /* [P][Hv]: residual stream, normed input, clamped copy, product out */
     cl_mem q, k, v, o;        /* [P][heads · hd] */
+    cl_mem q16, k16, v16;     /* [heads][P][hdp] f16: the tensor-core attention's operands (where it runs) */
     cl_mem g, u;              /* [P][F] */
     cl_mem pooled, stdz, normed; /* [S][Hv] */
     cl_mem out;               /* [S][proj_dim] */
     cl_mem ones;              /* [Hv] of 1: the projector's norm has no weight */
     float *h_in;              /* host staging of in, pos, rng, cells */
-    int32_t *h_pos, *h_rng, *h_cells;
+    int32_t *h_pos, *h_rng, *h_cells, *h_tiles;
 } g4v_scratch;
+
+/* row tiles of P patches at most: each image's rows in tiles of OPS_VFA_TILE, one part-filled per image, and an
+ * image has k² = 9 patches or more */
+static size_t max_tiles(size_t P) { return P / OPS_VFA_TILE + P / 9 + 1; }
 
 typedef struct gemma4v_priv {
     float (*clamp)[N_LIN][4]; /* [n_layer]: per product its input min, max, output min, max (±inf: none) */
@@ -211,13 +218,14 @@ static int load_layer(vision_model *v, const model_src *src, uint32_t l, char *e
 
 static void scratch_destroy(g4v_scratch *s)
 {
-    cl_mem *ms[] = { &s->in, &s->pos, &s->rng, &s->cells, &s->x, &s->a, &s->c, &s->t, &s->q, &s->k, &s->v, &s->o,
-                     &s->g, &s->u, &s->pooled, &s->stdz, &s->normed, &s->out, &s->ones };
+    cl_mem *ms[] = { &s->in, &s->pos, &s->rng, &s->tiles, &s->cells, &s->x, &s->a, &s->c, &s->t, &s->q, &s->k, &s->v, &s->o,
+                     &s->q16, &s->k16, &s->v16, &s->g, &s->u, &s->pooled, &s->stdz, &s->normed, &s->out, &s->ones };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) mem_release(ms[i]);
     free(s->h_in);
     free(s->h_pos);
     free(s->h_rng);
     free(s->h_cells);
+    free(s->h_tiles);
     memset(s, 0, sizeof *s);
 }
 
@@ -226,12 +234,14 @@ static int scratch_create(vision_model *v, cl_runtime *rt, char *err, size_t err
 {
     const vision_hparams *hp = &v->hp;
     g4v_scratch *s = &((gemma4v_priv *)v->priv)->s;
-    size_t P = v->max_patches, S = P / (hp->pool_k * hp->pool_k), H = hp->n_embd, F = hp->n_ff;
+    size_t P = v->max_patches, S = P / (hp->pool_k * hp->pool_k), H = hp->n_embd, F = v->layers[0].down.cols;
     size_t qd = (size_t)hp->n_head * hp->head_dim, kd = (size_t)hp->n_kv * hp->head_dim;
-    size_t pin = 3u * hp->patch * hp->patch;
+    size_t pin = 3u * hp->patch * hp->patch, hdp = ops_vision_fa_width(rt, hp->head_dim);
     if (!S) return ERR("mmproj: an encode budget of %u patches holds no soft token", v->max_patches);
     struct { cl_mem *m; size_t bytes; } bs[] = {
-        { &s->in, P * pin * 4 }, { &s->pos, P * 8 }, { &s->rng, P * 8 }, { &s->cells, S * 8 }, { &s->x, P * H * 4 },
+        { &s->q16, P * hp->n_head * hdp * 2 }, { &s->k16, P * hp->n_kv * hdp * 2 }, { &s->v16, P * hp->n_kv * hdp * 2 },
+        { &s->in, P * pin * 4 }, { &s->pos, P * 8 }, { &s->rng, P * 8 }, { &s->tiles, max_tiles(P) * 8 },
+        { &s->cells, S * 8 }, { &s->x, P * H * 4 },
         { &s->a, P * H * 4 }, { &s->c, P * H * 4 }, { &s->t, P * H * 4 }, { &s->q, P * qd * 4 }, { &s->k, P * kd * 4 },
         { &s->v, P * kd * 4 }, { &s->o, P * qd * 4 }, { &s->g, P * F * 4 }, { &s->u, P * F * 4 },
         { &s->pooled, S * H * 4 }, { &s->stdz, S * H * 4 }, { &s->normed, S * H * 4 },
@@ -239,10 +249,15 @@ static int scratch_create(vision_model *v, cl_runtime *rt, char *err, size_t err
     };
     char why[256];
     for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) {
+        if (!bs[i].bytes) continue; /* no tensor-core attention on this device */
         if (!(*bs[i].m = rt_alloc(rt, bs[i].bytes, NULL, why, sizeof why)))
             return ERR("mmproj: encoder scratch for %u patches: %s", v->max_patches, why);
         v->scratch_bytes += bs[i].bytes;
     }
+    cl_uchar zero = 0; /* the MLP's padding columns (weight_pad_cols) stay 0: nothing writes them */
+    cl_int e = clEnqueueFillBuffer(rt->q, s->g, &zero, 1, 0, P * F * 4, 0, NULL, NULL);
+    if (!e) e = clEnqueueFillBuffer(rt->q, s->u, &zero, 1, 0, P * F * 4, 0, NULL, NULL);
+    if (e) return ERR("mmproj: encoder scratch: %s", rt_errstr(e));
     float *ones = malloc(H * sizeof *ones);
     for (size_t i = 0; ones && i < H; i++) ones[i] = 1.0f;
     s->ones = ones ? rt_alloc(rt, H * sizeof *ones, ones, why, sizeof why) : NULL;
@@ -253,7 +268,8 @@ static int scratch_create(vision_model *v, cl_runtime *rt, char *err, size_t err
     s->h_pos = malloc(P * 2 * sizeof *s->h_pos);
     s->h_rng = malloc(P * 2 * sizeof *s->h_rng);
     s->h_cells = malloc(S * 2 * sizeof *s->h_cells);
-    if (!s->h_in || !s->h_pos || !s->h_rng || !s->h_cells)
+    s->h_tiles = malloc(max_tiles(P) * 2 * sizeof *s->h_tiles);
+    if (!s->h_in || !s->h_pos || !s->h_rng || !s->h_cells || !s->h_tiles)
         return ERR("mmproj: out of memory for the encoder's staging");
     return 0;
 }
@@ -294,6 +310,13 @@ int gemma4v_load(vision_model *v, const model_src *src, char *err, size_t errlen
         return -1;
     for (uint32_t l = 0; l < hp->n_layer; l++)
         if (load_layer(v, src, l, err, errlen)) return -1;
+    /* an MLP width that is not whole 32-value units (the 31B tower's 4304) would leave ffn_down off the tensor
+     * cores: its rows padded with zeros, and the gate / up outputs laid that wide */
+    char why[256];
+    if (hp->n_ff % 32 && src->up && upload_finish(src->up, why, sizeof why))
+        return ERR("mmproj: uploading the weights: %s", why);
+    for (uint32_t l = 0; hp->n_ff % 32 && l < hp->n_layer; l++)
+        if (weight_pad_cols(src->rt, &v->layers[l].down, 32, B, err, errlen)) return -1;
     if (hp->standardize && (load_vec(src, "v.std_bias", hp->n_embd, &v->std_bias, B, err, errlen) ||
                             load_vec(src, "v.std_scale", hp->n_embd, &v->std_scale, B, err, errlen)))
         return -1;
@@ -318,15 +341,16 @@ void gemma4v_unload(vision_model *v)
 /* ---- the encoder forward (docs/design-vision.md 1.3, 4.4) ---------------------------------------------------- */
 
 /* y = W x with the product's clamps where finite (use_clipped_linears): the input clamped into c (NULL: in
- * place, where x is not read again) and the output in place */
-static void linear(ops *o, const weight *w, const float cl[4], cl_mem x, cl_mem c, cl_mem y, uint32_t ntok)
+ * place, where x is not read again) and the output (rows ldy apart) in place */
+static void linear(ops *o, const weight *w, const float cl[4], cl_mem x, cl_mem c, cl_mem y, uint32_t ldy,
+                   uint32_t ntok)
 {
     if (isfinite(cl[0]) || isfinite(cl[1])) {
         op_clamp(o, x, c ? c : x, cl[0], cl[1], ntok * w->cols);
         if (c) x = c;
     }
-    op_matmul(o, w, x, w->cols, y, w->rows, ntok);
-    if (isfinite(cl[2]) || isfinite(cl[3])) op_clamp(o, y, y, cl[2], cl[3], ntok * w->rows);
+    op_matmul(o, w, x, w->cols, y, ldy, ntok);
+    if (isfinite(cl[2]) || isfinite(cl[3])) op_clamp(o, y, y, cl[2], cl[3], ntok * ldy);
 }
 
 /* layer l over n patch rows: s->x is its input (and output), s->a holds ln1(x) on entry; leaves the next layer's
@@ -338,30 +362,36 @@ static void layer(vision_model *v, ops *o, uint32_t l, uint32_t n)
     g4v_scratch *s = &pv->s;
     const layer_weights *W = &v->layers[l];
     const float(*cl)[4] = pv->clamp[l];
-    uint32_t H = hp->n_embd, F = hp->n_ff, qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
+    /* F: the MLP's width as laid out (ffn_down's rows, padded to whole 32-value units) */
+    uint32_t H = hp->n_embd, F = W->down.cols, qd = hp->n_head * hp->head_dim, kd = hp->n_kv * hp->head_dim;
     if (hp->clipped) {
-        linear(o, &W->q, cl[0], s->a, s->c, s->q, n);
-        linear(o, &W->k, cl[1], s->a, s->c, s->k, n);
-        linear(o, &W->v, cl[2], s->a, s->c, s->v, n);
+        linear(o, &W->q, cl[0], s->a, s->c, s->q, qd, n);
+        linear(o, &W->k, cl[1], s->a, s->c, s->k, kd, n);
+        linear(o, &W->v, cl[2], s->a, s->c, s->v, kd, n);
     } else {
         mm_out qkv[3] = { { &W->q, s->q, qd }, { &W->k, s->k, kd }, { &W->v, s->v, kd } };
         op_matmul_multi(o, qkv, 3, s->a, H, n);
     }
     /* per-head norms (q and k weighted, v not: modeling_gemma4.py:922), the 2-D RoPE on q and k */
-    op_norm_rope2d(o, s->q, n, hp->n_head, hp->head_dim, W->q_norm, 1, hp->eps, s->pos, hp->rope_theta);
-    op_norm_rope2d(o, s->k, n, hp->n_kv, hp->head_dim, W->k_norm, 1, hp->eps, s->pos, hp->rope_theta);
-    op_norm_rope2d(o, s->v, n, hp->n_kv, hp->head_dim, NULL, 2, hp->eps, NULL, 0);
-    op_attention_dense(o, s->q, s->k, s->v, s->o, s->rng, n, hp->n_head, hp->n_kv, hp->head_dim, 1.0f);
-    linear(o, &W->o, cl[3], s->o, NULL, s->t, n);
+    uint32_t hd = hp->head_dim, hdp = s->q16 ? ops_vision_fa(o, hd) : 0; /* f16 copies for the tensor cores */
+    op_norm_rope2d(o, s->q, n, hp->n_head, hd, W->q_norm, 1, hp->eps, s->pos, hp->rope_theta, s->q16, hdp);
+    op_norm_rope2d(o, s->k, n, hp->n_kv, hd, W->k_norm, 1, hp->eps, s->pos, hp->rope_theta, s->k16, hdp);
+    op_norm_rope2d(o, s->v, n, hp->n_kv, hd, NULL, 2, hp->eps, NULL, 0, s->v16, hdp);
+    if (hdp)
+        op_attention_dense_f16(o, s->q16, s->k16, s->v16, hdp, s->o, s->rng, s->tiles, s->n_tiles, n, hp->n_head,
+                               hp->n_kv, hd, 1.0f);
+    else
+        op_attention_dense(o, s->q, s->k, s->v, s->o, s->rng, n, hp->n_head, hp->n_kv, hd, 1.0f);
+    linear(o, &W->o, cl[3], s->o, NULL, s->t, H, n);
     /* x += post_attn_norm(t); a = ln2(x) */
     norm_chain c = { .x = s->t, .wx = W->post_attn_norm, .res = s->x, .scale = 1.0f, .out = { { W->ffn_norm, s->a } },
                      .nout = 1 };
     op_norm_chain(o, &c, n, H, hp->eps);
     if (hp->clipped) {
-        linear(o, &W->gate, cl[4], s->a, s->c, s->g, n);
-        linear(o, &W->up, cl[5], s->a, s->c, s->u, n);
+        linear(o, &W->gate, cl[4], s->a, s->c, s->g, F, n);
+        linear(o, &W->up, cl[5], s->a, s->c, s->u, F, n);
         op_geglu(o, s->g, s->u, s->g, n * F);
-        linear(o, &W->down, cl[6], s->g, NULL, s->t, n);
+        linear(o, &W->down, cl[6], s->g, NULL, s->t, H, n);
     } else {
         mm_out gu[2] = { { &W->gate, s->g, F }, { &W->up, s->u, F } };
         op_matmul_multi(o, gu, 2, s->a, H, n);
@@ -385,6 +415,7 @@ static int stage(vision_model *v, const image_prep *const *imgs, int n, uint32_t
     if (hp->patch != IMAGE_PREP_PATCH)
         return ERR("vision_encode: the projector's patches are %u pixels, the images' %d", hp->patch, IMAGE_PREP_PATCH);
     uint32_t N = 0, S = 0;
+    s->n_tiles = 0;
     for (int i = 0; i < n; i++) {
         const image_prep *im = imgs[i];
         if (!im || !im->pixels || !im->pos || im->gw <= 0 || im->gh <= 0)
@@ -419,6 +450,7 @@ static int stage(vision_model *v, const image_prep *const *imgs, int n, uint32_t
                 s->h_cells[2 * S] = (int32_t)N + cy * k * im->gw + cx * k;
                 s->h_cells[2 * S + 1] = im->gw;
             }
+        ops_vision_tiles(s->h_tiles, &s->n_tiles, N, (uint32_t)im->n_patches);
         N += (uint32_t)im->n_patches;
     }
     *np = N;
@@ -447,6 +479,7 @@ int gemma4v_encode(vision_model *v, ops *o, const image_prep *const *imgs, int n
     if (!e) e = clEnqueueWriteBuffer(q, s->pos, CL_TRUE, 0, (size_t)N * 8, s->h_pos, 0, NULL, NULL);
     if (!e) e = clEnqueueWriteBuffer(q, s->rng, CL_TRUE, 0, (size_t)N * 8, s->h_rng, 0, NULL, NULL);
     if (!e) e = clEnqueueWriteBuffer(q, s->cells, CL_TRUE, 0, (size_t)S * 8, s->h_cells, 0, NULL, NULL);
+    if (!e) e = clEnqueueWriteBuffer(q, s->tiles, CL_TRUE, 0, (size_t)s->n_tiles * 8, s->h_tiles, 0, NULL, NULL);
     if (e) return ERR("vision_encode: uploading the patches: %s", rt_errstr(e));
     int int8 = o->act_int8; /* the tower's products keep f16/f32 accuracy, as prompt chunks do */
     o->act_int8 = 0;

@@ -157,6 +157,33 @@ int load_mat(const model_src *src, const char *name, uint64_t ne0, uint64_t ne1,
     return 0;
 }
 
+int weight_pad_cols(cl_runtime *rt, weight *w, uint32_t mult, uint64_t *bytes, char *err, size_t errlen)
+{
+    if (!mult || w->cols % mult == 0) return 0;
+    if (w->type != GGML_TYPE_F16 && w->type != GGML_TYPE_F32)
+        return ERR("model: padding rows of %u values of type %s", w->cols, ggml_type_name(w->type));
+    uint32_t cols = (w->cols + mult - 1) / mult * mult;
+    size_t rb = ggml_row_bytes(w->type, cols), total = rb * w->rows;
+    char why[256];
+    cl_mem m = rt_alloc(rt, total, NULL, why, sizeof why);
+    if (!m) return ERR("model: padding a %u x %u weight: %s", w->rows, w->cols, why);
+    cl_uchar zero = 0;
+    size_t so[3] = { 0, 0, 0 }, region[3] = { w->row_bytes, w->rows, 1 };
+    cl_int e = clEnqueueFillBuffer(rt->q, m, &zero, 1, 0, total, 0, NULL, NULL);
+    if (!e) e = clEnqueueCopyBufferRect(rt->q, w->buf, m, so, so, region, w->row_bytes, 0, rb, 0, 0, NULL, NULL);
+    if (!e) e = clFinish(rt->q);
+    if (e) {
+        clReleaseMemObject(m);
+        return ERR("model: padding a %u x %u weight: %s", w->rows, w->cols, rt_errstr(e));
+    }
+    *bytes += total - (size_t)w->row_bytes * w->rows;
+    clReleaseMemObject(w->buf);
+    w->buf = m;
+    w->cols = cols;
+    w->row_bytes = (uint32_t)rb;
+    return 0;
+}
+
 int load_vec(const model_src *src, const char *name, uint64_t n, cl_mem *m, uint64_t *bytes, char *err,
              size_t errlen)
 {

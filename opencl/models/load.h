@@ -37,6 +37,11 @@ int load_mat(const model_src *src, const char *name, uint64_t ne0, uint64_t ne1,
              uint64_t *bytes, char *err, size_t errlen);
 int load_vec(const model_src *src, const char *name, uint64_t n, cl_mem *m, uint64_t *bytes, char *err,
              size_t errlen);
+/* w's rows (F16 or F32) re-laid mult values long (cols rounded up), zeros past the file's, so that the
+ * tensor-core products, which take whole 32-value units, run it; X must then carry zeros there too. Call after
+ * the upload finished (it copies on the device: synthetic weights have no host copy); *bytes grows by the
+ * difference */
+int weight_pad_cols(cl_runtime *rt, weight *w, uint32_t mult, uint64_t *bytes, char *err, size_t errlen);
 
 /* the weights every Gemma 4 decoder layer (target or MTP drafter) has: Q and its head norm, O, the MLP and the
  * four block norms of layer l (H wide, qd = heads x hd, n_ff MLP) */

@@ -31,6 +31,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMQ8P] = "mmq8p (int8 tensor cores, per-warp cp.async)",
     [K_MMQ8_SUM] = "mmq8_sum (k slices added)",
     [K_MMQ8R] = "mmq8r (int8 tensor cores, cp.async, X shared by 4 warps)",
+    [K_VIS_FA] = "vis_fa (tensor cores, cp.async)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }

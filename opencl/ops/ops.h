@@ -50,6 +50,7 @@ enum op_kernel {
     K_MMQ8P,
     K_MMQ8_SUM,
     K_MMQ8R,
+    K_VIS_FA,
     K_COUNT
 };
 
@@ -161,8 +162,12 @@ typedef struct ops_delta {     /* delta.c: the gated-delta layers */
     size_t wu_bytes, pg_bytes;
 } ops_delta;
 
+#define OPS_VATT_L 64   /* keys per tile and items per group of op_attention_dense (VA_L in vision.cl) */
+#define OPS_VFA_WIDTHS 4 /* head widths of vis_fa (op_attention_dense_f16): 32, 64, 80, 128 */
+
 typedef struct ops_vision {   /* vision.c: the vision encoder's ops */
     cl_kernel pos_add, norm_rope2d, attn, avgpool, clamp, standardize;
+    cl_kernel fa[OPS_VFA_WIDTHS]; /* vis_fa_HDP, one per width (NVIDIA) */
 } ops_vision;
 
 typedef struct ops {
@@ -436,22 +441,38 @@ int op_rmsnorm_gated(ops *o, cl_mem x, cl_mem z, cl_mem w, cl_mem y, uint32_t ro
 
 /* vision.c: the vision encoder's ops (kernels/vision.cl; docs/design-vision.md 4.4). Rows are float, contiguous;
  * pos is [ntok][2] int (x, y) on the device. */
-#define OPS_VATT_L 64   /* keys per tile and items per group of op_attention_dense (VA_L in vision.cl) */
+
 #define OPS_VATT_DPT 8  /* its output values per item: head dims up to OPS_VATT_L * OPS_VATT_DPT */
 /* x [ntok][n] += table[pos.x] + table[n_pos + pos.y]: table holds the x rows then the y rows ([2][n_pos][n]); a
  * position outside [0, n_pos) makes its row NaN (the caller checks positions on the host) */
 int op_pos_add2d(ops *o, cl_mem x, cl_mem table, uint32_t n_pos, cl_mem pos, uint32_t ntok, uint32_t n);
 /* In place on x [ntok][nh][hd] per head: norm 1: x / rms(x) · w (w [hd]), 2: x / rms(x), 0: none; then, when pos
  * is set, the axial 2-D RoPE (transformers' Gemma4 vision): the head's first half rotated by pos.x, the second by
- * pos.y, NEOX pairs (i, i + hd/4) in each half at frequency theta^(-4i/hd). hd a multiple of 4 when roped. */
+ * pos.y, NEOX pairs (i, i + hd/4) in each half at frequency theta^(-4i/hd). hd a multiple of 4 when roped. With
+ * h16 set, also the result as f16 [nh][ntok][hdp], zero past hd (hdp >= hd: op_attention_dense_f16's operands). */
 int op_norm_rope2d(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
-                   cl_mem pos, float theta);
+                   cl_mem pos, float theta, cl_mem h16, uint32_t hdp);
+/* the padded head width op_attention_dense_f16 takes head dim hd at (its operands' hdp), 0 where it has no kernel
+ * for it; ops_vision_fa_width does not ask the policy (for sizing buffers at load), ops_vision_fa does */
+uint32_t ops_vision_fa_width(const cl_runtime *rt, uint32_t hd);
+uint32_t ops_vision_fa(const ops *o, uint32_t hd);
 /* Dense non-causal attention: out [ntok][nh][hd] = softmax(q·kᵀ·scale) v per head over the keys
  * [ranges[t].x, ranges[t].y) of query t (its image: no attention across ranges, none masked inside); q as out,
  * k and v [ntok][nkv][hd] (nh a multiple of nkv, hd <= OPS_VATT_L · OPS_VATT_DPT); every range non-empty, within
  * [0, ntok). Online softmax over key tiles: no score matrix. */
 int op_attention_dense(ops *o, cl_mem q, cl_mem k, cl_mem v, cl_mem out, cl_mem ranges, uint32_t ntok, uint32_t nh,
                        uint32_t nkv, uint32_t hd, float scale);
+/* The same on f16 tensor cores (vis_fa): q16 [nh][ntok][hdp], k16 and v16 [nkv][ntok][hdp] as op_norm_rope2d
+ * writes them, hdp = ops_vision_fa(o, hd); tiles [n_tiles][2] int: [first, end) query rows, at most
+ * OPS_VFA_TILE, all of one range (ops_vision_tiles makes them: an image's rows from its first, so that its
+ * result does not depend on what else is encoded). Every row is in a tile. */
+#define OPS_VFA_TILE 64
+int op_attention_dense_f16(ops *o, cl_mem q16, cl_mem k16, cl_mem v16, uint32_t hdp, cl_mem out, cl_mem ranges,
+                           cl_mem tiles, uint32_t n_tiles, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                           float scale);
+/* the tiles of rows [r0, r0 + n) (one image) into tiles [2 * i], from i = *nt on; *nt grows by their count,
+ * at most (n + OPS_VFA_TILE - 1) / OPS_VFA_TILE */
+void ops_vision_tiles(int32_t *tiles, uint32_t *nt, uint32_t r0, uint32_t n);
 /* out [nout][n]: row c = s · Σ of the k x k rows of x at cells[c].x + dy · cells[c].y + dx (dy, dx < k): the
  * top-left patch row of its cell and its grid's width */
 int op_avgpool(ops *o, cl_mem x, cl_mem cells, cl_mem out, uint32_t nout, uint32_t n, uint32_t k, float s);

@@ -43,6 +43,9 @@ typedef struct ops_policy {
     uint32_t delta_chunk_min;     /* DELTA_CHUNK_MIN: runs of this many tokens or more take the chunked scan,
                                    * shorter ones delta_step */
     uint32_t delta_cols;          /* DELTA_COLS: columns of S per work-group of delta_step and delta_chunk_scan */
+    /* vision encoder */
+    uint32_t vis_fa;              /* VIS_FA: 1: its attention on the f16 tensor-core kernel where the device has
+                                   * one (vis_fa_*), 0: on the f32 kernel (vis_attn) */
 } ops_policy;
 
 /* the defaults for the device of rt (some scale with its compute units) */

@@ -4,6 +4,9 @@
 #include "ops_int.h"
 
 #include <math.h>
+#include <stdio.h>
+
+static const uint32_t FA_WIDTHS[OPS_VFA_WIDTHS] = { 32, 64, 80, 128 }; /* DEFINE_VFA's in vision.cl */
 
 int ops_vision_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 {
@@ -14,6 +17,11 @@ int ops_vision_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++)
         if (!(*ks[i].k = rt_kernel(rt, ks[i].name, err, errlen))) return -1;
+    for (int i = 0; o->has_mma && i < OPS_VFA_WIDTHS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "vis_fa_%u", FA_WIDTHS[i]);
+        if (!(v->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
+    }
     return 0;
 }
 
@@ -22,6 +30,7 @@ void ops_vision_release(ops *o)
     ops_vision *v = &o->vision;
     cl_kernel *ks[] = { &v->pos_add, &v->norm_rope2d, &v->attn, &v->avgpool, &v->clamp, &v->standardize };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
+    for (int i = 0; i < OPS_VFA_WIDTHS; i++) ops_kernel_release(&v->fa[i]);
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -43,18 +52,60 @@ int op_pos_add2d(ops *o, cl_mem x, cl_mem table, uint32_t n_pos, cl_mem pos, uin
 }
 
 int op_norm_rope2d(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
-                   cl_mem pos, float theta)
+                   cl_mem pos, float theta, cl_mem h16, uint32_t hdp)
 {
     if (norm < 0 || norm > 2 || (norm == 1 && !w) || !nh || !hd || (pos && hd % 4) || (norm && !(eps > 0)) ||
-        (pos && !(theta > 0)))
-        return ops_fail(o, "norm_rope2d: unsupported arguments (norm %d%s, %u heads of %u, eps %g, theta %g)", norm,
-                        norm == 1 && !w ? " without weight" : "", nh, hd, eps, theta);
-    if (!ntok || (!norm && !pos)) return o->failed ? -1 : 0;
-    uint32_t mode = (uint32_t)norm, rope = pos != NULL;
-    cl_mem wb = w ? w : x, pb = pos ? pos : x; /* unused buffer arguments point at x */
+        (pos && !(theta > 0)) || (h16 && hdp < hd))
+        return ops_fail(o, "norm_rope2d: unsupported arguments (norm %d%s, %u heads of %u, eps %g, theta %g, f16 "
+                        "width %u)", norm, norm == 1 && !w ? " without weight" : "", nh, hd, eps, theta, hdp);
+    if (!ntok || (!norm && !pos && !h16)) return o->failed ? -1 : 0;
+    uint32_t mode = (uint32_t)norm, rope = pos != NULL, w16 = h16 ? hdp : 0;
+    cl_mem wb = w ? w : x, pb = pos ? pos : x, hb = h16 ? h16 : x; /* unused buffer arguments point at x */
     size_t gws[2] = { nh, ntok };
-    return OPS_LAUNCH(o, K_ROPE2D, o->vision.norm_rope2d, 2, gws, NULL, 8.0 * ntok * nh * hd, 10.0 * ntok * nh * hd,
-                      A(x), A(nh), A(hd), A(wb), A(mode), A(eps), A(rope), A(pb), A(theta), A(ntok));
+    return OPS_LAUNCH(o, K_ROPE2D, o->vision.norm_rope2d, 2, gws, NULL, (8.0 * hd + 2.0 * w16) * ntok * nh,
+                      10.0 * ntok * nh * hd, A(x), A(nh), A(hd), A(wb), A(mode), A(eps), A(rope), A(pb), A(theta),
+                      A(ntok), A(hb), A(w16));
+}
+
+uint32_t ops_vision_fa_width(const cl_runtime *rt, uint32_t hd)
+{
+    for (int i = 0; rt->is_nvidia && i < OPS_VFA_WIDTHS; i++)
+        if (hd <= FA_WIDTHS[i]) return FA_WIDTHS[i];
+    return 0;
+}
+
+uint32_t ops_vision_fa(const ops *o, uint32_t hd)
+{
+    uint32_t w = o->pol.vis_fa && o->has_mma ? ops_vision_fa_width(o->rt, hd) : 0;
+    return w && hd % 2 == 0 ? w : 0; /* outputs are stored in pairs */
+}
+
+void ops_vision_tiles(int32_t *tiles, uint32_t *nt, uint32_t r0, uint32_t n)
+{
+    for (uint32_t t = 0; t < n; t += OPS_VFA_TILE, ++*nt) {
+        tiles[2 * *nt] = (int32_t)(r0 + t);
+        tiles[2 * *nt + 1] = (int32_t)(r0 + (n - t < OPS_VFA_TILE ? n : t + OPS_VFA_TILE));
+    }
+}
+
+int op_attention_dense_f16(ops *o, cl_mem q16, cl_mem k16, cl_mem v16, uint32_t hdp, cl_mem out, cl_mem ranges,
+                           cl_mem tiles, uint32_t n_tiles, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
+                           float scale)
+{
+    int wi = -1;
+    for (int i = 0; i < OPS_VFA_WIDTHS; i++)
+        if (FA_WIDTHS[i] == hdp) wi = i;
+    if (!nh || !nkv || nh % nkv || !hd || hd % 2 || wi < 0 || hdp != ops_vision_fa(o, hd) || !isfinite(scale))
+        return ops_fail(o, "attention_dense_f16: unsupported shape (%u heads, %u kv heads, head dim %u at width %u, "
+                        "scale %g)", nh, nkv, hd, hdp, scale);
+    if (!ntok) return o->failed ? -1 : 0;
+    if (n_tiles < (ntok + OPS_VFA_TILE - 1) / OPS_VFA_TILE || n_tiles > ntok)
+        return ops_fail(o, "attention_dense_f16: %u tiles for %u rows", n_tiles, ntok);
+    size_t lws[2] = { 128, 1 }, gws[2] = { (size_t)n_tiles * 128, nh };
+    double keys = (double)ntok * ntok; /* the single-image bound; several images do less */
+    return OPS_LAUNCH(o, K_VIS_FA, o->vision.fa[wi], 2, gws, lws, 4.0 * keys * nh * hdp / 64 + 4.0 * ntok * nh * hd,
+                      4.0 * keys * nh * hdp, A(q16), A(k16), A(v16), A(out), A(ranges), A(tiles), A(ntok), A(nh),
+                      A(nkv), A(hd), A(scale));
 }
 
 int op_attention_dense(ops *o, cl_mem q, cl_mem k, cl_mem v, cl_mem out, cl_mem ranges, uint32_t ntok, uint32_t nh,

@@ -329,11 +329,11 @@ static void test_refusals(void)
     op_refused(op_attention_dense(&O, NULL, NULL, NULL, NULL, NULL, 8, 4, 4, 516, 1.0f),
                "attention_dense: unsupported shape (4 heads, 4 kv heads, head dim 516 (at most 512), scale 1)");
     cl_mem pos8 = rt_alloc(&RT, 64, NULL, err, sizeof err);
-    op_refused(op_norm_rope2d(&O, pos8, 8, 4, 22, NULL, 0, 1e-6f, pos8, 100.0f),
-               "norm_rope2d: unsupported arguments (norm 0, 4 heads of 22, eps 1e-06, theta 100)");
+    op_refused(op_norm_rope2d(&O, pos8, 8, 4, 22, NULL, 0, 1e-6f, pos8, 100.0f, NULL, 0),
+               "norm_rope2d: unsupported arguments (norm 0, 4 heads of 22, eps 1e-06, theta 100, f16 width 0)");
     if (pos8) clReleaseMemObject(pos8);
-    op_refused(op_norm_rope2d(&O, NULL, 8, 4, 24, NULL, 1, 1e-6f, NULL, 100.0f),
-               "norm_rope2d: unsupported arguments (norm 1 without weight, 4 heads of 24, eps 1e-06, theta 100)");
+    op_refused(op_norm_rope2d(&O, NULL, 8, 4, 24, NULL, 1, 1e-6f, NULL, 100.0f, NULL, 0),
+               "norm_rope2d: unsupported arguments (norm 1 without weight, 4 heads of 24, eps 1e-06, theta 100, f16 width 0)");
     op_refused(op_clamp(&O, NULL, NULL, 1.0f, -1.0f, 8), "clamp: bounds [1, -1]");
     op_refused(op_avgpool(&O, NULL, NULL, NULL, 4, 96, 0, 1.0f),
                "avgpool: unsupported arguments (96 values, kernel 0)");

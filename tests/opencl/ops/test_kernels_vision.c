@@ -2,7 +2,8 @@
  * against an independent plain-C float64 reference of transformers' math (docs/design-vision.md 1.3), on shapes
  * the tiny fixtures do not reach (test_gemma4v_encode.c runs them on the fixtures against transformers): dense
  * attention with grouped K/V heads, head dims 24, 72 (the 31B tower's) and 512 (the most it takes), several images
- * whose rows straddle key tiles; per-head norms with and without weight and the 2-D RoPE at head dims 24 and 72;
+ * whose rows straddle key tiles; the same on f16 tensor cores where the device has them (NVIDIA), widths 32 to 128;
+ * per-head norms (and their f16 copies) with and without weight and the 2-D RoPE at head dims 24 and 72;
  * the position add (a position outside the table gives NaN); k x k pooling over two grids; clamp; standardize.
  * Outputs are poisoned before each launch and PAD floats after them must stay poisoned. */
 #include "kernels_fixture.h"
@@ -71,6 +72,97 @@ static void test_attention_dense(void)
     attn_case((const uint32_t[]){ 9 }, 1, 2, 1, 512, 0.05f);          /* the largest head dim */
 }
 
+/* rows [ntok][nh][hd] of x as f16 [nh][ntok][hdp], zero past hd; xr: the rounded values back in x's layout */
+static uint16_t *heads_f16(const float *x, float *xr, uint32_t ntok, uint32_t nh, uint32_t hd, uint32_t hdp)
+{
+    uint16_t *h = calloc((size_t)nh * ntok * hdp, 2);
+    for (uint32_t t = 0; t < ntok; t++)
+        for (uint32_t j = 0; j < nh; j++)
+            for (uint32_t i = 0; i < hd; i++) {
+                size_t a = ((size_t)t * nh + j) * hd + i;
+                h[((size_t)j * ntok + t) * hdp + i] = f2h(x[a]);
+                xr[a] = (float)h2d(h[((size_t)j * ntok + t) * hdp + i]);
+            }
+    return h;
+}
+
+/* op_attention_dense_f16 against the float64 reference on the same f16-rounded operands: what is left is the
+ * kernel's own rounding of the softmax weights to f16 (2^-11 relative) and its order of summation */
+#define TOL_ATTN_F16 2e-3
+static void attn_f16_case(const uint32_t *rows, uint32_t nimg, uint32_t nh, uint32_t nkv, uint32_t hd, float scale)
+{
+    uint32_t ntok = 0, hdp = ops_vision_fa(&O, hd);
+    for (uint32_t i = 0; i < nimg; i++) ntok += rows[i];
+    if (!hdp) {
+        printf("  attention_dense_f16 head dim %u: no tensor-core kernel on this device, refused\n", hd);
+        CHECK(OPRC(op_attention_dense_f16(&O, NULL, NULL, NULL, 80, NULL, NULL, NULL, 1, ntok, nh, nkv, hd,
+                                          scale)) == -1,
+              "attention_dense_f16 without a kernel not refused");
+        return;
+    }
+    size_t nq = (size_t)ntok * nh * hd, nk = (size_t)ntok * nkv * hd;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *out = malloc((nq + PAD) * 4);
+    double *ref = malloc(nq * 8);
+    int32_t *rng = malloc((size_t)ntok * 8);
+    for (size_t i = 0; i < nq; i++) q[i] = nrand();
+    for (size_t i = 0; i < nk; i++) k[i] = nrand(), v[i] = nrand();
+    uint16_t *q16 = heads_f16(q, q, ntok, nh, hd, hdp), *k16 = heads_f16(k, k, ntok, nkv, hd, hdp);
+    uint16_t *v16 = heads_f16(v, v, ntok, nkv, hd, hdp);
+    int32_t *tiles = malloc(((size_t)ntok / OPS_VFA_TILE + nimg + 1) * 8);
+    uint32_t nt = 0;
+    for (uint32_t i = 0, t = 0, r0 = 0; i < nimg; r0 += rows[i++]) {
+        for (uint32_t j = 0; j < rows[i]; j++, t++) rng[2 * t] = (int32_t)r0, rng[2 * t + 1] = (int32_t)(r0 + rows[i]);
+        ops_vision_tiles(tiles, &nt, r0, rows[i]);
+    }
+    attn_ref(q, k, v, rng, ref, ntok, nh, nkv, hd, scale);
+    cl_mem T = dbuf((size_t)nt * 8, tiles);
+    cl_mem Q = dbuf((size_t)nh * ntok * hdp * 2, q16), K = dbuf((size_t)nkv * ntok * hdp * 2, k16),
+           V = dbuf((size_t)nkv * ntok * hdp * 2, v16), R = dbuf((size_t)ntok * 8, rng),
+           OUT = dbuf((nq + PAD) * 4, NULL);
+    poison(OUT, (nq + PAD) * 4);
+    char what[112];
+    snprintf(what, sizeof what, "attention_dense_f16 %u images, %u rows, %u/%u heads of %u (width %u), scale %g", nimg,
+             ntok, nh, nkv, hd, hdp, scale);
+    OPOK(op_attention_dense_f16(&O, Q, K, V, hdp, OUT, R, T, nt, ntok, nh, nkv, hd, scale));
+    dread(OUT, out, (nq + PAD) * 4);
+    check_close(what, out, ref, nq, TOL_ATTN_F16);
+    check_untouched(what, out, nq, nq + PAD);
+    /* the last image alone: its rows exactly as in the batch (its tiles and key blocks are the same) */
+    uint32_t last = rows[nimg - 1], r0 = ntok - last, nt1 = 0;
+    int32_t rng1[2 * 1024], t1[2 * (1024 / OPS_VFA_TILE + 1)];
+    if (nimg > 1 && last <= 1024) {
+        for (uint32_t j = 0; j < last; j++) rng1[2 * j] = 0, rng1[2 * j + 1] = (int32_t)last;
+        ops_vision_tiles(t1, &nt1, 0, last);
+        uint16_t *q1 = heads_f16(q + (size_t)r0 * nh * hd, q + (size_t)r0 * nh * hd, last, nh, hd, hdp);
+        uint16_t *k1 = heads_f16(k + (size_t)r0 * nkv * hd, k + (size_t)r0 * nkv * hd, last, nkv, hd, hdp);
+        uint16_t *v1 = heads_f16(v + (size_t)r0 * nkv * hd, v + (size_t)r0 * nkv * hd, last, nkv, hd, hdp);
+        cl_mem Q1 = dbuf((size_t)nh * last * hdp * 2, q1), K1 = dbuf((size_t)nkv * last * hdp * 2, k1),
+               V1 = dbuf((size_t)nkv * last * hdp * 2, v1), R1 = dbuf((size_t)last * 8, rng1),
+               T1 = dbuf((size_t)nt1 * 8, t1), O1 = dbuf((size_t)last * nh * hd * 4, NULL);
+        float *o1 = malloc((size_t)last * nh * hd * 4);
+        OPOK(op_attention_dense_f16(&O, Q1, K1, V1, hdp, O1, R1, T1, nt1, last, nh, nkv, hd, scale));
+        dread(O1, o1, (size_t)last * nh * hd * 4);
+        CHECK(memcmp(o1, out + (size_t)r0 * nh * hd, (size_t)last * nh * hd * 4) == 0,
+              "%s: the last image alone differs from its rows in the batch", what);
+        cl_mem m1[] = { Q1, K1, V1, R1, T1, O1 };
+        for (size_t i = 0; i < sizeof m1 / sizeof *m1; i++) clReleaseMemObject(m1[i]);
+        free(q1), free(k1), free(v1), free(o1);
+    }
+    cl_mem ms[] = { Q, K, V, R, T, OUT };
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) clReleaseMemObject(ms[i]);
+    free(q), free(k), free(v), free(out), free(ref), free(rng), free(q16), free(k16), free(v16), free(tiles);
+}
+
+static void test_attention_dense_f16(void)
+{
+    reseed("attention_dense_f16");
+    attn_f16_case((const uint32_t[]){ 70, 130, 1 }, 3, 4, 2, 72, 0.125f); /* 31B's head dim: width 80, a tile
+                                                                            * across three images */
+    attn_f16_case((const uint32_t[]){ 630, 333 }, 2, 3, 3, 64, 1.0f);      /* the E tower's, scale 1 */
+    attn_f16_case((const uint32_t[]){ 64, 63 }, 2, 3, 3, 24, 1.0f);        /* the fixture's: width 32 */
+    attn_f16_case((const uint32_t[]){ 100 }, 1, 2, 1, 128, 0.08f);         /* the widest */
+}
+
 /* ------------------------------------------------------------------ per-head norm and 2-D RoPE */
 
 static void norm_rope2d_ref(const float *x, const float *w, int norm, const int32_t *pos, double theta, double eps,
@@ -105,15 +197,36 @@ static void rope_case(uint32_t ntok, uint32_t nh, uint32_t hd, int norm, int rop
     for (uint32_t t = 0; t < ntok; t++) pos[2 * t] = (int32_t)irand(64), pos[2 * t + 1] = (int32_t)irand(64);
     norm_rope2d_ref(x, w, norm, rope ? pos : NULL, 100.0, 1e-6, ref, ntok, nh, hd);
     for (size_t i = n; i < n + PAD; i++) x[i] = poison_f();
+    /* the f16 copy [nh][ntok][hdp] (op_attention_dense_f16's operands): hdp past hd, padded with zeros */
+    uint32_t hdp = hd + 8;
+    size_t nh16 = (size_t)nh * ntok * hdp;
+    uint16_t *h16 = malloc(nh16 * 2 + 64);
+    memset(h16, 0xff, nh16 * 2 + 64);
     cl_mem X = dbuf((n + PAD) * 4, x), W = dbuf(hd * 4, w), P = dbuf((size_t)ntok * 8, pos);
-    char what[96];
+    cl_mem H = dbuf(nh16 * 2 + 64, h16);
+    char what[112];
     snprintf(what, sizeof what, "norm_rope2d %u rows x %u heads of %u, norm %d, rope %d", ntok, nh, hd, norm, rope);
-    OPOK(op_norm_rope2d(&O, X, ntok, nh, hd, norm == 1 ? W : NULL, norm, 1e-6f, rope ? P : NULL, 100.0f));
+    OPOK(op_norm_rope2d(&O, X, ntok, nh, hd, norm == 1 ? W : NULL, norm, 1e-6f, rope ? P : NULL, 100.0f, H, hdp));
     dread(X, y, (n + PAD) * 4);
     check_close(what, y, ref, n, TOL_RED);
     check_untouched(what, y, n, n + PAD);
-    clReleaseMemObject(X), clReleaseMemObject(W), clReleaseMemObject(P);
-    free(x), free(w), free(y), free(ref), free(pos);
+    dread(H, h16, nh16 * 2 + 64);
+    float *g16 = malloc(n * 4);
+    size_t pad_bad = 0, tail_bad = 0;
+    for (uint32_t t = 0; t < ntok; t++)
+        for (uint32_t j = 0; j < nh; j++)
+            for (uint32_t i = 0; i < hdp; i++) {
+                uint16_t v = h16[((size_t)j * ntok + t) * hdp + i];
+                if (i < hd) g16[((size_t)t * nh + j) * hd + i] = (float)h2d(v);
+                else pad_bad += v != 0;
+            }
+    for (size_t i = nh16; i < nh16 + 32; i++) tail_bad += h16[i] != 0xffff;
+    snprintf(what + strlen(what), sizeof what - strlen(what), ", f16 copy");
+    check_close(what, g16, ref, n, TOL_HALF);
+    CHECK(pad_bad == 0 && tail_bad == 0, "%s: %zu padding halves not zero, %zu halves past the copy written", what,
+          pad_bad, tail_bad);
+    clReleaseMemObject(X), clReleaseMemObject(W), clReleaseMemObject(P), clReleaseMemObject(H);
+    free(x), free(w), free(y), free(ref), free(pos), free(h16), free(g16);
 }
 
 static void test_norm_rope2d(void)
@@ -222,6 +335,7 @@ int main(void)
     if (fixture_setup()) return 1;
     fflush(stdout);
     RUN_TEST(test_attention_dense);
+    RUN_TEST(test_attention_dense_f16);
     RUN_TEST(test_norm_rope2d);
     RUN_TEST(test_pos_add2d);
     RUN_TEST(test_avgpool);
