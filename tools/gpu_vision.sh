@@ -183,9 +183,8 @@ if [ ! -f "$out/vision.md" ]; then
     echo "| --- | --- | --- | --- | --- | --- |"; } | tee "$out/vision.md"
 fi
 # every model's files written at once in the background (one thread each). Then clgemma at the small budgets,
-# llama.cpp (built meanwhile) at all, and clgemma at the large ones last: its dense image attention re-reads every
-# key per query row, seconds an encode at 1,120 tokens on the 31B tower (so REPS_LARGE, default 1), and what a
-# cut-short call loses is that
+# llama.cpp (built meanwhile) at all, and clgemma at the large ones last (REPS_LARGE, default 1: 0.2 s an encode
+# at 1,120 tokens on the 31B tower, seconds with --set VIS_FA=0), so that what a cut-short call loses is that
 small=; large=
 for T in $budgets; do if [ $T -ge 560 ]; then large="$large $T"; else small="$small $T"; fi; done
 for m in $models; do
