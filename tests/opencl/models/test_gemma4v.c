@@ -70,6 +70,25 @@ static int same_bytes(cl_mem m, const char *path, const char *name)
     return same;
 }
 
+/* a weight padded by weight_pad_cols: each row the file's bytes, then zeros to its padded length */
+static int same_padded(const weight *w, const char *path, const char *name)
+{
+    gguf_file *f;
+    if (gguf_open(&f, path, err, sizeof err)) return 0;
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    size_t fr = t ? t->nbytes / w->rows : 0, n = (size_t)w->row_bytes * w->rows;
+    unsigned char *h = t && fr < w->row_bytes ? malloc(n) : NULL;
+    int same = h && clEnqueueReadBuffer(RT.q, w->buf, CL_TRUE, 0, n, h, 0, NULL, NULL) == CL_SUCCESS;
+    for (size_t r = 0; same && r < w->rows; r++) {
+        const unsigned char *row = h + r * w->row_bytes;
+        same = !memcmp(row, (const unsigned char *)t->data + r * fr, fr);
+        for (size_t i = fr; same && i < w->row_bytes; i++) same = row[i] == 0;
+    }
+    free(h);
+    gguf_close(f);
+    return same;
+}
+
 static void check_loaded(const char *path, json_object *ghp, uint32_t patch_type, int clipped)
 {
     vision_model v;
@@ -96,8 +115,12 @@ static void check_loaded(const char *path, json_object *ghp, uint32_t patch_type
           v.patch_embd.rows == hp->n_embd, "patch kernel type %u, %u x %u", v.patch_embd.type, v.patch_embd.rows,
           v.patch_embd.cols);
     CHECK(v.proj.rows == hp->proj_dim && v.proj.cols == hp->n_embd, "projection %u x %u", v.proj.rows, v.proj.cols);
-    CHECK(v.layers && v.layers[1].down.rows == hp->n_embd && v.layers[1].down.cols == hp->n_ff &&
-          v.layers[0].k.rows == hp->n_kv * hp->head_dim, "layer shapes");
+    /* ffn_down's rows padded with zeros to whole 32-value units (weight_pad_cols): 136 -> 160 here */
+    CHECK(v.layers && v.layers[1].down.rows == hp->n_embd && v.layers[1].down.cols == (hp->n_ff + 31) / 32 * 32 &&
+          v.layers[0].k.rows == hp->n_kv * hp->head_dim, "layer shapes: ffn_down %u x %u for a width of %u",
+          v.layers ? v.layers[1].down.rows : 0, v.layers ? v.layers[1].down.cols : 0, hp->n_ff);
+    CHECK(v.layers && same_padded(&v.layers[1].down, path, "v.blk.1.ffn_down.weight"),
+          "ffn_down: not the file's rows followed by zeros");
     CHECK(v.weight_bytes > 0 && v.std_bias && v.std_scale, "weights %llu bytes, std %p %p",
           (unsigned long long)v.weight_bytes, (void *)v.std_bias, (void *)v.std_scale);
     CHECK(same_bytes(v.pos_embd, path, "v.position_embd.weight") && same_bytes(v.proj.buf, path,
