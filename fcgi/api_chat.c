@@ -68,14 +68,23 @@ static int build_prompt(const engine *e, const api_chat_request *req, int32_t **
     return 0;
 }
 
-/* the n images decoded and prepared (engine_image_prepare) into ims; a 400 naming the part (those made
- * so far destroyed) */
-static int images_prepare(const engine *e, const api_image *const *in, int n, engine_image **ims, api_error *err)
+/* the n images (URLs fetched under rules) decoded and prepared (engine_image_prepare) into ims; a 400 naming the
+ * part (those made so far destroyed) */
+static int images_prepare(const engine *e, const fetch_rules *rules, const api_image *const *in, int n,
+                          engine_image **ims, api_error *err)
 {
     for (int i = 0; i < n; i++) {
         char why[256];
-        if (!(ims[i] = engine_image_prepare(e, in[i]->bytes, in[i]->len, in[i]->max_tokens, why, sizeof why))) {
+        unsigned char *got = NULL;
+        size_t len = 0;
+        if (in[i]->url && fetch_get(rules, in[i]->url, &got, &len, why, sizeof why)) {
+            api_fail(err, 400, "invalid_request_error", NULL, in[i]->url_param, "'%s': %s", in[i]->url_param, why);
+        } else if (!(ims[i] = engine_image_prepare(e, got ? got : in[i]->bytes, got ? len : in[i]->len,
+                                                   in[i]->max_tokens, why, sizeof why))) {
             api_fail(err, 400, "invalid_request_error", NULL, in[i]->param, "%s: %s", in[i]->param, why);
+        }
+        free(got);
+        if (!ims[i]) {
             while (i-- > 0) { engine_image_destroy(ims[i]); ims[i] = NULL; }
             return -1;
         }
@@ -188,7 +197,7 @@ static int prepare_images(const api_ctx *c, const api_chat_request *req, const a
     int k = 0;
     for (int i = 0; i < req->n_msgs; i++)
         for (int j = 0; j < req->msgs[i].n_images; j++) (*in)[k++] = &req->msgs[i].images[j];
-    int rc = images_prepare(c->eng, *in, total, *ims, e);
+    int rc = images_prepare(c->eng, &c->cfg->image_urls, *in, total, *ims, e);
     if (!rc) *n = total;
     return rc;
 }

@@ -1,6 +1,6 @@
-/* api_image.h — images in chat messages: OpenAI's image_url content parts read from the request
- * (data: URLs only; a server that fetches URLs is an SSRF hazard). api_chat.c prepares them for the
- * engine and places them where the chat template put their placeholders. */
+/* api_image.h — images in chat messages: OpenAI's image_url content parts read from the request (data: URLs,
+ * or http(s) URLs that api_chat.c fetches where the server's allowlist lets it, fetch.h). api_chat.c prepares
+ * them for the engine and places them where the chat template put their placeholders. */
 #ifndef CLGEMMA_API_IMAGE_H
 #define CLGEMMA_API_IMAGE_H
 
@@ -18,13 +18,15 @@ struct json_object;
 typedef struct api_image {
     unsigned char *bytes;     /* the data URL's payload, base64-decoded (owned) */
     size_t len;
+    char *url;                /* instead: an http(s) URL to fetch (owned) */
+    char url_param[128];      /* the request field that holds it, for errors */
     int max_tokens;           /* detail "low" and video frames: 70; else 0 (the server's budget) */
     int frame;                /* -1: an image; else its index in its video (frame 0 starts a video) */
     double seconds;           /* a frame's timestamp */
     char param[96];           /* "messages[i].content[j]" (".frames[k]"), for errors */
 } api_image;
 
-/* part: {"type": "image_url", "image_url": {"url": "data:image/<jpeg|png|webp|gif>;base64,...", "detail":
+/* part: {"type": "image_url", "image_url": {"url": "data:image/<jpeg|png|webp|gif>;base64,..." or an http(s) URL, "detail":
  * "auto"|"low"|"high"}} (image_url may also be the URL string) into *out. -1 with a 400 in e. */
 int  api_image_part(struct json_object *part, const char *param, api_image *out, api_error *e);
 /* part: {"type": "video", "frames": [data URL or {"url": ...}, ...], "timestamps": [seconds, ...]} (video as

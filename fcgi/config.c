@@ -26,6 +26,8 @@ void config_defaults(server_config *c)
     c->request_timeout = 300;
     c->max_body = 0;           /* 1 MiB; 32 MiB with --mmproj (base64 images): config_finish */
     c->max_images = 16;
+    c->image_urls.max_bytes = 20u << 20;
+    c->image_urls.timeout_s = 10;
     c->socket_mode = 0660;
     strcpy(c->protocol, "http");
 }
@@ -79,6 +81,12 @@ void config_usage(const char *prog)
         "                          frames at most, each at 70 tokens\n"
         "      --image-cache-mb N  device memory for encoded images kept for reuse by later prompts\n"
         "                          (default 256)\n"
+        "      --image-url-allow L image_url / frame URLs fetched from these hosts only (none by default: a\n"
+        "                          server fetching any URL a client names is an SSRF hazard): comma-separated\n"
+        "                          [http://|https://]HOST[:PORT], HOST a name, *.name (its subdomains) or an IP;\n"
+        "                          no scheme: https; no port: the scheme's. Redirects are not followed\n"
+        "      --image-url-max-mb N  largest fetched image (default 20)\n"
+        "      --image-url-timeout S seconds a fetch may take (default 10)\n"
         "      --protocol P        http (HTTP/1.1, nginx proxy_pass; default) or fastcgi (fastcgi_pass);\n"
         "                          the same for every worker and for nginx (deploy/render-conf.sh PROTOCOL)\n"
         "      --threads N         request threads per worker (default max-seqs + max-queue + 4)\n"
@@ -162,7 +170,17 @@ static int config_set(server_config *c, const char *key, const char *v, char *er
     INT_OPT("image-tokens", image_tokens, 70, 1120)
     INT_OPT("max-images", max_images, 1, 256)
     INT_OPT("image-cache-mb", image_cache_mb, 1, 1 << 20)
+    INT_OPT("image-url-timeout", image_urls.timeout_s, 1, 600)
 #undef INT_OPT
+    if (!strcmp(key, "image-url-max-mb")) {
+        if (parse_int(v, 1, 1024, &x)) {
+            snprintf(err, errlen, "--image-url-max-mb: expected an integer in [1, 1024], got '%s'", v);
+            return -1;
+        }
+        c->image_urls.max_bytes = (size_t)x << 20;
+        return 0;
+    }
+    if (!strcmp(key, "image-url-allow")) return fetch_rules_parse(&c->image_urls, v, err, errlen);
     if (!strcmp(key, "kv-type")) {
         if ((x = engine_kv_type_parse(v)) < 0) {
             snprintf(err, errlen, "--kv-type: expected f16, q8_0 or q4, got '%s'", v);

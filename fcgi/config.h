@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "fetch.h"
+
 #define CFG_MAX_WORKERS 16
 #define CFG_STR 512
 #define CFG_MAX_THREADS 1024
@@ -38,6 +40,8 @@ typedef struct server_config {
     int  image_attention;         /* --image-attention auto|causal|bidirectional (engine.h's ENGINE_IMAGE_ATTN_*) */
     int  max_images;              /* --max-images N: images and videos in one request at most (default 16) */
     int  image_cache_mb;          /* --image-cache-mb N: device memory for encoded images kept for reuse (0: 256) */
+    fetch_rules image_urls;       /* --image-url-allow LIST (none: no URL fetched), --image-url-max-mb N (20),
+                                   * --image-url-timeout S (10) */
     int  threads;                 /* --threads: request threads per worker (0: max-seqs + max-queue + 4) */
     int  drain_timeout;           /* --drain-timeout: seconds in-flight streams get after SIGTERM */
     int  request_timeout;         /* --request-timeout: seconds a generation may run, then "length" (0: none) */

@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "fetch.h"
 #include "log.h"
 #include "worker.h"
 
@@ -131,6 +132,10 @@ int main(int argc, char **argv)
         return 2;
     }
     setvbuf(stderr, NULL, _IOLBF, 0);
+    if (fetch_global_init()) { /* before any thread: libcurl's global set-up is not thread-safe */
+        fprintf(stderr, "clgemma-fcgi: libcurl's set-up failed\n");
+        return 2;
+    }
 
     int fds[CFG_MAX_WORKERS];
     for (int i = 0; i < cfg.n_workers; i++) {

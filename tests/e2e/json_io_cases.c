@@ -374,7 +374,16 @@ static void test_image_parts(void)
                          "{\"type\":\"image\"},{\"type\":\"video\"}]"), "parts %s", parts);
     api_chat_request_free(&r);
 #define ONE(part) "{" M ",\"messages\":[{\"role\":\"user\",\"content\":[" part "]}]}"
-    expect_chat_400(ONE(IMG("http://x/y.png")), "messages[0].content[0].image_url.url");
+    /* http(s) URLs are kept for the server's fetch rules (fetch.h), with the field that names them */
+    rc = chat(ONE(IMG("HTTPS://x/y.png") ",{\"type\":\"video\",\"frames\":[\"http://x/f.png\"]}"), &r, &e);
+    CHECK(rc == 0, "URLs: %s", rc ? e.message : "");
+    if (rc == 0) {
+        const api_image *im = r.msgs[0].images;
+        CHECK(r.msgs[0].n_images == 2 && im[0].url && !strcmp(im[0].url, "HTTPS://x/y.png") && !im[0].bytes &&
+              !strcmp(im[0].url_param, "messages[0].content[0].image_url.url") && im[1].url &&
+              !strcmp(im[1].url_param, "messages[0].content[1].frames[0]"), "URL parts kept");
+        api_chat_request_free(&r);
+    }
     expect_chat_400(ONE(IMG("data:image/png;base64,iVBO=w0K")), "messages[0].content[0].image_url.url");
     expect_chat_400(ONE(IMG("data:image/png;base64,iVBORw0")), "messages[0].content[0].image_url.url");
     expect_chat_400(ONE(IMG("data:image/png;base64,")), "messages[0].content[0].image_url.url");

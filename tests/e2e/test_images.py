@@ -4,10 +4,12 @@ and chat template (tests/fixtures/gemma4_vision_text_q8_0.gguf) and its vision p
 (against transformers); here the OpenAI request shapes: the official openai SDK with a base64 data URL, whole and
 streamed; PNG, JPEG, WebP and GIF; the same pixels in lossless formats give the same answer and reuse the cached
 prefix (cached_tokens through the image); usage counts the image's positions; several images and turns; the
-refusals (http URLs, bad base64, unknown media types, corrupt or hostile images, too many images, a bad detail)
+image URLs fetched from the one host the worker may fetch from (tests/e2e/image_host.py, --image-url-allow) and
+the refusal of the rest (other hosts, redirects, too large, too slow, HTTP errors); the refusals (bad base64, unknown media types, corrupt or hostile images, too many images, a bad detail)
 are 400s naming the part, and the worker serves on after each."""
 import base64
 import io
+import os
 
 import numpy as np
 from PIL import Image
@@ -121,7 +123,7 @@ def several_images_and_turns():
 def refusals_name_the_part():
     png = encoded(picture(6), "PNG")
     cases = [
-        (image_part("https://example.com/cat.png"), "messages[0].content[1].image_url.url", "data: URLs"),
+        (image_part("https://example.com/cat.png"), "messages[0].content[1].image_url.url", "not among the hosts"),
         (image_part("data:image/png;base64,@@@@"), "messages[0].content[1].image_url.url", "base64"),
         (image_part(data_url(png, "image/bmp")), "messages[0].content[1].image_url.url", "data URL"),
         (image_part(data_url(png[:60])), "messages[0].content[1]", "image"),
@@ -147,6 +149,36 @@ def refusals_name_the_part():
     ok(ask([{"type": "text", "text": "still serving"}, image_part(data_url(png))]))
 
 
+@test
+def urls_fetched_from_the_allowed_host_only():
+    host, root = os.environ["IMAGE_HOST"], os.environ["IMAGE_HOST_DIR"]
+    png = encoded(picture(11), "PNG")
+    with open(os.path.join(root, "pic.png"), "wb") as f:
+        f.write(png)
+    with open(os.path.join(root, "big.png"), "wb") as f:
+        f.write(png + b"\0" * (1 << 20))  # past the suite's --image-url-max-mb 1
+    text = {"type": "text", "text": "Look:"}
+    by_url = ok(ask([text, image_part(f"{host}/pic.png")]))
+    by_data = ok(ask([text, image_part(data_url(png))]))
+    assert by_url["usage"]["prompt_tokens"] == by_data["usage"]["prompt_tokens"], (by_url["usage"], by_data["usage"])
+    assert first_logprobs(by_url) == first_logprobs(by_data), "the fetched image is not the same picture"
+    frames = ok(ask([{"type": "video", "frames": [f"{host}/pic.png", data_url(png)], "timestamps": [0, 1]}]))
+    assert frames["usage"]["prompt_tokens_details"]["image_tokens"] == 2 * 63, frames["usage"]
+    cases = [
+        (f"{host}/missing.png", "HTTP 404"),
+        (f"{host}/redirect", "redirects are not followed"),
+        (f"{host}/big.png", "larger than"),
+        (f"{host}/slow", "longer than 2 s"),
+        (host.replace("127.0.0.1", "localhost") + "/pic.png", "not among the hosts"),
+        (host.replace("http:", "https:") + "/pic.png", "not among the hosts"),
+        ("http://user:pw@" + host[len("http://"):] + "/pic.png", "credentials"),
+    ]
+    for url, words in cases:
+        err = error_of(ask([image_part(url)]), 400)
+        assert err["param"] == "messages[0].content[0].image_url.url" and words in err["message"], (url, err)
+    ok(ask([text, image_part(f"{host}/pic.png")]))  # still serving
+
+
 def video_part(n, timestamps=None, size=(64, 48)):
     part = {"type": "video", "frames": [data_url(encoded(picture(20 + k, size=size), "PNG")) for k in range(n)]}
     if timestamps is not None:
@@ -169,7 +201,8 @@ def video_as_frames():
         ({"type": "video", "frames": []}, "messages[0].content[0].frames", "1 to 32"),
         (video_part(2, [0]), "messages[0].content[0].timestamps", "one time"),
         (video_part(2, [0, -1]), "messages[0].content[0].timestamps[1]", "seconds"),
-        ({"type": "video", "frames": ["https://example.com/f.png"]}, "messages[0].content[0].frames[0]", "data: URLs"),
+        ({"type": "video", "frames": ["https://example.com/f.png"]}, "messages[0].content[0].frames[0]",
+         "not among the hosts"),
     ]:
         err = error_of(ask([part, {"type": "text", "text": "?"}]), 400)
         assert err["param"] == param and words in err["message"], (param, err)
