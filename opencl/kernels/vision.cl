@@ -18,37 +18,47 @@ kernel void vis_pos_add(global float *x, global const float *tab, global const i
     x[i] += tab[(size_t)px * n + j] + tab[((size_t)n_pos + py) * n + j];
 }
 
-/* One item per (head, row) of x [ntok][nh][hd]: norm mode 1 x = x / rms(x) · w, 2 without weight, 0 none; then
- * with rope the axial RoPE of transformers' Gemma4VisionRotaryEmbedding: the first half of the head rotated by
- * pos.x, the second by pos.y, in each half the NEOX pairs (i, i + hd/4) at frequency theta^(-4i/hd). Where hdp
- * is not 0 the row also goes to h16 [nh][ntok][hdp] as f16, zero past hd (vis_fa's operands). */
+/* One group per (head, row) of x [ntok][nh][hd] (its items over the head's values, so a row is read once and
+ * coalesced): norm mode 1 x = x / rms(x) · w, 2 without weight, 0 none; then with rope the axial RoPE of
+ * transformers' Gemma4VisionRotaryEmbedding: the first half of the head rotated by pos.x, the second by pos.y, in
+ * each half the NEOX pairs (i, i + hd/4) at frequency theta^(-4i/hd), a pair per item. Where hdp is not 0 the row
+ * also goes to h16 [nh][ntok][hdp] as f16, zero past hd (vis_fa's operands). hd <= VN_MAX, groups of <= VN_L. */
+#define VN_L 64
+#define VN_MAX 512
 kernel void vis_norm_rope2d(global float *x, uint nh, uint hd, global const float *w, uint mode, float eps,
                             uint rope, global const int *pos, float theta, uint ntok, global half *h16, uint hdp)
 {
-    uint h = get_global_id(0), t = get_global_id(1);
-    if (h >= nh || t >= ntok) return;
+    local float v[VN_MAX], red[VN_L];
+    uint h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0), L = get_local_size(0);
+    if (h >= nh || t >= ntok) return; /* whole groups: the barriers below see every item or none */
     global float *r = x + ((size_t)t * nh + h) * hd;
-    if (mode) {
-        float ss = 0.0f;
-        for (uint i = 0; i < hd; i++) ss += r[i] * r[i];
-        float s = rsqrt(ss / (float)hd + eps);
-        for (uint i = 0; i < hd; i++) r[i] = r[i] * s * (mode == 1 ? w[i] : 1.0f);
+    float ss = 0.0f;
+    for (uint i = lid; i < hd; i += L) {
+        float a = r[i];
+        v[i] = a;
+        ss += a * a;
     }
+    red[lid] = ss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint st = L / 2; st > 0; st >>= 1) {
+        if (lid < st) red[lid] += red[lid + st];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float s = mode ? rsqrt(red[0] / (float)hd + eps) : 1.0f;
+    for (uint i = lid; i < hd; i += L) v[i] *= s * (mode == 1 ? w[i] : 1.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
     uint hw = hd / 2, q = hd / 4;
-    for (uint part = 0; rope && part < 2; part++) {
-        float p = (float)pos[2 * t + part];
-        global float *s = r + part * hw;
-        for (uint i = 0; i < q; i++) {
-            float inv = pow(theta, -(float)(2 * i) / (float)hw);
-            float c = cos(p * inv), sn = sin(p * inv);
-            float a = s[i], b = s[i + q];
-            s[i] = a * c - b * sn;
-            s[i + q] = b * c + a * sn;
-        }
+    for (uint j = lid; rope && j < 2 * q; j += L) {
+        uint part = j / q, i = j % q, a = part * hw + i;
+        float p = (float)pos[2 * t + part], inv = pow(theta, -(float)(2 * i) / (float)hw);
+        float c = cos(p * inv), sn = sin(p * inv), va = v[a], vb = v[a + q];
+        v[a] = va * c - vb * sn;
+        v[a + q] = vb * c + va * sn;
     }
-    if (!hdp) return;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = lid; i < hd; i += L) r[i] = v[i];
     global half *d = h16 + ((size_t)h * ntok + t) * hdp;
-    for (uint i = 0; i < hdp; i++) vstore_half(i < hd ? r[i] : 0.0f, i, d);
+    for (uint i = lid; i < hdp; i += L) vstore_half(i < hd ? v[i] : 0.0f, i, d);
 }
 
 #define VA_L 64  /* items per group: keys per tile (OPS_VATT_L) */

@@ -448,8 +448,10 @@ int op_rmsnorm_gated(ops *o, cl_mem x, cl_mem z, cl_mem w, cl_mem y, uint32_t ro
 int op_pos_add2d(ops *o, cl_mem x, cl_mem table, uint32_t n_pos, cl_mem pos, uint32_t ntok, uint32_t n);
 /* In place on x [ntok][nh][hd] per head: norm 1: x / rms(x) · w (w [hd]), 2: x / rms(x), 0: none; then, when pos
  * is set, the axial 2-D RoPE (transformers' Gemma4 vision): the head's first half rotated by pos.x, the second by
- * pos.y, NEOX pairs (i, i + hd/4) in each half at frequency theta^(-4i/hd). hd a multiple of 4 when roped. With
+ * pos.y, NEOX pairs (i, i + hd/4) in each half at frequency theta^(-4i/hd). hd <= OPS_VNORM_MAX, a multiple of
+ * 4 when roped. With
  * h16 set, also the result as f16 [nh][ntok][hdp], zero past hd (hdp >= hd: op_attention_dense_f16's operands). */
+#define OPS_VNORM_MAX 512 /* head dims of op_norm_rope2d at most (VN_MAX in vision.cl) */
 int op_norm_rope2d(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                    cl_mem pos, float theta, cl_mem h16, uint32_t hdp);
 /* the padded head width op_attention_dense_f16 takes head dim hd at (its operands' hdp), 0 where it has no kernel

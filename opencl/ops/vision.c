@@ -54,15 +54,15 @@ int op_pos_add2d(ops *o, cl_mem x, cl_mem table, uint32_t n_pos, cl_mem pos, uin
 int op_norm_rope2d(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                    cl_mem pos, float theta, cl_mem h16, uint32_t hdp)
 {
-    if (norm < 0 || norm > 2 || (norm == 1 && !w) || !nh || !hd || (pos && hd % 4) || (norm && !(eps > 0)) ||
-        (pos && !(theta > 0)) || (h16 && hdp < hd))
+    if (norm < 0 || norm > 2 || (norm == 1 && !w) || !nh || !hd || hd > OPS_VNORM_MAX || (pos && hd % 4) ||
+        (norm && !(eps > 0)) || (pos && !(theta > 0)) || (h16 && hdp < hd))
         return ops_fail(o, "norm_rope2d: unsupported arguments (norm %d%s, %u heads of %u, eps %g, theta %g, f16 "
                         "width %u)", norm, norm == 1 && !w ? " without weight" : "", nh, hd, eps, theta, hdp);
     if (!ntok || (!norm && !pos && !h16)) return o->failed ? -1 : 0;
     uint32_t mode = (uint32_t)norm, rope = pos != NULL, w16 = h16 ? hdp : 0;
     cl_mem wb = w ? w : x, pb = pos ? pos : x, hb = h16 ? h16 : x; /* unused buffer arguments point at x */
-    size_t gws[2] = { nh, ntok };
-    return OPS_LAUNCH(o, K_ROPE2D, o->vision.norm_rope2d, 2, gws, NULL, (8.0 * hd + 2.0 * w16) * ntok * nh,
+    size_t lws[2] = { o->rt->is_cpu ? 16 : 64, 1 }, gws[2] = { nh * lws[0], ntok }; /* VN_L in vision.cl */
+    return OPS_LAUNCH(o, K_ROPE2D, o->vision.norm_rope2d, 2, gws, lws, (8.0 * hd + 2.0 * w16) * ntok * nh,
                       10.0 * ntok * nh * hd, A(x), A(nh), A(hd), A(wb), A(mode), A(eps), A(rope), A(pb), A(theta),
                       A(ntok), A(hb), A(w16));
 }
