@@ -144,7 +144,8 @@ static int group_pin(sched *s, job_group *g, char *err, size_t errlen)
     if (!g->n_images || g->pinned) return 0;
     double t = monotonic_seconds();
     /* waited for, so the metric times the encode (not its enqueue) and a device error is this prompt's */
-    if (engine_image_encode(s->eng, g->images, g->n_images, err, errlen) || engine_image_wait(s->eng, err, errlen)) {
+    if (engine_image_encode(s->eng, g->images, g->n_images, err, errlen)) return -1; /* nothing pinned */
+    if (engine_image_wait(s->eng, err, errlen)) {
         for (int i = 0; i < g->n_images; i++) engine_image_release(s->eng, g->images[i]);
         return -1;
     }
@@ -460,10 +461,62 @@ static int plan_step(sched *s)
     return m;
 }
 
+/* the unpinned groups with images among the prompts about to step (a group once, whatever its choices) into gs
+ * (room for n_runs), their images into ims (NULL: counted only); the number of groups, *ni the images */
+static int groups_to_pin(const sched *s, job_group **gs, engine_image **ims, int *ni)
+{
+    int ng = 0;
+    *ni = 0;
+    for (int i = 0; i < s->n_runs; i++) {
+        const run *r = &s->active[i];
+        if (!r->j || r->j->ch[r->c].phase != PH_PROMPT) continue;
+        job_group *g = &r->j->g[r->c / r->j->n];
+        if (!g->n_images || g->pinned) continue;
+        int seen = 0;
+        for (int k = 0; k < ng && !seen; k++) seen = gs[k] == g;
+        if (seen) continue;
+        gs[ng] = g;
+        for (int k = 0; ims && k < g->n_images; k++) ims[*ni + k] = g->images[k];
+        *ni += g->n_images;
+        ng++;
+    }
+    return ng;
+}
+
+/* the images of several prompts in one engine_image_encode (one encoder pass takes many small images: 8
+ * images of 70 tokens encode in half the time of one after another, H100); 0 when all are pinned, else -1
+ * with nothing pinned (each prompt is then tried alone) */
+static int pin_together(sched *s)
+{
+    job_group **gs = s->n_runs > 1 ? malloc((size_t)s->n_runs * sizeof *gs) : NULL;
+    int ni = 0, ng = gs ? groups_to_pin(s, gs, NULL, &ni) : 0;
+    engine_image **ims = ng > 1 ? malloc((size_t)ni * sizeof *ims) : NULL;
+    char why[256];
+    int rc = -1;
+    if (ims) {
+        groups_to_pin(s, gs, ims, &ni);
+        double t = monotonic_seconds();
+        if (!engine_image_encode(s->eng, ims, ni, why, sizeof why)) {
+            if (engine_image_wait(s->eng, why, sizeof why)) {
+                for (int i = 0; i < ni; i++) engine_image_release(s->eng, ims[i]);
+            } else {
+                metrics_images(s->m, ni, monotonic_seconds() - t);
+                for (int k = 0; k < ng; k++) gs[k]->pinned = 1;
+                rc = 0;
+            }
+        }
+    }
+    free(gs);
+    free(ims);
+    return rc;
+}
+
 /* the images of prompts about to step, encoded and pinned out of the queue's lock (an encode holds the device
- * a while; request threads submit meanwhile); a prompt whose image does not encode ends with the reason */
+ * a while; request threads submit meanwhile), together where there are several; a prompt whose image does not
+ * encode ends with the reason */
 static void pin_prompts(sched *s)
 {
+    if (!pin_together(s)) return;
     for (int i = 0; i < s->n_runs; i++) {
         const run *r = &s->active[i];
         if (!r->j || r->j->ch[r->c].phase != PH_PROMPT) continue;

@@ -179,6 +179,20 @@ def urls_fetched_from_the_allowed_host_only():
     ok(ask([text, image_part(f"{host}/pic.png")]))  # still serving
 
 
+@test
+def concurrent_image_prompts():
+    # prompts arriving together have their images encoded in one pass (sched.c pin_together); each answer is
+    # then what its prompt gets alone (engine-level equality of a batch's rows: test_gemma4v_encode)
+    import concurrent.futures
+    pics = [encoded(picture(30 + i), "PNG") for i in range(3)]
+    text = {"type": "text", "text": "Look:"}
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(lambda p: ok(ask([text, image_part(data_url(p))])), pics))
+    for p, t in zip(pics, together):
+        assert t["usage"]["prompt_tokens_details"]["image_tokens"] == IMAGE_TOKENS - 2, t["usage"]
+        assert first_logprobs(ok(ask([text, image_part(data_url(p))]))) == first_logprobs(t)
+
+
 def video_part(n, timestamps=None, size=(64, 48)):
     part = {"type": "video", "frames": [data_url(encoded(picture(20 + k, size=size), "PNG")) for k in range(n)]}
     if timestamps is not None:
