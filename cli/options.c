@@ -107,7 +107,7 @@ static const cli_option OPTIONS[] = {
       "with --draft K: also time K steps of this MTP drafter (gemma4-assistant GGUF) for every sequence" },
     { "--profile", NULL, NULL, B(BENCH) | B(VBENCH), K_FLAG, F(profile), 0, 0,
       "per-kernel times of the last repetition (vbench: of one more 1-image encode per budget)" },
-    { "--set", NULL, "NAME=VALUE", B(BENCH) | B(VBENCH), K_SET, F(settings), 0, 0,
+    { "--set", NULL, "NAME=VALUE", B(BENCH) | B(VBENCH) | B(LOGITS), K_SET, F(settings), 0, 0,
       "a measurement setting: an ops policy threshold (docs/PERF.md); repeatable" },
     { "--synthetic", NULL, "MODEL", B(BENCH), K_STR, F(synthetic), 0, 0,
       "random weights of a real shape made on the device, no file: gemma4-26b-a4b, gemma4-31b, gemma4-e4b, "

@@ -52,9 +52,9 @@
 #define TOL_REL_INT8 4e-2 /* of the range, quantized files with int8 decode inputs (test_gemma4) */
 #define TOL_DECODE 5e-3   /* absolute, engine vs engine: another order of summation */
 #define ROUTER_GAP_ROUNDED 5e-3 /* router logit gap that f16 rounding of a prompt cannot close (test_gemma4) */
-#define ROUTER_GAP_INT8 0.25    /* ... and int8 decode inputs: on an H200 they flipped experts at reference gaps of
-                                 * 0.057 and 0.088 (decode rows then 4.2 and 6.7 off), their logits ~1 off at most
-                                 * before a flip */
+#define ROUTER_GAP_INT8 0.5     /* ... and int8 decode inputs: on an H200 / H100 they flipped experts at reference
+                                 * gaps of 0.057, 0.088 and 0.25 (decode rows then 4.2, 6.7 and 2.6 off); rows are
+                                 * ~1 off at most before a flip (the dense q4_k_m's 0.97) */
 #define NSEQ 3
 #define NTYPE 4
 #define NGREEDY 16
