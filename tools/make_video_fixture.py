@@ -4,8 +4,8 @@
     .venv/bin/python tools/make_video_fixture.py [tests/fixtures]
 
 Two small files with distinct content in every frame (a moving square, the frame's number as bars, a gradient):
-  video_h264.mp4   96x64, 36 frames at 12 fps (3 s), H.264 with B-frames (decode order differs from display order)
-  video_vp9.webm   96x64, 8 frames at 4 fps (2 s), VP9: fewer frames than the 32 sampled, so every frame is taken
+  video_h264.mp4   80x56, 36 frames at 12 fps (3 s), H.264 with B-frames (decode order differs from display order)
+  video_vp9.webm   80x56, 8 frames at 4 fps (2 s), VP9: fewer frames than the 32 sampled, so every frame is taken
   video_empty.webm video_vp9.webm cut before its first SimpleBlock: a video stream without frames (a refusal)
 and video_ref.json: for each file the frame count and fps as transformers' default backend (torchcodec, exact
 mode) measures them (every packet counted; fps = count / (last packet's end - first packet's start)), the indices
@@ -23,7 +23,7 @@ import av
 import numpy as np
 
 NUM_FRAMES = 32  # Gemma4VideoProcessor.num_frames
-W, H = 96, 64
+W, H = 80, 56  # 10:7, which Gemma 4's size rule takes to 480x336 = 630 patches: exactly 70 tokens a frame
 
 
 def frame_rgb(i, n):

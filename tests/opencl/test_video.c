@@ -26,7 +26,7 @@
 typedef struct {
     int n, idx[VIDEO_MAX_FRAMES], w[VIDEO_MAX_FRAMES], h[VIDEO_MAX_FRAMES];
     double sec[VIDEO_MAX_FRAMES];
-    uint8_t grid[VIDEO_MAX_FRAMES][12 * 8 * 3]; /* every 8th pixel of every 8th row of a 96x64 frame */
+    uint8_t grid[VIDEO_MAX_FRAMES][12 * 8 * 3]; /* every 8th pixel of every 8th row, frames up to 96x64 */
     uint8_t sha[VIDEO_MAX_FRAMES][32];
     int stop_at;                                /* the callback refuses frame k == stop_at (-1: never) */
 } got_frames;
@@ -197,9 +197,9 @@ static void test_hostile_inputs(void)
     refused("over max_seconds", mp4, (size_t)len, &lim, "seconds long");
     lim = video_limits_default();
     lim.frame.max_side = 64;
-    refused("a side over the frame limit", mp4, (size_t)len, &lim, "96x64");
+    refused("a side over the frame limit", mp4, (size_t)len, &lim, "80x56");
     lim = video_limits_default();
-    lim.max_decoded_px = 96 * 64 * 20;
+    lim.max_decoded_px = 80 * 56 * 20;
     refused("over max_decoded_px", mp4, (size_t)len, &lim, "pixels of frames");
     lim = video_limits_default();
     lim.max_frames = 0;
