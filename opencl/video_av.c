@@ -57,7 +57,7 @@ static int io_read(void *opaque, uint8_t *buf, int len)
     mem_io *m = opaque;
     size_t k = m->n - m->at < (size_t)len ? m->n - m->at : (size_t)len;
     if (k == 0) return AVERROR_EOF;
-    if (m->read + k > m->read_cap) return AVERROR(EIO);
+    if (m->read + k > m->read_cap || past(&m->deadline)) return AVERROR_EXIT; /* custom IO skips the interrupt */
     memcpy(buf, m->data + m->at, k);
     m->at += k;
     m->read += k;
@@ -108,7 +108,7 @@ static int av_fail(char *err, size_t errlen, const char *what, int code)
 {
     char s[AV_ERROR_MAX_STRING_SIZE] = "";
     av_strerror(code, s, sizeof s);
-    return ERR("video: %s: %s", what, code == AVERROR_EXIT ? "over the time limit" : s);
+    return ERR("video: %s: %s", what, code == AVERROR_EXIT ? "over the time or read limit" : s);
 }
 
 /* w x h against the frame limits, the refusal worded as a video's */
@@ -175,6 +175,7 @@ static int scan(video_run *r, int si, const video_limits *lim, double *fps, char
     for (;;) {
         int rc = av_read_frame(r->fmt, p);
         if (rc == AVERROR_EOF) break;
+        if (past(&r->io.deadline)) rc = AVERROR_EXIT;
         if (rc < 0) { av_packet_free(&p); return av_fail(err, errlen, "cannot read the file", rc); }
         if (p->stream_index != si || (p->flags & AV_PKT_FLAG_DISCARD)) { av_packet_unref(p); continue; }
         if ((uint32_t)r->n_pkts >= lim->max_packets) {
@@ -201,7 +202,8 @@ static int scan(video_run *r, int si, const video_limits *lim, double *fps, char
     if (!(dur <= lim->max_seconds))
         return ERR("video: %.0f seconds long, over the limit of %.0f", dur, lim->max_seconds);
     double hdr = av_q2d(st->r_frame_rate) > 0 ? av_q2d(st->r_frame_rate) : av_q2d(st->avg_frame_rate);
-    *fps = dur > 0 ? r->n_pkts / dur : hdr > 0 ? hdr : 24; /* 24: the processor's own default */
+    /* 24: the processor's own default; a header rate out of all reason is no rate (times stay finite) */
+    *fps = dur > 0 ? r->n_pkts / dur : hdr >= 0.01 && hdr <= 10000 ? hdr : 24;
     return 0;
 }
 
@@ -237,6 +239,7 @@ static int decode(video_run *r, const video_limits *lim, const int64_t *idx, int
     uint64_t px = 0;
     int k = 0;
     for (int p = 0; p <= r->n_pkts && k < n; p++) {
+        if (past(&r->io.deadline)) return ERR("video: decoding took over %.0f seconds", WALL_SECONDS);
         int rc = avcodec_send_packet(r->dec, p < r->n_pkts ? r->pkts[p] : NULL); /* NULL: drain the rest */
         if (rc < 0) return av_fail(err, errlen, "cannot decode", rc);
         while (k < n && (rc = avcodec_receive_frame(r->dec, r->frame)) >= 0) {
@@ -246,7 +249,6 @@ static int decode(video_run *r, const video_limits *lim, const int64_t *idx, int
             if (px > lim->max_decoded_px)
                 return ERR("video: decoding it takes over %llu pixels of frames",
                            (unsigned long long)lim->max_decoded_px);
-            if (past(&r->io.deadline)) return ERR("video: decoding took over %.0f seconds", WALL_SECONDS);
             if (i == idx[k]) {
                 if (to_rgb(r, f, err, errlen)) return -1;
                 if (fn(ctx, r->rgb, k, n, i, (double)i / fps, err, errlen)) return -1;
