@@ -6,12 +6,14 @@
 Two small files with distinct content in every frame (a moving square, the frame's number as bars, a gradient):
   video_h264.mp4   80x56, 36 frames at 12 fps (3 s), H.264 with B-frames (decode order differs from display order)
   video_vp9.webm   80x56, 8 frames at 4 fps (2 s), VP9: fewer frames than the 32 sampled, so every frame is taken
+  video_mpeg4.mov  80x56, 40 frames at 0.1 fps (400 s), MPEG-4 Part 2 in QuickTime: timestamps past a minute
   video_empty.webm video_vp9.webm cut before its first SimpleBlock: a video stream without frames (a refusal)
 and video_ref.json: for each file the frame count and fps as transformers' default backend (torchcodec, exact
 mode) measures them (every packet counted; fps = count / (last packet's end - first packet's start)), the indices
 and timestamps of Gemma4VideoProcessor's sampling (transformers.video_utils.default_sample_indices_fn with
-num_frames 32: k * N // n), and per sampled frame PyAV's RGB24 decode as a SHA-256 and every 8th pixel of every
-8th row. When transformers imports (it does in .venv-hf), its own sampling function is checked against ours.
+num_frames 32: k * N // n), and per sampled frame PyAV's RGB24 decode as a SHA-256, each channel's sum and every 8th
+pixel of every 8th row. When transformers imports (it does in .venv-hf), its own sampling function is checked
+against ours.
 """
 import hashlib
 import json
@@ -106,11 +108,13 @@ def check_against_transformers():
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures"
     files = [
-        ("video_h264.mp4", "mp4", "libx264", 36, 12, {"bf": "2", "g": "12", "crf": "20", "preset": "medium"}),
-        ("video_vp9.webm", "webm", "libvpx-vp9", 8, 4, {"crf": "30", "b": "0", "g": "4"}),
+        ("video_h264.mp4", "mp4", "libx264", 36, 12, {"bf": "2", "g": "12", "crf": "20", "preset": "medium"}, True),
+        ("video_vp9.webm", "webm", "libvpx-vp9", 8, 4, {"crf": "30", "b": "0", "g": "4"}, True),
+        # MPEG-4 Part 2 specifies its IDCT only to IEEE 1180 accuracy: FFmpeg versions may differ by a unit or two
+        ("video_mpeg4.mov", "mov", "mpeg4", 40, Fraction(1, 10), {"qscale": "4"}, False),
     ]
     ref = {"note": "written by tools/make_video_fixture.py; PyAV " + av.__version__, "videos": []}
-    for name, container, codec, n, fps, opts in files:
+    for name, container, codec, n, fps, opts, bitexact in files:
         path = os.path.join(out, name)
         write(path, container, codec, n, fps, opts)
         count, mfps, hdr_frames, hdr_rate = scan(path)
@@ -124,7 +128,9 @@ def main():
             "header_frames": hdr_frames, "header_fps": hdr_rate,
             "indices": idx, "seconds": secs,
             "mmss": ["%02d:%02d" % (int(s // 60), int(s % 60)) for s in secs],
+            "bitexact": bitexact,  # the codec's decoding is bit-exact by its specification
             "sha256": [hashlib.sha256(f.tobytes()).hexdigest() for f in frames],
+            "sums": [f.reshape(-1, 3).sum(0, dtype=np.int64).tolist() for f in frames],
             "grid8": [f[::8, ::8].tobytes().hex() for f in frames],
         })
         print(f"{path}: {os.path.getsize(path)} bytes, {count} frames at {mfps:g} fps, {len(idx)} sampled")

@@ -3,11 +3,13 @@
  * transformers' own default_sample_indices_fn):
  *   sampling   video_sample: the indices k * N / n for n = min(32, N), exact, for the fixtures and a sweep
  *   decode     each fixture's frame count, sampled indices and their "mm:ss" exact, seconds within 1e-9;
- *              pixels within PIXEL_TOL of PyAV's RGB24 (every 8th pixel of every 8th row; SHA-256 counted equal)
+ *              pixels: H.264 and VP9 bit-exact with PyAV's RGB24 (SHA-256), MPEG-4 Part 2 within PIXEL_TOL on every
+ *              8th pixel of every 8th row and MEAN_TOL on each channel's mean (why: below)
  * and the refusals, each one "video: ..." line: truncated files, random bytes, a PNG, a header claiming a huge
  * frame, a stream with no frames, every limit (bytes, packets, duration, frame size, pixels decoded) and a
  * callback that stops the decode. */
 #include <json-c/json.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,16 +20,21 @@
 #include "video.h"
 
 #define FIX "tests/fixtures/"
-/* exact: H.264 and VP9 decoding is bit-exact by their specs, and swscale's BT.601 limited-range 4:2:0 to RGB24
- * with SWS_BILINEAR gives the same bytes in the system's FFmpeg 5.1 as in the FFmpeg 8.1 PyAV's wheel bundles
- * (measured: every frame's SHA-256 equal). A later FFmpeg that rounds differently fails here first. */
-#define PIXEL_TOL 0
+/* the fixtures the reference marks bitexact (H.264, VP9: decoding bit-exact by their specs) must match PyAV's RGB24
+ * byte for byte: swscale's BT.601 limited-range 4:2:0 to RGB24 with SWS_BILINEAR gives the same bytes in the
+ * system's FFmpeg 5.1 as in the FFmpeg 8.1 PyAV's wheel bundles (measured), so a later FFmpeg that rounds otherwise
+ * fails here first. MPEG-4 Part 2 specifies its IDCT only to IEEE 1180 accuracy and FFmpeg's implementations
+ * differ by version (measured: 4 of 32 frames not bit-exact, no sampled pixel off); a unit or two of drift through
+ * P-frames is what that allows, so each sampled value within PIXEL_TOL and each channel's mean within MEAN_TOL. */
+#define PIXEL_TOL 2
+#define MEAN_TOL 0.05
 
 typedef struct {
     int n, idx[VIDEO_MAX_FRAMES], w[VIDEO_MAX_FRAMES], h[VIDEO_MAX_FRAMES];
     double sec[VIDEO_MAX_FRAMES];
     uint8_t grid[VIDEO_MAX_FRAMES][12 * 8 * 3]; /* every 8th pixel of every 8th row, frames up to 96x64 */
     uint8_t sha[VIDEO_MAX_FRAMES][32];
+    uint64_t sum[VIDEO_MAX_FRAMES][3];          /* each channel's sum */
     int stop_at;                                /* the callback refuses frame k == stop_at (-1: never) */
 } got_frames;
 
@@ -44,6 +51,8 @@ static int on_frame(void *ctx, const image_rgb *f, int k, int n, int64_t index, 
     for (int y = 0, o = 0; y < f->h && y < 64; y += 8)
         for (int x = 0; x < f->w && x < 96; x += 8, o += 3)
             memcpy(g->grid[k] + o, f->rgb + ((size_t)y * f->w + x) * 3, 3);
+    for (size_t i = 0; i < (size_t)f->w * f->h; i++)
+        for (int c = 0; c < 3; c++) g->sum[k][c] += f->rgb[3 * i + c];
     unsigned len = 0;
     EVP_Digest(f->rgb, (size_t)f->w * f->h * 3, g->sha[k], &len, EVP_sha256(), NULL);
     g->n++;
@@ -82,7 +91,7 @@ static void test_decode_matches_pyav(void)
     CHECK(ref && json_object_object_get_ex(ref, "videos", &vids), "cannot read " FIX "video_ref.json");
     if (!vids) { json_object_put(ref); return; }
     for (size_t v = 0; v < json_object_array_length(vids); v++) {
-        json_object *o = json_object_array_get_idx(vids, v), *f, *ix, *sec, *mm, *sha, *grid, *w, *h;
+        json_object *o = json_object_array_get_idx(vids, v), *f, *ix, *sec, *mm, *sha, *grid, *w, *h, *sums, *be;
         json_object_object_get_ex(o, "file", &f);
         json_object_object_get_ex(o, "indices", &ix);
         json_object_object_get_ex(o, "seconds", &sec);
@@ -91,6 +100,10 @@ static void test_decode_matches_pyav(void)
         json_object_object_get_ex(o, "grid8", &grid);
         json_object_object_get_ex(o, "width", &w);
         json_object_object_get_ex(o, "height", &h);
+        json_object_object_get_ex(o, "sums", &sums);
+        json_object_object_get_ex(o, "bitexact", &be);
+        int bitexact = json_object_get_boolean(be);
+        double worst_mean = 0;
         const char *name = json_object_get_string(f);
         char path[256], err[256] = "";
         snprintf(path, sizeof path, FIX "%s", name);
@@ -120,13 +133,21 @@ static void test_decode_matches_pyav(void)
                 int d = abs((int)g.grid[k][i] - hexbyte(gh + 2 * i));
                 worst = d > worst ? d : worst;
             }
+            json_object *sk = json_object_array_get_idx(sums, k);
+            for (int c = 0; c < 3; c++) {
+                double ref = (double)json_object_get_int64(json_object_array_get_idx(sk, c));
+                double d = fabs((double)g.sum[k][c] - ref) / ((double)g.w[k] * g.h[k]);
+                worst_mean = d > worst_mean ? d : worst_mean;
+            }
             char hex[65];
             for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", g.sha[k][i]);
             exact += !strcmp(hex, json_object_get_string(json_object_array_get_idx(sha, k)));
         }
-        CHECK(worst <= PIXEL_TOL, "%s: a pixel value %d from PyAV's (tolerance %d)", name, worst, PIXEL_TOL);
-        CHECK(PIXEL_TOL || exact == g.n, "%s: %d of %d frames bit-exact", name, exact, g.n);
-        printf("  %s: %d frames, %d of them bit-exact with PyAV, worst value difference %d\n", name, g.n, exact, worst);
+        CHECK(!bitexact || exact == g.n, "%s: %d of %d frames bit-exact", name, exact, g.n);
+        CHECK(worst <= PIXEL_TOL && worst_mean <= MEAN_TOL, "%s: a sampled value %d from PyAV's (tolerance %d), a "
+              "channel's mean %.4f (tolerance %.2f)", name, worst, PIXEL_TOL, worst_mean, MEAN_TOL);
+        printf("  %s: %d frames, %d of them bit-exact with PyAV, worst sampled value difference %d, channel mean "
+               "%.4f\n", name, g.n, exact, worst, worst_mean);
         free(data);
     }
     json_object_put(ref);
