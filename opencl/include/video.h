@@ -18,7 +18,7 @@
 #define VIDEO_MAX_BYTES_DEFAULT ((size_t)64 << 20)
 #define VIDEO_MAX_PACKETS_DEFAULT 20000         /* frames in the stream: 11 minutes at 30 fps */
 #define VIDEO_MAX_SECONDS_DEFAULT 1200.0        /* the stream's duration */
-#define VIDEO_MAX_DECODED_PX_DEFAULT 8000000000ull /* w * h summed over the frames decoded to reach the last sample */
+#define VIDEO_MAX_DECODED_PX_DEFAULT 8000000000ull /* w * h over the frames decoded: 2 min of 1080p30, 11 of 480p */
 #define VIDEO_MAX_SIDE_DEFAULT 4096             /* each frame: 4K UHD fits */
 #define VIDEO_MAX_PIXELS_DEFAULT (4096ull * 2304)
 
