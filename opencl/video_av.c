@@ -240,6 +240,7 @@ static int decode(video_run *r, const video_limits *lim, const int64_t *idx, int
     int k = 0;
     for (int p = 0; p <= r->n_pkts && k < n; p++) {
         if (past(&r->io.deadline)) return ERR("video: decoding took over %.0f seconds", WALL_SECONDS);
+        if (p < r->n_pkts && !r->pkts[p]->size) continue; /* counted, but an empty packet would drain the decoder */
         int rc = avcodec_send_packet(r->dec, p < r->n_pkts ? r->pkts[p] : NULL); /* NULL: drain the rest */
         if (rc < 0) return av_fail(err, errlen, "cannot decode", rc);
         while (k < n && (rc = avcodec_receive_frame(r->dec, r->frame)) >= 0) {
