@@ -8,7 +8,7 @@ Two small files with distinct content in every frame (a moving square, the frame
   video_vp9.webm   80x56, 8 frames at 4 fps (2 s), VP9: fewer frames than the 32 sampled, so every frame is taken
   video_mpeg4.mov  80x56, 40 frames at 0.1 fps (400 s), MPEG-4 Part 2 in QuickTime: timestamps past a minute
   video_empty.webm video_vp9.webm cut before its first SimpleBlock: a video stream without frames (a refusal)
-and video_ref.json: for each file the frame count and fps as transformers' default backend (torchcodec, exact
+(copied into tests/fuzz/corpus_video as fuzz_video's seeds) and video_ref.json: for each file the frame count and fps as transformers' default backend (torchcodec, exact
 mode) measures them (every packet counted; fps = count / (last packet's end - first packet's start)), the indices
 and timestamps of Gemma4VideoProcessor's sampling (transformers.video_utils.default_sample_indices_fn with
 num_frames 32: k * N // n), and per sampled frame PyAV's RGB24 decode as a SHA-256, each channel's sum and every 8th
@@ -18,6 +18,7 @@ against ours.
 import hashlib
 import json
 import os
+import shutil
 import sys
 from fractions import Fraction
 
@@ -142,6 +143,10 @@ def main():
     with open(os.path.join(out, "video_ref.json"), "w") as f:
         json.dump(ref, f, indent=1)
         f.write("\n")
+    seeds = os.path.join(os.path.dirname(os.path.abspath(out)), "fuzz", "corpus_video")  # fuzz_video's seeds
+    if os.path.isdir(seeds):
+        for name in [f[0] for f in files] + ["video_empty.webm"]:
+            shutil.copyfile(os.path.join(out, name), os.path.join(seeds, name))
     print(check_against_transformers())
 
 
