@@ -3,7 +3,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_GNU_SOURCE -DCL_TARGET_OPENCL_VERSION=120 -MMD -MP
-LDLIBS  := -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lcrypto -lm -lpthread
+LDLIBS  := -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lavformat -lavcodec -lswscale -lavutil -lcrypto -lm -lpthread
 FCGI_LDLIBS := -lfcgi -lhttp_parser -lcurl -ljson-c
 
 # the engine's rooms; each folder is on the engine's include path, so headers are named without their

@@ -4,7 +4,7 @@
 set -e
 cd "$(dirname "$0")/.."
 PKGS="build-essential ocl-icd-opencl-dev opencl-headers libclblast-dev pocl-opencl-icd clinfo
-      libjson-c-dev libpcre2-dev libfcgi-dev libhttp-parser-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev libssl-dev libcurl4-openssl-dev nginx spawn-fcgi python3-venv clang libclang-rt-14-dev curl openssl"
+      libjson-c-dev libpcre2-dev libfcgi-dev libhttp-parser-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libssl-dev libcurl4-openssl-dev nginx spawn-fcgi python3-venv clang libclang-rt-14-dev curl openssl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

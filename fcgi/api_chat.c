@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "api_respond.h"
+#include "api_video.h"
 #include "chat_reply.h"
 #include "json_io.h"
 #include "engine.h"
@@ -75,6 +76,7 @@ static int images_prepare(const engine *e, const fetch_rules *rules, const api_i
 {
     for (int i = 0; i < n; i++) {
         char why[256];
+        if (ims[i]) continue; /* a video_url's frame: prepared as it was decoded */
         unsigned char *got = NULL;
         size_t len = 0;
         if (in[i]->url && fetch_get(rules, in[i]->url, &got, &len, why, sizeof why)) {
@@ -191,15 +193,25 @@ static int prepare_images(const api_ctx *c, const api_chat_request *req, const a
     if (parts > c->cfg->max_images)
         return api_fail(e, 400, "invalid_request_error", NULL, "messages",
                         "%d images and videos in one request; this server takes at most %d", parts, c->cfg->max_images);
+    total = 0;
+    for (int i = 0; i < req->n_msgs; i++) { /* video_url parts decoded into their frames */
+        if (api_video_expand(c->eng, &c->cfg->image_urls, &req->msgs[i].images, &req->msgs[i].n_images, e))
+            return -1;
+        total += req->msgs[i].n_images;
+    }
     *in = malloc((size_t)total * sizeof **in);
     *ims = calloc((size_t)total, sizeof **ims);
     if (!*in || !*ims) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     int k = 0;
     for (int i = 0; i < req->n_msgs; i++)
-        for (int j = 0; j < req->msgs[i].n_images; j++) (*in)[k++] = &req->msgs[i].images[j];
-    int rc = images_prepare(c->eng, &c->cfg->image_urls, *in, total, *ims, e);
-    if (!rc) *n = total;
-    return rc;
+        for (int j = 0; j < req->msgs[i].n_images; j++) {
+            api_image *im = &req->msgs[i].images[j];
+            (*in)[k] = im;
+            (*ims)[k++] = im->ready; /* taken: the caller destroys ims[0, n) */
+            im->ready = NULL;
+        }
+    *n = total; /* also on a refusal: the frames taken above are the caller's to destroy */
+    return images_prepare(c->eng, &c->cfg->image_urls, *in, total, *ims, e);
 }
 
 /* how the reply is read and what it must be */

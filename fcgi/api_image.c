@@ -39,18 +39,39 @@ static int data_url(json_object *url, const char *p, api_image *out, api_error *
         snprintf(out->url_param, sizeof out->url_param, "%s", p);
         return 0;
     }
-    static const char *const types[] = { "image/jpeg", "image/jpg", "image/png", "image/webp", "image/gif" };
+    static const char *const images[] = { "image/jpeg", "image/jpg", "image/png", "image/webp", "image/gif", NULL },
+                          *const videos[] = { "video/mp4", "video/webm", "video/quicktime", "video/x-matroska", NULL };
+    const char *const *types = out->video ? videos : images;
     const char *comma = memchr(u, ',', n);
     int known = 0;
-    for (size_t i = 0; comma && i < sizeof types / sizeof *types && !known; i++) {
+    for (size_t i = 0; comma && types[i] && !known; i++) {
         size_t tl = strlen(types[i]);
         known = (size_t)(comma - u) == 5 + tl + 7 && !strncmp(u, "data:", 5) && !strncmp(u + 5, types[i], tl) &&
                 !strncmp(u + 5 + tl, ";base64", 7);
     }
     if (!known)
-        return bad(e, p, "'%s' must be a data URL data:image/<jpeg|png|webp|gif>;base64,<data>%s", "");
+        return bad(e, p, out->video ? "'%s' must be a data URL data:video/<mp4|webm|quicktime|x-matroska>;base64,<data>%s"
+                                    : "'%s' must be a data URL data:image/<jpeg|png|webp|gif>;base64,<data>%s", "");
     if (base64(comma + 1, n - (size_t)(comma + 1 - u), &out->bytes, &out->len))
         return bad(e, p, "'%s': the data is not valid base64%s", "");
+    return 0;
+}
+
+/* part[key] as OpenAI sends it: {"url": ...} (*obj that object) or the URL string itself; *url the URL's JSON
+ * (NULL: absent) and p (128 bytes) the param naming it. -1 with a 400 when part[key] is neither. */
+static int url_of(json_object *part, const char *key, const char *param, json_object **obj, json_object **url, char *p,
+                  api_error *e)
+{
+    json_object_object_get_ex(part, key, obj);
+    snprintf(p, 128, "%s.%s", param, key);
+    if (*obj && json_object_get_type(*obj) == json_type_string) {
+        *url = *obj;
+    } else if (*obj && json_object_get_type(*obj) == json_type_object) {
+        json_object_object_get_ex(*obj, "url", url);
+        snprintf(p, 128, "%s.%s.url", param, key);
+    } else {
+        return bad(e, p, "'%s' must be an object {\"url\": ...} or a URL string%s", "");
+    }
     return 0;
 }
 
@@ -61,17 +82,8 @@ int api_image_part(struct json_object *part, const char *param, api_image *out, 
     snprintf(out->param, sizeof out->param, "%s", param);
     char p[128];
     json_object *iu = NULL, *url = NULL, *detail = NULL;
-    json_object_object_get_ex(part, "image_url", &iu);
-    snprintf(p, sizeof p, "%s.image_url", param);
-    if (iu && json_object_get_type(iu) == json_type_string) {
-        url = iu;
-    } else if (iu && json_object_get_type(iu) == json_type_object) {
-        json_object_object_get_ex(iu, "url", &url);
-        json_object_object_get_ex(iu, "detail", &detail);
-        snprintf(p, sizeof p, "%s.image_url.url", param);
-    } else {
-        return bad(e, p, "'%s' must be an object {\"url\": ...} or a URL string%s", "");
-    }
+    if (url_of(part, "image_url", param, &iu, &url, p, e)) return -1;
+    if (json_object_get_type(iu) == json_type_object) json_object_object_get_ex(iu, "detail", &detail);
     if (detail && json_object_get_type(detail) != json_type_null) {
         const char *d = json_object_get_type(detail) == json_type_string ? json_object_get_string(detail) : "";
         char pd[128];
@@ -128,10 +140,28 @@ int api_video_part(struct json_object *part, const char *param, int max_frames, 
     return 0;
 }
 
+int api_video_url_part(struct json_object *part, const char *param, api_image **out, int *n, api_error *e)
+{
+    api_image *im = realloc(*out, (size_t)(*n + 1) * sizeof *im);
+    if (!im) return api_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    *out = im;
+    api_image *v = &im[*n];
+    memset(v, 0, sizeof *v);
+    v->video = 1;
+    v->max_tokens = API_VIDEO_TOKENS;
+    snprintf(v->param, sizeof v->param, "%s", param);
+    char p[128];
+    json_object *vu = NULL, *url = NULL;
+    (*n)++; /* counted before it is filled: the caller frees what a failure leaves */
+    return url_of(part, "video_url", param, &vu, &url, p, e) || data_url(url, p, v, e) ? -1 : 0;
+}
+
 void api_image_free(api_image *im)
 {
     free(im->bytes);
     free(im->url);
     im->bytes = NULL;
     im->url = NULL;
+    if (im->ready) im->ready_free(im->ready);
+    im->ready = NULL;
 }

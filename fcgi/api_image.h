@@ -24,6 +24,9 @@ typedef struct api_image {
     int frame;                /* -1: an image; else its index in its video (frame 0 starts a video) */
     double seconds;           /* a frame's timestamp */
     char param[96];           /* "messages[i].content[j]" (".frames[k]"), for errors */
+    int video;                /* a video_url part: bytes are a video file, frame 0, until api_video_expand */
+    struct engine_image *ready; /* a video_url's frame: prepared as it was decoded (owned until taken) */
+    void (*ready_free)(struct engine_image *); /* its destructor, so the parser links without the engine */
 } api_image;
 
 /* part: {"type": "image_url", "image_url": {"url": "data:image/<jpeg|png|webp|gif>;base64,..." or an http(s) URL, "detail":
@@ -35,6 +38,10 @@ int  api_image_part(struct json_object *part, const char *param, api_image *out,
  * caller to free). */
 int  api_video_part(struct json_object *part, const char *param, int max_frames, api_image **out, int *n,
                     api_error *e);
+/* part: {"type": "video_url", "video_url": {"url": "data:video/<mp4|webm|quicktime|x-matroska>;base64,..."}}
+ * (video_url may also be the URL string) appended to (*out)[*n] as one entry with video set: its frames come
+ * from api_video_expand. -1 with a 400 in e. */
+int  api_video_url_part(struct json_object *part, const char *param, api_image **out, int *n, api_error *e);
 void api_image_free(api_image *im);
 
 #endif

@@ -357,7 +357,7 @@ static int template_parts(json_object *c, api_message *m, api_error *e)
         json_object *p = json_object_array_get_idx(c, i), *q = json_object_new_object();
         const char *ty = json_object_get_string(field(p, "type"));
         int text = !strcmp(ty, "text");
-        if (!q || json_object_object_add(q, "type", json_object_new_string(text ? "text" : !strcmp(ty, "video") ? "video"
+        if (!q || json_object_object_add(q, "type", json_object_new_string(text ? "text" : !strncmp(ty, "video", 5) ? "video"
                                                                                                           : "image")) ||
             (text && json_object_object_add(q, "text", json_object_get(field(p, "text")))) ||
             json_object_array_add(m->parts, q)) {
@@ -387,15 +387,18 @@ static int parse_content(json_object *c, const char *param, api_message *m, api_
             if (image_part(p, param, i, m, e)) return -1;
             continue;
         }
-        if (t && json_object_get_type(t) == json_type_string && !strcmp(json_object_get_string(t), "video")) {
+        const char *ty = t && json_object_get_type(t) == json_type_string ? json_object_get_string(t) : "";
+        if (!strcmp(ty, "video") || !strcmp(ty, "video_url")) { /* frames, or a file decoded into frames */
             char pp[96];
             snprintf(pp, sizeof pp, "%s[%zu]", param, i);
-            if (api_video_part(p, pp, API_VIDEO_MAX_FRAMES, &m->images, &m->n_images, e)) return -1;
+            if (!strcmp(ty, "video") ? api_video_part(p, pp, API_VIDEO_MAX_FRAMES, &m->images, &m->n_images, e)
+                                     : api_video_url_part(p, pp, &m->images, &m->n_images, e))
+                return -1;
             m->n_videos++;
             continue;
         }
         if (!t || json_object_get_type(t) != json_type_string || strcmp(json_object_get_string(t), "text"))
-            return bad(e, param, "'%s' parts must have type \"text\", \"image_url\" or \"video\"%s", "");
+            return bad(e, param, "'%s' parts must have type \"text\", \"image_url\", \"video_url\" or \"video\"%s", "");
         t = field(p, "text");
         if (!t || json_object_get_type(t) != json_type_string)
             return bad(e, param, "'%s' text parts need a string 'text'%s", "");

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "errf.h"
-#include "image.h"
+#include "image_codec.h"
 #include "image_prep.h"
 
 struct engine_image {
@@ -30,17 +30,9 @@ static int digest(uint32_t salt, int budget, const image_rgb *im, uint8_t out[ME
     return ok ? 0 : -1;
 }
 
-engine_image *engine_image_prepare(const engine *e, const void *bytes, size_t n, int max_tokens, char *err,
-                                   size_t errlen)
+/* the one preparation behind both entries: rgb checked against the grid, prepared for the budget, digested */
+static engine_image *prepare(const engine *e, const image_rgb *rgb, int max_tokens, char *err, size_t errlen)
 {
-    if (!e->vision.arch) { ERR("this model has no vision projector (--mmproj)"); return NULL; }
-    if (max_tokens == 0) max_tokens = (int)e->info.image_tokens;
-    if (max_tokens < 0 || (uint32_t)max_tokens > e->info.image_tokens) {
-        ERR("an image budget of %d tokens is over this server's %u", max_tokens, e->info.image_tokens);
-        return NULL;
-    }
-    image_rgb *rgb = image_decode(bytes, n, NULL, err, errlen);
-    if (!rgb) return NULL;
     engine_image *im = calloc(1, sizeof *im);
     if (!im) ERR("out of memory");
     else if (!(im->prep = image_prep_create(rgb->rgb, rgb->w, rgb->h, max_tokens, err, errlen))) {
@@ -58,8 +50,41 @@ engine_image *engine_image_prepare(const engine *e, const void *bytes, size_t n,
         im = NULL;
     }
     if (im) im->budget = max_tokens;
+    return im;
+}
+
+/* the budget (0: the server's) checked against the server's; -1 with err */
+static int budget(const engine *e, int *max_tokens, char *err, size_t errlen)
+{
+    if (!e->vision.arch) return ERR("this model has no vision projector (--mmproj)");
+    if (*max_tokens == 0) *max_tokens = (int)e->info.image_tokens;
+    if (*max_tokens < 0 || (uint32_t)*max_tokens > e->info.image_tokens)
+        return ERR("an image budget of %d tokens is over this server's %u", *max_tokens, e->info.image_tokens);
+    return 0;
+}
+
+engine_image *engine_image_prepare(const engine *e, const void *bytes, size_t n, int max_tokens, char *err,
+                                   size_t errlen)
+{
+    if (budget(e, &max_tokens, err, errlen)) return NULL;
+    image_rgb *rgb = image_decode(bytes, n, NULL, err, errlen);
+    if (!rgb) return NULL;
+    engine_image *im = prepare(e, rgb, max_tokens, err, errlen);
     image_destroy(rgb);
     return im;
+}
+
+engine_image *engine_image_prepare_rgb(const engine *e, const uint8_t *rgb, int w, int h, int max_tokens, char *err,
+                                       size_t errlen)
+{
+    if (budget(e, &max_tokens, err, errlen)) return NULL;
+    image_limits lim = image_limits_default();
+    if (!rgb || image_check_size(&lim, (uint64_t)(w < 0 ? 0 : w), (uint64_t)(h < 0 ? 0 : h), err, errlen)) {
+        if (!rgb) ERR("image: no pixels");
+        return NULL;
+    }
+    image_rgb view = { w, h, (uint8_t *)rgb }; /* read only: prepare copies what it keeps */
+    return prepare(e, &view, max_tokens, err, errlen);
 }
 
 void engine_image_destroy(engine_image *im)

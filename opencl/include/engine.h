@@ -288,6 +288,10 @@ typedef struct engine_image engine_image;
  * the client's error (a corrupt, hostile or too large image, a bad budget, no vision projector). */
 engine_image *engine_image_prepare(const engine *e, const void *bytes, size_t n, int max_tokens, char *err,
                                    size_t errlen);
+/* the same from pixels already decoded (a video's frame, video.h): h rows of w RGB8 pixels, read only; the
+ * digest is of the same things, so a frame and the same picture sent as an image share their rows */
+engine_image *engine_image_prepare_rgb(const engine *e, const uint8_t *rgb, int w, int h, int max_tokens, char *err,
+                                       size_t errlen);
 void engine_image_destroy(engine_image *im);
 /* the positions it takes in a prompt (its soft tokens; boi / eoi around it are the caller's) */
 int engine_image_tokens(const engine_image *im);

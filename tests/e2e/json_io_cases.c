@@ -350,6 +350,24 @@ static void test_response_format_and_logit_bias(void)
 
 #define IMG(url) "{\"type\":\"image_url\",\"image_url\":{\"url\":\"" url "\"}}"
 
+#define ONE(part) "{" M ",\"messages\":[{\"role\":\"user\",\"content\":[" part "]}]}"
+
+/* the parts the template reads, as JSON */
+static void check_parts(const api_message *m, const char *want)
+{
+    const char *parts = json_object_to_json_string_ext(m->parts, JSON_C_TO_STRING_PLAIN);
+    CHECK(!strcmp(parts, want), "parts %s", parts);
+}
+
+/* body parsed into r and its first message (NULL, with the failure checked, when it is refused) */
+static const api_message *first_message(const char *body, api_chat_request *r)
+{
+    api_error e;
+    int rc = chat(body, r, &e);
+    CHECK(rc == 0, "%s", rc ? e.message : "");
+    return rc ? NULL : &r->msgs[0];
+}
+
 /* image_url parts: data URLs decoded (base64 strictly: padding only at the end), the parts kept in order for the
  * template; the refusals name the part */
 static void test_image_parts(void)
@@ -359,29 +377,25 @@ static void test_image_parts(void)
                     "{\"type\":\"image_url\",\"image_url\":\"data:image/gif;base64,R0lGOA==\"},"
                     "{\"type\":\"video\",\"frames\":[\"data:image/jpeg;base64,/9j/\"],\"timestamps\":[61.5]}]}]}";
     api_chat_request r;
-    api_error e;
-    int rc = chat(b, &r, &e);
-    CHECK(rc == 0, "%s", rc ? e.message : "");
-    if (rc) return;
-    const api_message *m = &r.msgs[0];
+    const api_message *m = first_message(b, &r);
+    if (!m) return;
     CHECK(!strcmp(m->content, "ab"), "text joined: '%s'", m->content);
     CHECK(m->n_images == 3 && m->n_videos == 1, "%d images, %d videos", m->n_images, m->n_videos);
     CHECK(m->n_images == 3 && m->images[0].len == 6 && !memcmp(m->images[0].bytes, "\x89PNG\r\n", 6) &&
           m->images[1].len == 4 && !memcmp(m->images[1].bytes, "GIF8", 4) && m->images[1].frame == -1 &&
           m->images[2].frame == 0 && m->images[2].seconds == 61.5 && m->images[2].max_tokens == 70, "decoded parts");
-    const char *parts = json_object_to_json_string_ext(m->parts, JSON_C_TO_STRING_PLAIN);
-    CHECK(!strcmp(parts, "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"},"
-                         "{\"type\":\"image\"},{\"type\":\"video\"}]"), "parts %s", parts);
+    check_parts(m, "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"},"
+                   "{\"type\":\"image\"},{\"type\":\"video\"}]");
     api_chat_request_free(&r);
-#define ONE(part) "{" M ",\"messages\":[{\"role\":\"user\",\"content\":[" part "]}]}"
     /* http(s) URLs are kept for the server's fetch rules (fetch.h), with the field that names them */
-    rc = chat(ONE(IMG("HTTPS://x/y.png") ",{\"type\":\"video\",\"frames\":[\"http://x/f.png\"]}"), &r, &e);
-    CHECK(rc == 0, "URLs: %s", rc ? e.message : "");
-    if (rc == 0) {
-        const api_image *im = r.msgs[0].images;
-        CHECK(r.msgs[0].n_images == 2 && im[0].url && !strcmp(im[0].url, "HTTPS://x/y.png") && !im[0].bytes &&
+    m = first_message(ONE(IMG("HTTPS://x/y.png") ",{\"type\":\"video\",\"frames\":[\"http://x/f.png\"]},"
+                          "{\"type\":\"video_url\",\"video_url\":\"https://x/v.mp4\"}"), &r);
+    if (m) {
+        const api_image *im = m->images;
+        CHECK(m->n_images == 3 && im[0].url && !strcmp(im[0].url, "HTTPS://x/y.png") && !im[0].bytes &&
               !strcmp(im[0].url_param, "messages[0].content[0].image_url.url") && im[1].url &&
-              !strcmp(im[1].url_param, "messages[0].content[1].frames[0]"), "URL parts kept");
+              !strcmp(im[1].url_param, "messages[0].content[1].frames[0]") && im[2].url && im[2].video &&
+              !strcmp(im[2].url_param, "messages[0].content[2].video_url"), "URL parts kept");
         api_chat_request_free(&r);
     }
     expect_chat_400(ONE(IMG("data:image/png;base64,iVBO=w0K")), "messages[0].content[0].image_url.url");
@@ -396,12 +410,57 @@ static void test_image_parts(void)
     expect_chat_400(ONE("{\"type\":\"video\",\"frames\":[7]}"), "messages[0].content[0].frames[0]");
     expect_chat_400(ONE("{\"type\":\"video\",\"frames\":[\"data:image/png;base64,iVBORw0K\"],\"timestamps\":[\"0\"]}"),
                     "messages[0].content[0].timestamps[0]");
+}
+
+#define VID(url) "{\"type\":\"video_url\",\"video_url\":{\"url\":\"" url "\"}}"
+
+/* video_url parts: one entry per file (video set, frame 0, 70 tokens), decoded into frames later (api_video.c); the
+ * template sees {"type": "video"}; every media type but the four video ones refused, naming the part's url */
+static void test_video_url_parts(void)
+{
+    const char *b = "{" M ",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                    VID("data:video/mp4;base64,AAAAIGZ0eXA=") ",{\"type\":\"video_url\",\"video_url\":"
+                    "\"data:video/webm;base64,GkXfow==\"}," IMG("data:image/png;base64,iVBORw0K") ","
+                    VID("data:video/quicktime;base64,AAAA") "," VID("data:video/x-matroska;base64,GkXf") "]}]}";
+    api_chat_request r;
+    const api_message *m = first_message(b, &r);
+    if (!m) return;
+    CHECK(m->n_images == 5 && m->n_videos == 4, "%d entries, %d videos", m->n_images, m->n_videos);
+    if (m->n_images == 5) {
+        const api_image *v = &m->images[0];
+        CHECK(v->video && v->frame == 0 && v->max_tokens == 70 && v->len == 8 && !memcmp(v->bytes, "\0\0\0 ftyp", 8) &&
+              !v->ready && !strcmp(v->param, "messages[0].content[1]"), "the mp4 entry");
+        CHECK(m->images[1].video && m->images[1].len == 4 && !memcmp(m->images[1].bytes, "\x1a\x45\xdf\xa3", 4),
+              "the webm entry (URL string)");
+        CHECK(!m->images[2].video && m->images[2].frame == -1, "the image between them");
+        CHECK(m->images[3].video && m->images[4].video, "quicktime and x-matroska");
+    }
+    check_parts(m, "[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"video\"},{\"type\":\"video\"},"
+                   "{\"type\":\"image\"},{\"type\":\"video\"},{\"type\":\"video\"}]");
+    api_chat_request_free(&r);
+    expect_chat_400(ONE(VID("data:image/png;base64,iVBORw0K")), "messages[0].content[0].video_url.url");
+    expect_chat_400(ONE(VID("data:video/avi;base64,AAAA")), "messages[0].content[0].video_url.url");
+    expect_chat_400(ONE(VID("data:video/mp4,rawbytes")), "messages[0].content[0].video_url.url");
+    expect_chat_400(ONE(VID("data:video/mp4;base64,AAA")), "messages[0].content[0].video_url.url");
+    expect_chat_400(ONE(VID("data:video/mp4;base64,")), "messages[0].content[0].video_url.url");
+    expect_chat_400(ONE("{\"type\":\"video_url\",\"video_url\":7}"), "messages[0].content[0].video_url");
+    expect_chat_400(ONE("{\"type\":\"video_url\"}"), "messages[0].content[0].video_url");
+    expect_chat_400(ONE("{\"type\":\"video_url\",\"video_url\":{}}"), "messages[0].content[0].video_url.url");
+    expect_chat_400(ONE(IMG("data:video/mp4;base64,AAAA")), "messages[0].content[0].image_url.url");
+    /* an http(s) URL is kept for the server's fetch rules, naming its field (fetch.h) */
+    m = first_message(ONE(VID("http://x/y.mp4")), &r);
+    if (m) {
+        CHECK(m->n_images == 1 && m->images[0].video && m->images[0].url && !m->images[0].bytes &&
+              !strcmp(m->images[0].url_param, "messages[0].content[0].video_url.url"), "the video URL kept");
+        api_chat_request_free(&r);
+    }
 #undef ONE
 }
 
 int main(void)
 {
     RUN_TEST(test_image_parts);
+    RUN_TEST(test_video_url_parts);
     RUN_TEST(test_response_format_and_logit_bias);
     RUN_TEST(test_tools_and_tool_turns);
     RUN_TEST(test_unknown_and_unsupported_fields_are_named);

@@ -5,8 +5,10 @@ and chat template (tests/fixtures/gemma4_vision_text_q8_0.gguf) and its vision p
 streamed; PNG, JPEG, WebP and GIF; the same pixels in lossless formats give the same answer and reuse the cached
 prefix (cached_tokens through the image); usage counts the image's positions; several images and turns; the
 image URLs fetched from the one host the worker may fetch from (tests/e2e/image_host.py, --image-url-allow) and
-the refusal of the rest (other hosts, redirects, too large, too slow, HTTP errors); the refusals (bad base64, unknown media types, corrupt or hostile images, too many images, a bad detail)
-are 400s naming the part, and the worker serves on after each."""
+the refusal of the rest (other hosts, redirects, too large, too slow, HTTP errors); the refusals (bad base64,
+unknown media types, corrupt or hostile images, too many images, a bad detail) are 400s naming the part, and the
+worker serves on after each. Videos: frames given as images, and video_url files (tests/fixtures/video_*.{webm,mp4},
+tools/make_video_fixture.py) decoded into the frames transformers samples, also fetched by URL."""
 import base64
 import io
 import os
@@ -222,6 +224,60 @@ def video_as_frames():
         assert err["param"] == param and words in err["message"], (param, err)
     err = error_of(ask([{"type": "video", "frames": ["x"] * 33}]), 400)
     assert "1 to 32" in err["message"], err
+
+
+def video_url_part(data, mime="video/webm"):
+    return {"type": "video_url", "video_url": {"url": data_url(data, mime)}}
+
+
+def fixture(name):
+    with open(f"tests/fixtures/{name}", "rb") as f:
+        return f.read()
+
+
+@test
+def video_url_decoded_into_frames():
+    """a video file (tests/fixtures/video_vp9.webm: 8 frames of 80x56, each 70 tokens at Gemma 4's size rule) through
+    the openai SDK: every frame sampled (fewer than 32), image_tokens = frames x 70; the same file as the URL string;
+    the H.264 MP4 of 36 frames samples 32 (over 2,304 tokens, past this worker's 1,024 context: refused as too long,
+    not as a bad video); corrupt and hostile files are 400s naming the part and the worker serves on"""
+    webm = fixture("video_vp9.webm")
+    c = client()
+    msgs = [{"role": "user", "content": [video_url_part(webm), {"type": "text", "text": "What happens?"}]}]
+    r = c.chat.completions.create(model=MODEL, messages=msgs, max_tokens=4, temperature=0)
+    assert r.usage.prompt_tokens_details.image_tokens == 8 * 70, r.usage
+    assert r.usage.prompt_tokens > 8 * (70 + 2), r.usage
+    j = ok(ask([{"type": "video_url", "video_url": data_url(webm, "video/webm")}, {"type": "text", "text": "?"}]))
+    assert j["usage"]["prompt_tokens_details"]["image_tokens"] == 8 * 70, j["usage"]
+    err = error_of(ask([video_url_part(fixture("video_h264.mp4"), "video/mp4")]), 400)
+    too_long = int(err["message"].split("resulted in ")[1].split()[0])
+    assert err["code"] == "context_length_exceeded" and too_long >= 32 * (70 + 2), err
+    # Matroska cut after whole frames is read up to the cut: its first frames
+    cut = ok(ask([video_url_part(webm[:len(webm) // 3]), {"type": "text", "text": "?"}]))["usage"]
+    assert 0 < cut["prompt_tokens_details"]["image_tokens"] < 8 * 70 and cut["prompt_tokens_details"][
+        "image_tokens"] % 70 == 0, cut
+    png = encoded(picture(6), "PNG")
+    for part, param, words in [
+        (video_url_part(webm[:100]), "messages[0].content[0]", "video: not a readable"),
+        (video_url_part(bytes(range(256)) * 8, "video/mp4"), "messages[0].content[0]", "video: not a readable"),
+        (video_url_part(png, "video/mp4"), "messages[0].content[0]", "video: not a readable"),
+        (video_url_part(fixture("video_empty.webm")), "messages[0].content[0]", "no frames"),
+        (video_url_part(webm, "image/png"), "messages[0].content[0].video_url.url", "data:video/"),
+        ({"type": "video_url", "video_url": {"url": "https://example.com/a.mp4"}},
+         "messages[0].content[0].video_url.url", "not among the hosts"),
+        ({"type": "video_url", "video_url": 7}, "messages[0].content[0].video_url", "url"),
+    ]:
+        err = error_of(ask([part, {"type": "text", "text": "?"}]), 400)
+        assert err["param"] == param and words in err["message"], (param, words, err)
+    # the same file fetched from the host the worker may fetch from
+    host, root = os.environ["IMAGE_HOST"], os.environ["IMAGE_HOST_DIR"]
+    with open(os.path.join(root, "v.webm"), "wb") as f:
+        f.write(webm)
+    j = ok(ask([{"type": "video_url", "video_url": {"url": f"{host}/v.webm"}}, {"type": "text", "text": "?"}]))
+    assert j["usage"]["prompt_tokens_details"]["image_tokens"] == 8 * 70, j["usage"]
+    err = error_of(ask([{"type": "video_url", "video_url": {"url": f"{host}/none.webm"}}]), 400)
+    assert err["param"] == "messages[0].content[0].video_url.url" and "HTTP 404" in err["message"], err
+    ok(ask([video_url_part(webm), {"type": "text", "text": "still serving"}]))
 
 
 @test

@@ -2,7 +2,8 @@
 # End to end through nginx (TLS, API key) to one clgemma-fcgi worker with a vision projector: a tiny Gemma 4 with
 # the real multimodal tokens and chat template (tests/fixtures/gemma4_vision_text_q8_0.gguf) and its mmproj
 # (tests/fixtures/gemma4_vision_mmproj.gguf): OpenAI image_url parts through the openai SDK and raw HTTP, every
-# format, the image cache and prefix reuse, image URLs fetched from an allowed local host, refusals
+# format, the image cache and prefix reuse, image URLs fetched from an allowed local host, videos as frames and
+# as video_url files (tests/fixtures/video_*), refusals
 # (tests/e2e/test_images.py).
 cd "$(dirname "$0")/../.." || exit 1
 E2E_MODEL=tests/fixtures/gemma4_vision_text_q8_0.gguf

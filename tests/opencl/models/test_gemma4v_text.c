@@ -48,7 +48,7 @@ static long BIN_N, VBIN_N;
 static double RANGE, REL_TOL = REL_TOL_F32; /* REL_TOL_TC once an engine says it has tensor cores */
 static char err[512];
 
-typedef struct { unsigned char *png; size_t len; } png_buf;
+typedef struct { unsigned char *png; size_t len; const unsigned char *rgb; int w, h; } png_buf; /* rgb: its pixels */
 static png_buf PNG[3]; /* the golden's images as PNG: grad_64x48, noise_40x130, mix_432x336 */
 static const char *IMG_NAME[3] = { "grad_64x48", "noise_40x130", "mix_432x336" };
 
@@ -82,6 +82,9 @@ static int make_png(int i)
         PNG[i].png = malloc(n);
         if (!PNG[i].png || !png_image_write_to_memory(&im, PNG[i].png, &n, 0, VBIN + off, 0, NULL)) return -1;
         PNG[i].len = n;
+        PNG[i].rgb = (const unsigned char *)VBIN + off;
+        PNG[i].w = w;
+        PNG[i].h = h;
         return 0;
     }
     return -1;
@@ -441,6 +444,27 @@ static void test_refusals(void)
     bad = engine_image_prepare(e, PNG[0].png, PNG[0].len, 50, err, sizeof err);
     CHECK(!bad && strstr(err, "image_prep"), "budget 50: '%s'", err);
     engine_image_destroy(bad);
+    /* a video's frame: the same pixels given as RGB are the same image (digest, so ids and cached rows) */
+    int32_t first0 = 0; /* PNG[0]'s first id */
+    for (int i = 0; i < 3; i++) {
+        engine_image *a = engine_image_prepare(e, PNG[i].png, PNG[i].len, 70, err, sizeof err);
+        engine_image *b = engine_image_prepare_rgb(e, PNG[i].rgb, PNG[i].w, PNG[i].h, 70, err, sizeof err);
+        int n = a && b ? engine_image_tokens(a) : 0;
+        CHECK(n > 0 && engine_image_tokens(b) == n && engine_image_token(a, 0) == engine_image_token(b, 0) &&
+              engine_image_token(a, n - 1) == engine_image_token(b, n - 1), "%s as RGB: %s", IMG_NAME[i], err);
+        if (i == 0 && a) first0 = engine_image_token(a, 0);
+        engine_image_destroy(a);
+        engine_image_destroy(b);
+    }
+    bad = engine_image_prepare_rgb(e, PNG[0].rgb, PNG[0].w - 1, PNG[0].h, 70, err, sizeof err); /* other pixels */
+    CHECK(bad && engine_image_token(bad, 0) != first0, "a narrower picture: other ids");
+    engine_image_destroy(bad);
+    bad = engine_image_prepare_rgb(e, NULL, 4, 4, 70, err, sizeof err);
+    CHECK(!bad && strstr(err, "no pixels"), "no pixels: '%s'", err);
+    bad = engine_image_prepare_rgb(e, PNG[0].rgb, 0, 4, 70, err, sizeof err);
+    CHECK(!bad && strstr(err, "zero size"), "zero size: '%s'", err);
+    bad = engine_image_prepare_rgb(e, PNG[0].rgb, 20000, 1, 70, err, sizeof err);
+    CHECK(!bad && strstr(err, "over the limit"), "20000x1: '%s'", err);
     engine_seq_free(e, seq);
     for (int s = 0; s < p.n_spans; s++) engine_image_destroy(p.ims[s]); /* released above */
     engine_destroy(e);
