@@ -103,7 +103,7 @@ static int scan_step(ops *o, const delta_shape *sh, const delta_runs *r, cl_mem 
 static int scan_chunks(ops *o, const delta_shape *sh, const delta_runs *r, cl_mem y, cl_mem beta, cl_mem g,
                        const delta_state *st, cl_mem out, uint32_t min_len, uint32_t max_chunks, double toks)
 {
-    uint32_t C = o->pol.delta_chunk, cs = o->pol.delta_cols, hk = sh->hk, hv = sh->hv, dk = sh->dk, dv = sh->dv;
+    uint32_t C = o->pol.delta_chunk, cs = o->pol.delta_scan_cols, hk = sh->hk, hv = sh->hv, dk = sh->dk, dv = sh->dv;
     uint32_t tiled = !!sh->tiled, hi = UINT32_MAX;
     cl_ulong sf = st->slot_floats;
     if (C < 1 || C > OPS_DELTA_C_MAX) return ops_fail(o, "delta_scan: chunk of %u tokens (1..%d)", C, OPS_DELTA_C_MAX);

@@ -42,7 +42,8 @@ typedef struct ops_policy {
     uint32_t delta_chunk;         /* DELTA_CHUNK: tokens per chunk of the chunked scan (C, 1..64) */
     uint32_t delta_chunk_min;     /* DELTA_CHUNK_MIN: runs of this many tokens or more take the chunked scan,
                                    * shorter ones delta_step */
-    uint32_t delta_cols;          /* DELTA_COLS: columns of S per work-group of delta_step and delta_chunk_scan */
+    uint32_t delta_cols;          /* DELTA_COLS: columns of S per work-group of delta_step */
+    uint32_t delta_scan_cols;     /* DELTA_SCAN_COLS: ... and of delta_chunk_scan */
     /* vision encoder */
     uint32_t vis_fa;              /* VIS_FA: 1: its attention on the f16 tensor-core kernel where the device has
                                    * one (vis_fa_*), 0: on the f32 kernel (vis_attn) */

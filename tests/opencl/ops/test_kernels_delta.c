@@ -236,6 +236,7 @@ static void scan_run(scan_case *c, uint32_t chunk, uint32_t chunk_min, uint32_t 
     O.pol.delta_chunk = chunk;
     O.pol.delta_chunk_min = chunk_min;
     O.pol.delta_cols = cols;
+    O.pol.delta_scan_cols = cols;
     cl_mem Y = dbuf((size_t)c->ntok * l->dc * 4, c->y), B = dbuf((size_t)c->ntok * l->sh.hv * 4, c->beta);
     cl_mem G = dbuf((size_t)c->ntok * l->sh.hv * 4, c->g), ST = dbuf(stot * 4, c->slots), R = run_table(c->rs, c->n);
     cl_mem OUT = dbuf((om + PAD) * 4, NULL);
