@@ -15,15 +15,15 @@ srcs=$(ls opencl/*.c opencl/io/*.c opencl/models/*.c opencl/ops/*.c opencl/bench
 LSAN_OPTIONS=suppressions=$supp:print_suppressions=0 \
 asan_test asan_vision test_gemma4v tests/opencl/models/test_gemma4v.c $srcs build/gen/kernels_embed.c \
     -Iopencl/models -Iopencl/ops -Iopencl/bench -Iopencl/constrain \
-    -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lcrypto -lm -lpthread || exit 1
+    -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lavformat -lavcodec -lswscale -lavutil -lcrypto -lm -lpthread || exit 1
 # shellcheck disable=SC2086
 LSAN_OPTIONS=suppressions=$supp:print_suppressions=0 \
 asan_test asan_vision test_gemma4v_encode tests/opencl/models/test_gemma4v_encode.c $srcs build/gen/kernels_embed.c \
     -Iopencl/models -Iopencl/ops -Iopencl/bench -Iopencl/constrain \
-    -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lcrypto -lm -lpthread || exit 1
+    -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lavformat -lavcodec -lswscale -lavutil -lcrypto -lm -lpthread || exit 1
 # shellcheck disable=SC2086
 LSAN_OPTIONS=suppressions=$supp:print_suppressions=0 \
 asan_test asan_vision test_gemma4v_text tests/opencl/models/test_gemma4v_text.c $srcs build/gen/kernels_embed.c \
     -Iopencl/models -Iopencl/ops -Iopencl/bench -Iopencl/constrain \
-    -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lcrypto -lm -lpthread || exit 1
+    -lclblast -lOpenCL -ljson-c -lpcre2-8 -ljpeg -lpng16 -lwebp -lwebpdemux -lgif -lavformat -lavcodec -lswscale -lavutil -lcrypto -lm -lpthread || exit 1
 echo "PASS asan_vision"

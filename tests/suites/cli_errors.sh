@@ -37,10 +37,11 @@ case_ prompt_over_context "context" $CLI generate -m "$M" --ctx 16 -p "one two t
 case_ bad_number "--temp" $CLI generate -m "$M" -p hi --temp warm
 case_ unknown_option "unknown option" $CLI generate -m "$M" -p hi --bogus
 case_ unknown_command "unknown command" $CLI fly
-# measurement settings are bench's alone, and a misspelt one is refused rather than ignored
+# measurement settings are the measuring commands' alone (bench, vbench, logits), and a misspelt one is refused
+# rather than ignored
 case_ unknown_setting "MMT_MIN_GROUP=" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set MMT_MIN_GROUP=0
 case_ setting_out_of_range "MMQ8P_STAGES takes a whole number from 2 to 4" $CLI bench -m "$M" -p 4 -n 1 -r 1 --set MMQ8P_STAGES=9
-case_ setting_outside_bench "only for bench" $CLI generate -m "$M" -p hi --set MMT_MIN_GROUPS=0
+case_ setting_outside_bench "only for logits, bench, vbench" $CLI generate -m "$M" -p hi --set MMT_MIN_GROUPS=0
 case_ draft_out_of_range "draft-max" $CLI generate -m $M -p hi --draft-max 99
 case_ bench_draft_list "draft lengths 0..16" $CLI bench -m $M --draft 2,x
 exit $fails
