@@ -483,9 +483,8 @@ static int groups_to_pin(const sched *s, job_group **gs, engine_image **ims, int
     return ng;
 }
 
-/* the images of several prompts in one engine_image_encode (one encoder pass takes many small images: 8
- * images of 70 tokens encode in half the time of one after another, H100); 0 when all are pinned, else -1
- * with nothing pinned (each prompt is then tried alone) */
+/* the images of several prompts in one engine_image_encode (one encoder pass takes many small images at once);
+ * 0 when all are pinned, else -1 with nothing pinned (each prompt is then tried alone) */
 static int pin_together(sched *s)
 {
     job_group **gs = s->n_runs > 1 ? malloc((size_t)s->n_runs * sizeof *gs) : NULL;

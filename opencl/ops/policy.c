@@ -58,13 +58,11 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .delta_chunk = 32,
         /* a run shorter than a chunk has no product to share across tokens (decode, drafts) */
         .delta_chunk_min = 32,
-        /* dv / 32 groups per head and run of delta_step. 8 measured faster at B=1 on Qwen 3.6 35B-A3B (146 -> 171
-         * tok/s) but slower on 27B B=1 (91.6 -> 86.8) and at B=16 (35B-A3B 1,345 -> 1,044; 27B 564 -> 445), H200 */
+        /* dv / 32 groups per head and run of delta_step: fewer columns lose at B=16 (docs/PERF.md, Qwen 3.6) */
         .delta_cols = 32,
-        /* the chunk scan walks a prompt's chunks in order, so its parallelism is its groups: dv / 8 per head and
-         * run. Prefill 2048, H200: 35B-A3B 4,830 -> 7,813 tok/s, 27B 1,811 -> 2,310 against 32 columns (4: 7,577) */
+        /* the chunk scan walks a prompt's chunks in order, so its groups are its only parallelism (docs/PERF.md) */
         .delta_scan_cols = 8,
-        /* vis_attn re-reads every key per query row: 7x the time from 70 to 280 soft tokens on an H100 */
+        /* vis_attn re-reads every key per query row, so it grows with the square of the patches */
         .vis_fa = 1,
     };
 }
