@@ -35,19 +35,40 @@ static void attn_ref(const float *q, const float *k, const float *v, const int32
     free(s);
 }
 
+/* a launch's random q [ntok][nh][hd], k and v [ntok][nkv][hd], each row's image range, and room for out / ref */
+typedef struct attn_io {
+    float *q, *k, *v, *out;
+    double *ref;
+    int32_t *rng;
+    size_t nq, nk;
+} attn_io;
+
+static attn_io attn_io_make(const uint32_t *rows, uint32_t nimg, uint32_t ntok, uint32_t nh, uint32_t nkv,
+                            uint32_t hd)
+{
+    attn_io a = { .nq = (size_t)ntok * nh * hd, .nk = (size_t)ntok * nkv * hd };
+    a.q = malloc(a.nq * 4), a.k = malloc(a.nk * 4), a.v = malloc(a.nk * 4), a.out = malloc((a.nq + PAD) * 4);
+    a.ref = malloc(a.nq * 8);
+    a.rng = malloc((size_t)ntok * 8);
+    for (size_t i = 0; i < a.nq; i++) a.q[i] = nrand();
+    for (size_t i = 0; i < a.nk; i++) a.k[i] = nrand(), a.v[i] = nrand();
+    for (uint32_t i = 0, t = 0, r0 = 0; i < nimg; r0 += rows[i++])
+        for (uint32_t j = 0; j < rows[i]; j++, t++) a.rng[2 * t] = (int32_t)r0, a.rng[2 * t + 1] = (int32_t)(r0 + rows[i]);
+    return a;
+}
+
+static void attn_io_free(attn_io *a) { free(a->q), free(a->k), free(a->v), free(a->out), free(a->ref), free(a->rng); }
+
 /* images of the given row counts in one launch */
 static void attn_case(const uint32_t *rows, uint32_t nimg, uint32_t nh, uint32_t nkv, uint32_t hd, float scale)
 {
     uint32_t ntok = 0;
     for (uint32_t i = 0; i < nimg; i++) ntok += rows[i];
-    size_t nq = (size_t)ntok * nh * hd, nk = (size_t)ntok * nkv * hd;
-    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *out = malloc((nq + PAD) * 4);
-    double *ref = malloc(nq * 8);
-    int32_t *rng = malloc((size_t)ntok * 8);
-    for (size_t i = 0; i < nq; i++) q[i] = nrand();
-    for (size_t i = 0; i < nk; i++) k[i] = nrand(), v[i] = nrand();
-    for (uint32_t i = 0, t = 0, r0 = 0; i < nimg; r0 += rows[i++])
-        for (uint32_t j = 0; j < rows[i]; j++, t++) rng[2 * t] = (int32_t)r0, rng[2 * t + 1] = (int32_t)(r0 + rows[i]);
+    attn_io a = attn_io_make(rows, nimg, ntok, nh, nkv, hd);
+    size_t nq = a.nq, nk = a.nk;
+    float *q = a.q, *k = a.k, *v = a.v, *out = a.out;
+    double *ref = a.ref;
+    int32_t *rng = a.rng;
     attn_ref(q, k, v, rng, ref, ntok, nh, nkv, hd, scale);
     cl_mem Q = dbuf(nq * 4, q), K = dbuf(nk * 4, k), V = dbuf(nk * 4, v), R = dbuf((size_t)ntok * 8, rng),
            OUT = dbuf((nq + PAD) * 4, NULL);
@@ -61,7 +82,7 @@ static void attn_case(const uint32_t *rows, uint32_t nimg, uint32_t nh, uint32_t
     check_untouched(what, out, nq, nq + PAD);
     cl_mem ms[] = { Q, K, V, R, OUT };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) clReleaseMemObject(ms[i]);
-    free(q), free(k), free(v), free(out), free(ref), free(rng);
+    attn_io_free(&a);
 }
 
 static void test_attention_dense(void)
@@ -100,20 +121,16 @@ static void attn_f16_case(const uint32_t *rows, uint32_t nimg, uint32_t nh, uint
               "attention_dense_f16 without a kernel not refused");
         return;
     }
-    size_t nq = (size_t)ntok * nh * hd, nk = (size_t)ntok * nkv * hd;
-    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *out = malloc((nq + PAD) * 4);
-    double *ref = malloc(nq * 8);
-    int32_t *rng = malloc((size_t)ntok * 8);
-    for (size_t i = 0; i < nq; i++) q[i] = nrand();
-    for (size_t i = 0; i < nk; i++) k[i] = nrand(), v[i] = nrand();
+    attn_io a = attn_io_make(rows, nimg, ntok, nh, nkv, hd);
+    size_t nq = a.nq;
+    float *q = a.q, *k = a.k, *v = a.v, *out = a.out;
+    double *ref = a.ref;
+    int32_t *rng = a.rng;
     uint16_t *q16 = heads_f16(q, q, ntok, nh, hd, hdp), *k16 = heads_f16(k, k, ntok, nkv, hd, hdp);
     uint16_t *v16 = heads_f16(v, v, ntok, nkv, hd, hdp);
     int32_t *tiles = malloc(((size_t)ntok / OPS_VFA_TILE + nimg + 1) * 8);
     uint32_t nt = 0;
-    for (uint32_t i = 0, t = 0, r0 = 0; i < nimg; r0 += rows[i++]) {
-        for (uint32_t j = 0; j < rows[i]; j++, t++) rng[2 * t] = (int32_t)r0, rng[2 * t + 1] = (int32_t)(r0 + rows[i]);
-        ops_vision_tiles(tiles, &nt, r0, rows[i]);
-    }
+    for (uint32_t i = 0, r0 = 0; i < nimg; r0 += rows[i++]) ops_vision_tiles(tiles, &nt, r0, rows[i]);
     attn_ref(q, k, v, rng, ref, ntok, nh, nkv, hd, scale);
     cl_mem T = dbuf((size_t)nt * 8, tiles);
     cl_mem Q = dbuf((size_t)nh * ntok * hdp * 2, q16), K = dbuf((size_t)nkv * ntok * hdp * 2, k16),
@@ -150,7 +167,8 @@ static void attn_f16_case(const uint32_t *rows, uint32_t nimg, uint32_t nh, uint
     }
     cl_mem ms[] = { Q, K, V, R, T, OUT };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) clReleaseMemObject(ms[i]);
-    free(q), free(k), free(v), free(out), free(ref), free(rng), free(q16), free(k16), free(v16), free(tiles);
+    attn_io_free(&a);
+    free(q16), free(k16), free(v16), free(tiles);
 }
 
 static void test_attention_dense_f16(void)
