@@ -42,7 +42,7 @@ inline void nf_q8_store(float4 v0, uint i, int live, uint n4, size_t row, size_t
 #endif
 }
 
-#define NF_SLOTS 2 /* float4s per item held in registers: rows of up to NF_SLOTS * L float4s */
+#define NF_SLOTS 4 /* float4s per item held in registers: rows of up to NF_SLOTS * L float4s */
 
 /* norm_fuse for a row of at most NF_SLOTS float4s per item: x, x2, res, wx and w_0 are loaded once,
  * up front, so the chain waits on one round of loads; the looped form rereads them per pass, a

@@ -1,5 +1,5 @@
 /* launch.c — the ops context: create/destroy (each family's pair in turn), the sticky error,
- * the one launcher (arguments, enqueue, profile), and the helpers every family shares. */
+ * the one launcher (arguments, enqueue; profile.c times it), and the helpers every family shares. */
 #include "ops_int.h"
 
 #include <stdarg.h>
@@ -96,21 +96,8 @@ void ops_destroy(ops *o)
 {
     for (size_t i = sizeof FAMILIES / sizeof *FAMILIES; i-- > 0;) FAMILIES[i].release(o);
     ops_mm_release(o);
+    ops_profile_release(o);
     memset(o, 0, sizeof *o);
-}
-
-static void prof_event(ops *o, int kind, cl_event ev, double bytes, double flop)
-{
-    if (!ev) return;
-    clWaitForEvents(1, &ev);
-    cl_ulong a = 0, b = 0;
-    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
-    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
-    o->prof_ms[kind] += (double)(b - a) * 1e-6;
-    o->prof_n[kind]++;
-    o->prof_bytes[kind] += bytes;
-    o->prof_flop[kind] += flop;
-    clReleaseEvent(ev);
 }
 
 int ops_fail(ops *o, const char *fmt, ...)
@@ -152,13 +139,9 @@ int ops_launch_args(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, 
     cl_int e = clEnqueueNDRangeKernel(o->rt->q, k, (cl_uint)dims, NULL, g, lws, 0, NULL,
                                       o->rt->profiling ? &ev : NULL);
     if (e != CL_SUCCESS) return ops_fail(o, "%s: launch failed: %s", kernel_names[kind], rt_errstr(e));
-    if (o->rt->profiling) prof_event(o, kind, ev, bytes, flop);
+    if (o->rt->profiling) ops_profile_event(o, kind, ev, bytes, flop);
     return 0;
 }
-
-/* profiled time of a launch that did not go through ops_launch_args (CLBlast's GEMM) */
-void ops_profile_event(ops *o, int kind, cl_event ev, double bytes, double flop) { prof_event(o, kind, ev, bytes,
-flop); }
 
 void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_seg, size_t *gws, size_t *lws,
                      uint32_t *tpr)
@@ -219,32 +202,4 @@ int ops_gather_multi(ops *o, const mm_out *outs, int n, multi_args *a)
         }
     }
     return 0;
-}
-
-void ops_profile_reset(ops *o)
-{
-    memset(o->prof_ms, 0, sizeof o->prof_ms);
-    memset(o->prof_n, 0, sizeof o->prof_n);
-    memset(o->prof_bytes, 0, sizeof o->prof_bytes);
-    memset(o->prof_flop, 0, sizeof o->prof_flop);
-}
-
-void ops_profile_print(const ops *o, double wall_ms, int steps)
-{
-    double total = 0;
-    long launches = 0;
-    for (int i = 0; i < K_COUNT; i++) { total += o->prof_ms[i]; launches += o->prof_n[i]; }
-    fprintf(stderr, "%-20s %9s %7s %8s %10s %10s %10s\n", "kernel", "ms", "share", "launches", "GB/s", "TFLOP/s",
-            "us/launch");
-    for (int i = 0; i < K_COUNT; i++) {
-        if (!o->prof_n[i]) continue;
-        double s = o->prof_ms[i] * 1e-3;
-        fprintf(stderr, "%-20s %9.3f %6.1f%% %8ld %10.1f %10.3f %10.1f\n", kernel_names[i], o->prof_ms[i],
-                total > 0 ? 100.0 * o->prof_ms[i] / total : 0.0, o->prof_n[i], s > 0 ? o->prof_bytes[i] / s / 1e9 : 0,
-                s > 0 ? o->prof_flop[i] / s / 1e12 : 0, 1e3 * o->prof_ms[i] / o->prof_n[i]);
-    }
-    fprintf(stderr, "kernel time %.3f ms, wall %.3f ms over %d steps: %ld launches (%.1f per step); "
-                    "time outside kernels (launch overhead, host) %.1f%%\n",
-            total, wall_ms, steps, launches, steps ? (double)launches / steps : 0.0,
-            wall_ms > 0 ? 100.0 * (wall_ms - total) / wall_ms : 0.0);
 }

@@ -80,11 +80,11 @@ static int mvq_staged(const ops *o, uint32_t type, size_t rows, uint32_t k, uint
                                mvq_local(k, ntok) + 1024 > o->local_mem));
 }
 
-/* rows per mvq group: ~4 groups per compute unit, whole passes of the 8 warps (2 rows each), at
- * most 128 (each group quantizes X once) */
+/* rows per mvq group: pol.mvq_groups_per_cu groups per compute unit, whole passes of the 8 warps
+ * (2 rows each), at most 128 (each group quantizes X once) */
 static uint32_t mvq_rpg(const ops *o, size_t rows)
 {
-    size_t pass = 8 * 2, rpg = (rows / (4 * (size_t)o->n_cu) + pass - 1) / pass * pass;
+    size_t pass = 8 * 2, rpg = (rows / (o->pol.mvq_groups_per_cu * (size_t)o->n_cu) + pass - 1) / pass * pass;
     if (rpg < pass) rpg = pass;
     if (rpg > 128) rpg = 128;
     return (uint32_t)rpg;

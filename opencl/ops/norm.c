@@ -9,13 +9,14 @@ int ops_norm_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
     if (clGetKernelWorkGroupInfo(o->norm.fuse, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) !=
             CL_SUCCESS || kwg > rt->max_wg)
         kwg = rt->max_wg;
-    for (o->norm.wg_max = 64; o->norm.wg_max * 2 <= kwg && o->norm.wg_max < 1024;) o->norm.wg_max *= 2;
+    /* 512, not 1024: a 1,024-item group took twice as long for the same row (docs/PERF.md) */
+    for (o->norm.wg_max = 64; o->norm.wg_max * 2 <= kwg && o->norm.wg_max < 512;) o->norm.wg_max *= 2;
     return 0;
 }
 
 void ops_norm_release(ops *o) { ops_kernel_release(&o->norm.fuse); }
 
-/* one group per row; for a few rows (decode) a group as wide as the row needs (~2 float4 per item),
+/* one group per row; for a few rows (decode) a group as wide as the row needs (2-4 float4 per item),
  * so each pass is one or two loads per item instead of a loop of dependent ones */
 static size_t norm_lws(const ops *o, uint32_t rows, uint32_t n)
 {

@@ -29,6 +29,9 @@ typedef struct weight {
     uint32_t row_bytes;
 } weight;
 
+/* launch shapes bench --profile tells apart (the rest count in their kind's total only) */
+#define OPS_PROF_SHAPES 512
+
 /* what bench --profile counts launches under (one name each in launch.c) */
 enum op_kernel {
     K_NORM_ROPE, K_ATTN_PARTIAL, K_GEGLU,
@@ -116,7 +119,7 @@ typedef struct ops_act {       /* act_q8.c: the int8 form of the next product's 
 
 typedef struct ops_norm {      /* norm.c */
     cl_kernel fuse;            /* norm_fuse: every RMSNorm chain */
-    size_t wg_max;             /* largest group it runs with (power of two, <= 1024) */
+    size_t wg_max;             /* largest group it runs with (power of two, <= 512) */
 } ops_norm;
 
 typedef struct ops_rope {      /* rope.c */
@@ -190,11 +193,18 @@ typedef struct ops {
     ops_moe moe;
     ops_delta delta;
     ops_vision vision;
-    /* profiling (bench --profile): time and launches per op kind */
+    /* profiling (bench --profile, profile.c): time and launches per op kind, and the device's idle
+     * time between kernels of one step; events wait in prof_pend until the step has finished */
     double prof_ms[K_COUNT];
     long prof_n[K_COUNT];
     double prof_bytes[K_COUNT];
     double prof_flop[K_COUNT];
+    double prof_gap_ms, prof_span_ms;
+    long prof_batches;
+    struct prof_pending *prof_pend;
+    size_t prof_npend, prof_cap;
+    struct prof_shape *prof_shapes; /* OPS_PROF_SHAPES, from the first reset */
+    size_t prof_nshapes;
     /* the first failure since ops_clear ("op: what"); while set every op is a no-op returning -1 */
     int failed;
     char err[256];
@@ -484,7 +494,9 @@ int op_clamp(ops *o, cl_mem x, cl_mem y, float lo, float hi, uint32_t n);
 int op_standardize(ops *o, cl_mem x, cl_mem y, cl_mem bias, cl_mem scale, uint32_t rows, uint32_t n);
 
 void ops_profile_reset(ops *o);
-/* prints the per-op profile table to stderr */
-void ops_profile_print(const ops *o, double wall_ms, int steps);
+/* reads the finished launches' times (after the queue drained: a step's end) */
+void ops_profile_harvest(ops *o);
+/* prints the per-op profile table to stderr (draining the queue first) */
+void ops_profile_print(ops *o, double wall_ms, int steps);
 
 #endif

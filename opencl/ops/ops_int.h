@@ -27,6 +27,7 @@ OPS_FAMILY(moe) OPS_FAMILY(delta) OPS_FAMILY(vision)
 int ops_type_kernel(cl_runtime *rt, cl_kernel *k, const char *family, uint32_t type, char *err, size_t errlen);
 /* the profile's record of a launch made outside ops_launch_args (CLBlast's GEMM) */
 void ops_profile_event(ops *o, int kind, cl_event ev, double bytes, double flop);
+void ops_profile_release(ops *o);
 /* releases a kernel / buffer where set, and clears it */
 void ops_kernel_release(cl_kernel *k);
 void ops_mem_release(cl_mem *m);

@@ -24,6 +24,8 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mvqg_min_k = 4096,
         /* 2 warps of 4 rows measured best */
         .mvqg_rpg = 8,
+        /* every mvq group stages X once: fewer groups stage it fewer times, more hide latency */
+        .mvq_groups_per_cu = 4,
         /* shorter rows' products stay on mmqs, which needs no int8 X */
         .q8x_min_k = 2048,
         /* small products stay on mmqs: its X conversion takes no launch of its own, and a step of
@@ -79,6 +81,7 @@ static const struct policy_name {
     F(MVQG_MIN_ELEMS, mvqg_min_elems, 0, UINT32_MAX),
     F(MVQG_MIN_K, mvqg_min_k, 0, UINT32_MAX),
     F(MVQG_RPG, mvqg_rpg, 4, 128),
+    F(MVQ_GROUPS_PER_CU, mvq_groups_per_cu, 1, 64),
     F(Q8X_MIN_K, q8x_min_k, 0, UINT32_MAX),
     F(MMQ8_MIN_ELEMS, mmq8_min_elems, 0, UINT32_MAX),
     F(MMQ8_MAX_TOK, mmq8_max_tok, 4, OPS_MMQ8_MAXT),
