@@ -20,7 +20,7 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mv_tpr = rt->is_nvidia ? 32 : 1024,
         /* staging X per group costs every group a round trip per 32 blocks before its first weight
          * load: large products quantize X once instead, and a short X is cheap to stage */
-        .mvqg_min_elems = 32u << 20,
+        .mvqg_min_elems = 16u << 20,
         .mvqg_min_k = 4096,
         /* 2 warps of 4 rows measured best */
         .mvqg_rpg = 8,
