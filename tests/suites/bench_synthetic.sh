@@ -47,6 +47,36 @@ bench moe_q4_k_b2 "synthetic gemma4-26b-a4b q4_k (2 layers)" "q5_0 .*(ffn_down" 
   --synthetic gemma4-26b-a4b --type q4_k --layers 2 -p 12 -n 3 -r 1 -b 2
 # E4B layers in bf16
 bench e4b_bf16 "synthetic gemma4-e4b bf16 (2 layers)" "bf16" --synthetic gemma4-e4b --type bf16 --layers 2 -p 8 -n 2 -r 1
+# --profile: per-kind and per-shape launch times read after each step; the tables must add up
+bench profile_e4b "synthetic gemma4-e4b q8_0 (2 layers)" "launch shapes" \
+  --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1 --profile
+why=$("$PY" - "$tmp/err" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+parts = text.split("profile: ")[1:]
+if len(parts) != 2 or not parts[0].startswith("prefill") or not parts[1].startswith("decode, batch 1, 3 steps"):
+    print("expected a prefill and a 3-step decode profile"); sys.exit()
+row = r"^\S.*? +([0-9.]+) +[0-9.]+% +([0-9]+) "
+for p in parts:
+    kinds, shapes = p.split("kernel time")[0], p.split("launch shapes")[-1]
+    kr = [(float(a), int(b)) for a, b in re.findall(row, kinds, re.M)]
+    m = re.search(r"kernel time ([0-9.]+) ms, wall ([0-9.]+) ms over ([0-9]+) steps: ([0-9]+) launches", p)
+    w = re.search(r"wall: kernels ([0-9.]+)%, device idle between a step's kernels ([0-9.]+)% .*?"
+                  r"outside the steps' device spans \(host between steps\) (-?[0-9.]+)%", p)
+    if not (kr and m and w): print("a profile lacks its table or totals: %r" % p[:200]); sys.exit()
+    total, launches = float(m.group(1)), int(m.group(4))
+    if abs(sum(a for a, _ in kr) - total) > 0.01 * total + 0.01 or sum(b for _, b in kr) != launches:
+        print("kinds add to %.3f ms / %d launches, totals say %.3f / %d" %
+              (sum(a for a, _ in kr), sum(b for _, b in kr), total, launches)); sys.exit()
+    k, idle, out = (float(w.group(i)) for i in (1, 2, 3))
+    if k <= 0 or idle < 0 or k + idle + out > 100.5:
+        print("wall shares %.1f + %.1f + %.1f" % (k, idle, out)); sys.exit()
+    sh = [(float(a), int(b)) for a, b in re.findall(row, shapes, re.M)]
+    if not sh or sum(a for a, _ in sh) > total * 1.01 + 0.01 or sum(b for _, b in sh) > launches:
+        print("shapes add to %.3f ms of %.3f" % (sum(a for a, _ in sh), total)); sys.exit()
+EOF
+)
+if [ -n "$why" ]; then echo "FAIL profile_tables: $why"; fails=1; else echo "PASS profile_tables"; fi
 err_case unknown_model "unknown synthetic model" bench --synthetic gemma4-7b --type q8_0
 err_case unknown_type "unknown synthetic weight type" bench --synthetic gemma4-e2b --type q3_k
 err_case not_bench "only for bench" generate --synthetic gemma4-e2b -p hi
