@@ -392,18 +392,17 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
         }
         /* prefill one sequence (the 'prompt processing' figure), then the rest untimed */
         int last = rep == a->reps - 1;
-        if (a->profile && last) engine_set_profiling(e, 1);
+        if (a->profile && last) engine_profile_reset(e);
         double t0 = monotonic_seconds();
         step_or_die(e, items, 1);
         pp[rep] = np / (monotonic_seconds() - t0);
         if (a->profile && last) {
             fprintf(stderr, "profile: prefill of %d tokens\n", np);
             engine_profile_print(e, (monotonic_seconds() - t0) * 1e3, 1);
-            engine_set_profiling(e, 0);
         }
         if (B > 1) step_or_die(e, items + 1, B - 1);
         int32_t next[256];
-        if (a->profile && rep == a->reps - 1) engine_set_profiling(e, 1);
+        if (a->profile && rep == a->reps - 1) engine_profile_reset(e);
         double t1 = monotonic_seconds(), q1 = engine_enqueue_seconds(e), dr = 0;
         for (int s = 0; s < nd; s++) {
             for (int b = 0; b < B; b++) {
@@ -421,7 +420,6 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
         if (a->profile && last) { /* before check_finite: its single-sequence steps are not decode */
             fprintf(stderr, "profile: decode, batch %d, %d steps\n", B, nd);
             engine_profile_print(e, dt * 1e3, nd);
-            engine_set_profiling(e, 0);
         }
         if (a->synthetic && last) check_finite(e, items, B, next);
         for (int b = 0; b < B; b++) engine_seq_free(e, seqs[b]);

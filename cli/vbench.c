@@ -162,14 +162,13 @@ static void encodes(vb *v, figures *f, double *prep, double *a, double *b)
         b[r] = ms(t0) / v->B;
         drop(v, ims, v->B);
     }
-    if (v->profile) { /* one more encode, its kernels timed one by one */
+    if (v->profile) { /* one more encode, its kernels timed (engine_profile_print) */
         ims[0] = fresh(v, f->T, NULL);
-        engine_set_profiling(v->e, 1);
+        engine_profile_reset(v->e);
         double t0 = monotonic_seconds();
         encode(v, ims, 1);
         fprintf(stderr, "profile: encode of one %d-token image\n", f->tokens);
         engine_profile_print(v->e, ms(t0), 1);
-        engine_set_profiling(v->e, 0);
         drop(v, ims, 1);
     }
     f->prep = median(prep, v->reps);

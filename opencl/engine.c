@@ -544,7 +544,7 @@ int engine_seq_len(const engine *e, int seq)
     return e->kv.seq_len[seq];
 }
 
-void engine_set_profiling(engine *e, int on) { e->profiling = on; ops_profile_reset(&e->o); }
+void engine_profile_reset(engine *e) { ops_profile_reset(&e->o); }
 
 
 void engine_profile_print(engine *e, double wall_ms, int steps) { ops_profile_print(&e->o, wall_ms, steps); }

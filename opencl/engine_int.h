@@ -30,7 +30,6 @@ struct engine {
     int32_t stop_ids[8];
     int n_stop;
     uint32_t max_batch, seq_chunk; /* tokens of a forward; of one sequence in it (fit_seq_chunk) */
-    int profiling;
     double enqueue_s;       /* host time spent enqueuing steps (engine_enqueue_seconds) */
     int step_drafts;        /* this step's items are single tokens or drafts (engine_item.draft) */
     /* host staging for one step */

@@ -382,9 +382,10 @@ typedef struct engine_draft_item {
 } engine_draft_item;
 int engine_draft(engine *e, engine_draft_item *items, int n, char *err, size_t errlen);
 
-/* Per-kernel profile (bench --profile): needs an engine loaded with opts.profile.
- * engine_profile_print writes the table of time, launches, GB/s and TFLOP/s per op to stderr. */
-void engine_set_profiling(engine *e, int on);
+/* Per-kernel profile (bench --profile): needs an engine loaded with opts.profile. engine_profile_reset
+ * starts the count afresh; engine_profile_print writes the tables of time, launches, GB/s and TFLOP/s per op
+ * and per launch shape, and how the wall divides, to stderr. */
+void engine_profile_reset(engine *e);
 void engine_profile_print(engine *e, double wall_ms, int steps);
 /* seconds spent so far enqueuing steps (host side, before waiting for the sampled ids): set against
  * wall time it tells whether decode waits on the GPU or on launches */
