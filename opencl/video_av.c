@@ -10,6 +10,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
+#include <libavutil/mem.h>
 #include <libswscale/swscale.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -120,8 +121,17 @@ static int frame_size_ok(const video_limits *lim, int w, int h, char *err, size_
     return ERR("video: frame %s", !strncmp(why, "image: ", 7) ? why + 7 : why);
 }
 
-/* libav's logger is process-wide: a client's corrupt file must not write to the server's stderr */
-static void quiet_once(void) { av_log_set_level(AV_LOG_QUIET); }
+/* the largest block libav may allocate: a 16-bit plane of the largest frame (4096 x 2304) is 19 MB, while a
+ * demuxer that trusts a header's entry count asks for hundreds of MB from a file of a few KB */
+#define AV_MAX_ALLOC ((size_t)64 << 20)
+
+/* libav's logger and allocation cap are process-wide: a client's corrupt file must neither write to the
+ * server's stderr nor make it allocate what no valid file of the limits needs */
+static void av_once(void)
+{
+    av_log_set_level(AV_LOG_QUIET);
+    av_max_alloc(AV_MAX_ALLOC);
+}
 
 static int open_input(video_run *r, char *err, size_t errlen)
 {
@@ -269,7 +279,7 @@ int video_decode(const uint8_t *data, size_t n, const video_limits *lim, video_f
                  size_t errlen)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, quiet_once);
+    pthread_once(&once, av_once);
     video_limits d = video_limits_default();
     if (!lim) lim = &d;
     if (err && errlen) err[0] = 0;
