@@ -200,10 +200,9 @@ typedef struct ops {
     double prof_bytes[K_COUNT];
     double prof_flop[K_COUNT];
     double prof_gap_ms, prof_span_ms;
-    long prof_batches;
     struct prof_pending *prof_pend;
     size_t prof_npend, prof_cap;
-    struct prof_shape *prof_shapes; /* OPS_PROF_SHAPES, from the first reset */
+    struct prof_shape *prof_shapes; /* OPS_PROF_SHAPES of them, from the first launch read */
     size_t prof_nshapes;
     /* the first failure since ops_clear ("op: what"); while set every op is a no-op returning -1 */
     int failed;

@@ -22,6 +22,7 @@ struct prof_shape {
 
 static void shape_add(ops *o, const struct prof_pending *p, double ms)
 {
+    if (!o->prof_shapes && !(o->prof_shapes = calloc(OPS_PROF_SHAPES, sizeof *o->prof_shapes))) return;
     struct prof_shape *s = o->prof_shapes;
     size_t i = 0;
     while (i < o->prof_nshapes && !(s[i].kind == p->kind && s[i].bytes == p->bytes && s[i].flop == p->flop)) i++;
@@ -46,15 +47,13 @@ void ops_profile_event(ops *o, int kind, cl_event ev, double bytes, double flop)
     if (o->prof_npend == o->prof_cap) {
         size_t cap = o->prof_cap ? 2 * o->prof_cap : 1024;
         struct prof_pending *p = realloc(o->prof_pend, cap * sizeof *p);
-        if (!p) { /* no room to keep it: time this one now */
-            clWaitForEvents(1, &ev);
-            ops_profile_harvest(o);
-            p = o->prof_pend;
-            if (!p) { clReleaseEvent(ev); return; }
-            cap = o->prof_cap;
+        if (p) {
+            o->prof_pend = p;
+            o->prof_cap = cap;
+        } else {
+            ops_profile_harvest(o); /* no room to grow: the launches so far are read now, emptying it */
         }
-        o->prof_pend = p;
-        o->prof_cap = cap;
+        if (o->prof_npend == o->prof_cap) { clReleaseEvent(ev); return; }
     }
     o->prof_pend[o->prof_npend++] = (struct prof_pending){ ev, kind, bytes, flop };
 }
@@ -67,8 +66,7 @@ void ops_profile_harvest(ops *o)
     cl_ulong first = 0, prev_end = 0;
     for (size_t i = 0; i < o->prof_npend; i++) {
         struct prof_pending *p = &o->prof_pend[i];
-        cl_ulong a = 0, b = 0;
-        clWaitForEvents(1, &p->ev);
+        cl_ulong a = 0, b = 0; /* done: the queue runs in order and the last one is */
         clGetEventProfilingInfo(p->ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
         clGetEventProfilingInfo(p->ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
         clReleaseEvent(p->ev);
@@ -76,13 +74,12 @@ void ops_profile_harvest(ops *o)
         else if (a > prev_end) o->prof_gap_ms += (double)(a - prev_end) * 1e-6;
         if (b > prev_end) prev_end = b;
         o->prof_ms[p->kind] += (double)(b - a) * 1e-6;
-        if (o->prof_shapes) shape_add(o, p, (double)(b - a) * 1e-6);
+        shape_add(o, p, (double)(b - a) * 1e-6);
         o->prof_n[p->kind]++;
         o->prof_bytes[p->kind] += p->bytes;
         o->prof_flop[p->kind] += p->flop;
     }
     if (prev_end > first) o->prof_span_ms += (double)(prev_end - first) * 1e-6;
-    o->prof_batches++;
     o->prof_npend = 0;
 }
 
@@ -104,8 +101,6 @@ void ops_profile_reset(ops *o)
     memset(o->prof_bytes, 0, sizeof o->prof_bytes);
     memset(o->prof_flop, 0, sizeof o->prof_flop);
     o->prof_gap_ms = o->prof_span_ms = 0;
-    o->prof_batches = 0;
-    if (!o->prof_shapes) o->prof_shapes = calloc(OPS_PROF_SHAPES, sizeof *o->prof_shapes);
     o->prof_nshapes = 0;
 }
 
