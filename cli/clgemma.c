@@ -377,7 +377,7 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
     const engine_info *in = engine_get_info(e);
     uint64_t r = 54321;
     double pp[1000], tg[1000];
-    double enq_ms[1000], dr_ms[1000];
+    double enq_ms[1000], dr_ms[1000], dev_ms[1000];
     /* --draft: each sequence's tokens so far (the prompt, then one accepted token a step), for the cut */
     int32_t *hist = K ? malloc(sizeof(int32_t) * (size_t)B * (size_t)(np + nd + 1)) : NULL;
     if (K && !hist) cli_die("%s", "out of memory");
@@ -403,7 +403,8 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
         if (B > 1) step_or_die(e, items + 1, B - 1);
         int32_t next[256];
         if (a->profile && rep == a->reps - 1) engine_profile_reset(e);
-        double t1 = monotonic_seconds(), q1 = engine_enqueue_seconds(e), dr = 0;
+        engine_hold_steps(e, a->hold);
+        double t1 = monotonic_seconds(), q1 = engine_enqueue_seconds(e), d1 = engine_device_seconds(e), dr = 0;
         for (int s = 0; s < nd; s++) {
             for (int b = 0; b < B; b++) {
                 next[b] = items[b].token_out;
@@ -414,6 +415,8 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
             else step_or_die(e, items, B);
         }
         double dt = monotonic_seconds() - t1;
+        engine_hold_steps(e, 0);
+        dev_ms[rep] = nd > 0 ? (engine_device_seconds(e) - d1) * 1e3 / nd : 0;
         tg[rep] = nd > 0 ? (double)nd * B / dt : 0;
         enq_ms[rep] = nd > 0 ? (engine_enqueue_seconds(e) - q1) * 1e3 / nd : 0;
         dr_ms[rep] = nd > 0 ? dr * 1e3 / nd : 0;
@@ -429,12 +432,13 @@ static void bench_run(engine *e, const cli_args *a, int K, const int32_t *prompt
     qsort(tg, (size_t)a->reps, sizeof *tg, cmp_d);
     qsort(enq_ms, (size_t)a->reps, sizeof *enq_ms, cmp_d);
     qsort(dr_ms, (size_t)a->reps, sizeof *dr_ms, cmp_d);
+    qsort(dev_ms, (size_t)a->reps, sizeof *dev_ms, cmp_d);
     printf("{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"batch\":%d,\"reps\":%d,"
            "\"prefill_tok_s\":%.2f,\"prefill_min\":%.2f,\"prefill_max\":%.2f,"
            "\"decode_tok_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"enqueue_ms_per_step\":%.3f,"
-           "\"draft\":%d,\"step_ms\":%.4f,\"drafter_ms\":%.4f,\"load_s\":%.3f}\n",
+           "\"device_ms_per_step\":%.3f,\"draft\":%d,\"step_ms\":%.4f,\"drafter_ms\":%.4f,\"load_s\":%.3f}\n",
            in->name, in->device, np, nd, B, a->reps, pp[a->reps / 2], pp[0], pp[a->reps - 1], tg[a->reps / 2], tg[0],
-           tg[a->reps - 1], enq_ms[a->reps / 2], K, tg[a->reps / 2] > 0 ? 1e3 * B / tg[a->reps / 2] : 0.0, dr_ms[a->reps / 2], load_s);
+           tg[a->reps - 1], enq_ms[a->reps / 2], dev_ms[a->reps / 2], K, tg[a->reps / 2] > 0 ? 1e3 * B / tg[a->reps / 2] : 0.0, dr_ms[a->reps / 2], load_s);
 }
 
 static int cmd_bench(const cli_args *a)

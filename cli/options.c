@@ -107,6 +107,9 @@ static const cli_option OPTIONS[] = {
       "with --draft K: also time K steps of this MTP drafter (gemma4-assistant GGUF) for every sequence" },
     { "--profile", NULL, NULL, B(BENCH) | B(VBENCH), K_FLAG, F(profile), 0, 0,
       "per-kernel times of the last repetition (vbench: of one more 1-image encode per budget)" },
+    { "--hold", NULL, NULL, B(BENCH), K_FLAG, F(hold), 0, 0,
+      "each step's launches wait until all are enqueued: device_ms_per_step is the device's time alone (steps "
+      "then cost enqueue plus device time)" },
     { "--set", NULL, "NAME=VALUE", B(BENCH) | B(VBENCH) | B(LOGITS), K_SET, F(settings), 0, 0,
       "a measurement setting: an ops policy threshold (docs/PERF.md); repeatable" },
     { "--synthetic", NULL, "MODEL", B(BENCH), K_STR, F(synthetic), 0, 0,

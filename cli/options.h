@@ -31,7 +31,7 @@ typedef struct cli_args {
     int n_prompt_bench, reps, batch, ctx, max_batch;
     const char *kv_type;  /* --kv-type: NULL = f16 */
     int seqs, kv_tokens;  /* info --seqs, --kv-tokens: 0 = sized as the server sizes them */
-    int chat, ids, profile;
+    int chat, ids, profile, hold;
     int plain;            /* devices --plain: one "P:D TYPE BYTES NAME" line a device */
     int draft_max;        /* generate --draft-max K: drafts of up to K tokens (0: off; 4 with --draft) */
     const char *draft_path; /* generate --draft FILE / bench --drafter FILE: an MTP drafter beside -m */

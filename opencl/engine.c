@@ -549,3 +549,5 @@ void engine_profile_reset(engine *e) { ops_profile_reset(&e->o); }
 
 void engine_profile_print(engine *e, double wall_ms, int steps) { ops_profile_print(&e->o, wall_ms, steps); }
 double engine_enqueue_seconds(const engine *e) { return e->enqueue_s; }
+void engine_hold_steps(engine *e, int on) { e->hold = on; }
+double engine_device_seconds(const engine *e) { return e->device_s; }

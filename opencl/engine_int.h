@@ -31,6 +31,9 @@ struct engine {
     int n_stop;
     uint32_t max_batch, seq_chunk; /* tokens of a forward; of one sequence in it (fit_seq_chunk) */
     double enqueue_s;       /* host time spent enqueuing steps (engine_enqueue_seconds) */
+    int hold;               /* engine_hold_steps */
+    double device_s;        /* held forwards' time from the gate's opening to their last command's end */
+    cl_event gate;          /* the held forward's gate (engine_step.c) */
     int step_drafts;        /* this step's items are single tokens or drafts (engine_item.draft) */
     /* host staging for one step */
     int32_t *h_ids, *h_pos, *h_seq, *h_out;

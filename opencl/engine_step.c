@@ -39,6 +39,30 @@ static int grow_staging(engine *e, size_t n)
     return 0;
 }
 
+/* engine_hold_steps: a chunk's commands queue behind a user event (gate_close) until gate_open, which
+ * times them to their end; gate_open is a no-op where no gate is closed, so every exit may call it */
+static void gate_close(engine *e)
+{
+    cl_int ce;
+    if (!e->hold || !(e->gate = clCreateUserEvent(e->rt.ctx, &ce))) return;
+    if (clEnqueueMarkerWithWaitList(e->rt.q, 1, &e->gate, NULL) != CL_SUCCESS) {
+        clSetUserEventStatus(e->gate, CL_COMPLETE);
+        clReleaseEvent(e->gate);
+        e->gate = NULL;
+    }
+}
+
+static void gate_open(engine *e)
+{
+    if (!e->gate) return;
+    double t = monotonic_seconds();
+    clSetUserEventStatus(e->gate, CL_COMPLETE);
+    clFinish(e->rt.q);
+    e->device_s += monotonic_seconds() - t;
+    clReleaseEvent(e->gate);
+    e->gate = NULL;
+}
+
 /* one output row of the step: which item and, for logits_all, which token of it */
 typedef struct out_ref { int item; int tok; size_t tidx; } out_ref;
 
@@ -53,6 +77,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     /* the in-order queue runs these after everything before them: staged is the last, so the next step's
      * fill waits for it (staging_free) */
     if (e->staged) { clReleaseEvent(e->staged); e->staged = NULL; }
+    gate_close(e);
     cl_int ce = clEnqueueWriteBuffer(q, b->ids, CL_FALSE, 0, 4 * ntok, e->h_ids + t0, 0, NULL, NULL);
     if (!ce) ce = clEnqueueWriteBuffer(q, b->pos, CL_FALSE, 0, 4 * ntok, e->h_pos + t0, 0, NULL, NULL);
     if (!ce && ci->hi) ce = clEnqueueWriteBuffer(q, b->hi, CL_FALSE, 0, 4 * ntok, e->h_hi + t0, 0, NULL, NULL);
@@ -70,7 +95,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     double tq = monotonic_seconds();
     ops_clear(&e->o); /* a failed step's error is not this one's */
     if (model_forward(&e->m, &e->o, b, &e->kv, &a, err, errlen)) return -1;
-    if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; return 0; }
+    if (!n_out) { e->enqueue_s += monotonic_seconds() - tq; gate_open(e); return 0; }
     /* the drafter starts from the normed rows fwd_logits leaves in xo: each item's run of them kept */
     for (uint32_t r = 0, r1; e->draft && r < n_out; r = r1) {
         const out_ref *f = &refs[r0 + r];
@@ -87,6 +112,7 @@ static int run_chunk(engine *e, engine_item *items, const out_ref *refs, uint32_
     draw_launch(&e->draw, &e->o, b->logits, r0, n_out);
     if (ops_status(&e->o, err, errlen)) return -1;
     e->enqueue_s += monotonic_seconds() - tq;
+    gate_open(e);
     int32_t ids[256];
     if (n_out > 256) return ERR("internal: too many output rows");
     ce = clEnqueueReadBuffer(q, b->argmax, CL_TRUE, 0, 4 * n_out, ids, 0, NULL, NULL);
@@ -317,6 +343,7 @@ int engine_step(engine *e, engine_item *items, int n, char *err, size_t errlen)
     }
     free(cut);
     if (rc) {
+        gate_open(e);
         clFinish(e->rt.q);
         kv_abort(&e->kv);
         /* the forward may have updated some layers' state in place: no retry may apply these tokens again */

@@ -390,5 +390,10 @@ void engine_profile_print(engine *e, double wall_ms, int steps);
 /* seconds spent so far enqueuing steps (host side, before waiting for the sampled ids): set against
  * wall time it tells whether decode waits on the GPU or on launches */
 double engine_enqueue_seconds(const engine *e);
+/* bench --hold: each forward's launches wait behind a gate opened once they are all enqueued, so
+ * engine_device_seconds sums the device's time for them with the host out of the way (what faster
+ * launching could reach); on steps then cost enqueue plus device time */
+void engine_hold_steps(engine *e, int on);
+double engine_device_seconds(const engine *e);
 
 #endif

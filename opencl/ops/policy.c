@@ -14,8 +14,9 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
     cl_uint cu = 1;
     clGetDeviceInfo(rt->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     *p = (ops_policy){
-        /* a CPU runs a work-group as a loop: small groups spare it barrier overhead */
-        .mv_wg = rt->is_cpu ? 4 : 128,
+        /* a CPU runs a work-group as a loop: small groups spare it barrier overhead; on NVIDIA a warp a
+         * group spreads a small product (the 128-row MoE router) over 4 times the compute units */
+        .mv_wg = rt->is_cpu ? 4 : rt->is_nvidia ? 32 : 128,
         /* a warp on NVIDIA, whose reduction is then shuffles; elsewhere the whole group */
         .mv_tpr = rt->is_nvidia ? 32 : 1024,
         /* staging X per group costs every group a round trip per 32 blocks before its first weight
@@ -103,6 +104,7 @@ static const struct policy_name {
     F(DELTA_COLS, delta_cols, 1, 256),
     F(DELTA_SCAN_COLS, delta_scan_cols, 1, 256),
     F(VIS_FA, vis_fa, 0, 1),
+    F(LAUNCH_TWICE, launch_twice, 0, 255),
 #undef F
 };
 

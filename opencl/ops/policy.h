@@ -48,6 +48,10 @@ typedef struct ops_policy {
     /* vision encoder */
     uint32_t vis_fa;              /* VIS_FA: 1: its attention on the f16 tensor-core kernel where the device has
                                    * one (vis_fa_*), 0: on the f32 kernel (vis_attn) */
+    /* measurement */
+    uint32_t launch_twice;        /* LAUNCH_TWICE: N > 0 enqueues every launch of kernel kind N - 1 (launch.c's
+                                   * order) twice: with bench --hold the added device time is that kind's cost,
+                                   * gaps between launches included, which events overstate */
 } ops_policy;
 
 /* the defaults for the device of rt (some scale with its compute units) */

@@ -77,6 +77,19 @@ for p in parts:
 EOF
 )
 if [ -n "$why" ]; then echo "FAIL profile_tables: $why"; fails=1; else echo "PASS profile_tables"; fi
+# --hold: each step's launches wait behind a gate opened once all are enqueued, and device_ms_per_step
+# times them alone (0 without --hold); LAUNCH_TWICE=N enqueues kind N - 1 (here 39: mvq) twice, a
+# timing knob whose doubled launches must leave the step running and finite
+hold_ms() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["device_ms_per_step"])' "$tmp/out"; }
+bench hold_e4b "synthetic gemma4-e4b q8_0 (2 layers)" "" \
+  --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1 --hold --set LAUNCH_TWICE=39
+held=$(hold_ms)
+bench nohold_e4b "synthetic gemma4-e4b q8_0 (2 layers)" "" --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1
+free=$(hold_ms)
+if awk -v h="$held" -v f="$free" 'BEGIN { exit !(h > 0 && f == 0) }'; then echo "PASS hold_device_time ($held ms held, $free unheld)"
+else echo "FAIL hold_device_time: device_ms_per_step $held with --hold, $free without"; fails=1; fi
+err_case launch_twice_range "LAUNCH_TWICE takes a whole number from 0 to 255" \
+  bench --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1 --set LAUNCH_TWICE=256
 err_case unknown_model "unknown synthetic model" bench --synthetic gemma4-7b --type q8_0
 err_case unknown_type "unknown synthetic weight type" bench --synthetic gemma4-e2b --type q3_k
 err_case not_bench "only for bench" generate --synthetic gemma4-e2b -p hi
