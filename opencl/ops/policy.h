@@ -49,8 +49,8 @@ typedef struct ops_policy {
     uint32_t vis_fa;              /* VIS_FA: 1: its attention on the f16 tensor-core kernel where the device has
                                    * one (vis_fa_*), 0: on the f32 kernel (vis_attn) */
     /* measurement */
-    uint32_t launch_twice;        /* LAUNCH_TWICE: N > 0 enqueues every launch of kernel kind N - 1 (launch.c's
-                                   * order) twice: with bench --hold the added device time is that kind's cost,
+    uint32_t launch_twice;        /* LAUNCH_TWICE: N > 0 enqueues every launch of kernel kind N - 1 (bench
+                                   * --profile's column "twice") twice: with bench --hold the added device time is that kind's cost,
                                    * gaps between launches included, which events overstate */
 } ops_policy;
 

@@ -111,14 +111,15 @@ void ops_profile_print(ops *o, double wall_ms, int steps)
     double total = 0;
     long launches = 0;
     for (int i = 0; i < K_COUNT; i++) { total += o->prof_ms[i]; launches += o->prof_n[i]; }
-    fprintf(stderr, "%-20s %9s %7s %8s %10s %10s %10s\n", "kernel", "ms", "share", "launches", "GB/s", "TFLOP/s",
-            "us/launch");
+    /* twice: the kind's LAUNCH_TWICE value (bench --hold --set LAUNCH_TWICE=N: its device cost) */
+    fprintf(stderr, "%-20s %9s %7s %8s %10s %10s %10s %6s\n", "kernel", "ms", "share", "launches", "GB/s", "TFLOP/s",
+            "us/launch", "twice");
     for (int i = 0; i < K_COUNT; i++) {
         if (!o->prof_n[i]) continue;
         double s = o->prof_ms[i] * 1e-3;
-        fprintf(stderr, "%-20s %9.3f %6.1f%% %8ld %10.1f %10.3f %10.1f\n", ops_kernel_name(i), o->prof_ms[i],
+        fprintf(stderr, "%-20s %9.3f %6.1f%% %8ld %10.1f %10.3f %10.1f %6d\n", ops_kernel_name(i), o->prof_ms[i],
                 total > 0 ? 100.0 * o->prof_ms[i] / total : 0.0, o->prof_n[i], s > 0 ? o->prof_bytes[i] / s / 1e9 : 0,
-                s > 0 ? o->prof_flop[i] / s / 1e12 : 0, 1e3 * o->prof_ms[i] / o->prof_n[i]);
+                s > 0 ? o->prof_flop[i] / s / 1e12 : 0, 1e3 * o->prof_ms[i] / o->prof_n[i], i + 1);
     }
     double pct = wall_ms > 0 ? 100.0 / wall_ms : 0.0;
     fprintf(stderr, "kernel time %.3f ms, wall %.3f ms over %d steps: %ld launches (%.1f per step)\n", total, wall_ms,
