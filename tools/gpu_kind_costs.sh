@@ -45,8 +45,7 @@ for kind, share, n, twice in re.findall(
   { echo "$name: held step $base1 / $base2 ms (before / after), bench ${args[*]} --hold"
     printf '%s\n' "${rows[@]}" | "$PY" -c '
 import sys
-b = sorted(float(x) for x in sys.argv[1:3])
-base = (b[0] + b[1]) / 2
+base = (float(sys.argv[1]) + float(sys.argv[2])) / 2
 print("%-44s %12s %10s %12s" % ("kind", "launches/step", "ms added", "us a launch"))
 for line in sys.stdin:
     kind, per, ms = line.rstrip("\n").split("|")

@@ -49,9 +49,9 @@ typedef struct ops_policy {
     uint32_t vis_fa;              /* VIS_FA: 1: its attention on the f16 tensor-core kernel where the device has
                                    * one (vis_fa_*), 0: on the f32 kernel (vis_attn) */
     /* measurement */
-    uint32_t launch_twice;        /* LAUNCH_TWICE: N > 0 enqueues every launch of kernel kind N - 1 (bench
-                                   * --profile's column "twice") twice: with bench --hold the added device time is that kind's cost,
-                                   * gaps between launches included, which events overstate */
+    uint32_t launch_twice;        /* LAUNCH_TWICE: N > 0 enqueues every launch of the kind whose bench
+                                   * --profile row says N under "twice" twice: with bench --hold the added
+                                   * device time is that kind's cost, gaps included (events overstate it) */
 } ops_policy;
 
 /* the defaults for the device of rt (some scale with its compute units) */
