@@ -2,8 +2,8 @@
  *   mvqp_T, mvq_ld_T    the piece of a row a gemv_q8 lane loads: piece pc (k / 32 of them per row) of
  *                       q4_k is qs bytes 16pc'..16pc'+15 of super-block pc / 8 (pc' = pc % 8), values
  *                       16h..16h+15 (h = pc' & 1) of sub-blocks 2p (low nibbles) and 2p + 1 (high
- *                       nibbles), p = pc' / 2; q5_k's the same; of q8_0 and q5_0 block pc; of q6_k sub-block
- *                       pc % 8 of super-block pc / 8;
+ *                       nibbles), p = pc' / 2; q5_k's the same; of q8_0 and q5_0 block pc; of q6_k half
+ *                       of two sub-blocks of super-block pc / 8 (mvq_ld_q6_k);
  *   mvq_dot_T_l / _g    the piece against one token's int8 X (quant_q8.cl's layout) in local or
  *                       global memory, block scales applied once per piece;
  *   mvq_at_T, MVQG_PF_T the piece's bytes, and how many passes ahead mvqg prefetches them into L2;
@@ -176,19 +176,21 @@ DEFINE_DOT_Q5_0(local, _l)
 DEFINE_DOT_Q5_0(global, _g)
 
 /* ---- q6_k: 210-byte super-blocks, only 2-byte aligned: ql[128], qh[64], int8 scales[16], d (f16).
- * Piece pc is sub-block j = pc & 7 of super-block pc / 8; with h = j / 4 and c = j & 3, value i is
- * nibble c / 2 of ql[64h + 32(c & 1) + i] below bits 2c, 2c + 1 of qh[32h + i], stored plus 32;
- * values 0-15 take scale 8h + 2c, values 16-31 the next one (deq32_q6_k). */
-typedef struct mvqp_q6_k { uint v[8]; float da, db; } mvqp_q6_k;
+ * Value 32c + i of half h (c < 4, i < 32) is nibble c / 2 of ql[64h + 32(c & 1) + i] below bits 2c, 2c + 1
+ * of qh[32h + i], stored plus 32, with scale 8h + 2c + i / 16 (deq32_q6_k). Piece pc is t = pc & 7 of
+ * super-block pc / 8: the 16 ql bytes at 64h + 32c1 + 16e and the 16 qh bytes at 32h + 16e (h = t / 4,
+ * c1 = (t / 2) & 1, e = t & 1), values 16e..16e + 15 of sub-blocks 4h + c1 (a: low nibbles) and
+ * 4h + c1 + 2 (b: high), so a warp's lanes read each super-block's ql once, in order. */
+typedef struct mvqp_q6_k { uint a[4], b[4]; float da, db; } mvqp_q6_k;
 
-/* the 8 words of 32 bytes at 2-byte aligned p, from aligned loads within p - 2 .. p + 35 (both of
- * q6_k's runs are followed by 4 more bytes of the super-block); no branch: lanes differ in alignment */
-inline void ld32_a2(global const uchar *p, uint *w)
+/* the 4 words of 16 bytes at 2-byte aligned p, from aligned loads within p - 2 .. p + 19 (every
+ * run is followed by 4 more bytes of the super-block); no branch: lanes differ in alignment */
+inline void ld16_a2(global const uchar *p, uint *w)
 {
     uint sh = ((uint)(ulong)p & 2) * 8;
     global const uint *a = (global const uint *)((ulong)p & ~(ulong)3);
     uint prev = a[0];
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 4; i++) {
         uint next = a[i + 1];
         w[i] = (uint)((((ulong)next << 32) | prev) >> sh);
         prev = next;
@@ -198,39 +200,45 @@ inline void ld32_a2(global const uchar *p, uint *w)
 inline mvqp_q6_k mvq_ld_q6_k(global const uchar *row, int pc)
 {
     global const uchar *b = row + (pc >> 3) * 210;
-    int j = pc & 7, h = j >> 2, c = j & 3;
-    uint ql[8], qh[8];
-    ld32_a2(b + 64 * h + 32 * (c & 1), ql);
-    ld32_a2(b + 128 + 32 * h, qh);
-    uint sc = *(global const ushort *)(b + 192 + 8 * h + 2 * c);
+    int t = pc & 7, h = t >> 2, c1 = (t >> 1) & 1, e = t & 1;
+    uint ql[4], qh[4];
+    ld16_a2(b + 64 * h + 32 * c1 + 16 * e, ql);
+    ld16_a2(b + 128 + 32 * h + 16 * e, qh);
+    global const char *sc = (global const char *)(b + 192 + 8 * h + 2 * c1 + e);
     float d = h2f(*(global const ushort *)(b + 208));
-    int ls = 4 * (c >> 1), hs = 2 * c;
+    uint hs = 2 * c1;
     mvqp_q6_k p;
-    for (int i = 0; i < 8; i++) p.v[i] = ((ql[i] >> ls) & 0x0F0F0F0Fu) | (((qh[i] >> hs) & 0x03030303u) << 4);
-    p.da = d * (float)(char)(sc & 255);
-    p.db = d * (float)(char)(sc >> 8);
+    for (int i = 0; i < 4; i++) {
+        p.a[i] = (ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> hs) & 0x03030303u) << 4);
+        p.b[i] = ((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (hs + 4)) & 0x03030303u) << 4);
+    }
+    p.da = d * (float)sc[0];
+    p.db = d * (float)sc[4];
     return p;
 }
 
-/* the 8 words of X of piece pc: x4 reads them as two 16-byte loads (global; 32-byte aligned) */
+/* sub-blocks sa and sa + 2 of the piece, values 16e..: X words 8s + 4e.. (16-byte aligned), sums xs[2s + e] */
+#define Q6K_SUBS int t = pc & 7, e = t & 1, sa = (pc >> 3) * 8 + (t >> 2) * 4 + ((t >> 1) & 1), sb = sa + 2;
 #define Q6K_DOT_TAIL                                                                              \
     int ia = 0, ib = 0;                                                                           \
-    for (int i = 0; i < 4; i++) ia = dp4a_us(p->v[i], x[i], ia);                                  \
-    for (int i = 0; i < 4; i++) ib = dp4a_us(p->v[4 + i], x[4 + i], ib);                          \
-    return xd[pc] * (p->da * (float)ia + p->db * (float)ib) - 32.0f * (p->da * xs[2 * pc] + p->db * xs[2 * pc + 1]);
+    for (int i = 0; i < 4; i++) ia = dp4a_us(p->a[i], xa[i], ia);                                 \
+    for (int i = 0; i < 4; i++) ib = dp4a_us(p->b[i], xb[i], ib);                                 \
+    return p->da * (xd[sa] * (float)ia - 32.0f * xs[2 * sa + e]) + p->db * (xd[sb] * (float)ib - 32.0f * xs[2 * sb + e]);
 
 inline float mvq_dot_q6_k_l(const mvqp_q6_k *p, int pc, local const uint *xq, local const float *xd,
                             local const float *xs)
 {
-    local const uint *x = xq + pc * 8;
+    Q6K_SUBS
+    local const uint *xa = xq + sa * 8 + 4 * e, *xb = xq + sb * 8 + 4 * e;
     Q6K_DOT_TAIL
 }
 
 inline float mvq_dot_q6_k_g(const mvqp_q6_k *p, int pc, global const uint *xq, global const float *xd,
                             global const float *xs)
 {
-    uint4 x0 = *(global const uint4 *)(xq + pc * 8), x1 = *(global const uint4 *)(xq + pc * 8 + 4);
-    uint x[8] = { x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w };
+    Q6K_SUBS
+    uint4 x0 = *(global const uint4 *)(xq + sa * 8 + 4 * e), x1 = *(global const uint4 *)(xq + sb * 8 + 4 * e);
+    uint xa[4] = { x0.x, x0.y, x0.z, x0.w }, xb[4] = { x1.x, x1.y, x1.z, x1.w };
     Q6K_DOT_TAIL
 }
 
@@ -248,8 +256,8 @@ inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return
 inline global const uchar *mvq_at_q5_k(global const uchar *row, int pc) { return row + (pc >> 3) * 176 + 48 + 16 * (pc & 7); }
 inline global const uchar *mvq_at_q6_k(global const uchar *row, int pc)
 {
-    int j = pc & 7;
-    return row + (pc >> 3) * 210 + 64 * (j >> 2) + 32 * (j & 1);
+    int t = pc & 7;
+    return row + (pc >> 3) * 210 + 64 * (t >> 2) + 32 * ((t >> 1) & 1) + 16 * (t & 1);
 }
 
 /* 8 bytes at p, which is 2 bytes past a 4-byte boundary, from aligned loads that stay within

@@ -109,6 +109,27 @@ static golden golden_rows(const golden *g0, uint32_t rows, uint32_t mul, uint32_
     return g;
 }
 
+/* a matrix of rows rows of wide times g0's columns: row r is g0's rows r * wide .. r * wide + wide - 1
+ * (mod g0->rows) side by side (a row of a block type is whole blocks); free its raw and exp */
+static golden golden_wide(const golden *g0, uint32_t rows, uint32_t wide)
+{
+    golden g = *g0;
+    g.rows = rows;
+    g.cols = g0->cols * wide;
+    g.row_bytes = g0->row_bytes * wide;
+    g.raw = malloc((size_t)rows * g.row_bytes);
+    g.exp = malloc((size_t)rows * g.cols * 4);
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t j = 0; j < wide; j++) {
+            uint32_t s = (r * wide + j) % g0->rows;
+            memcpy(g.raw + (size_t)r * g.row_bytes + (size_t)j * g0->row_bytes, g0->raw + (size_t)s * g0->row_bytes,
+                   g0->row_bytes);
+            memcpy(g.exp + (size_t)r * g.cols + (size_t)j * g0->cols, g0->exp + (size_t)s * g0->cols,
+                   (size_t)g0->cols * 4);
+        }
+    return g;
+}
+
 /* ------------------------------------------------------------------ golden file itself */
 
 static void test_golden_complete(void)
@@ -667,6 +688,15 @@ static void test_products_mvqg(void)
     test_mv_all_types();
     test_matmul_multi();
     test_matmul_geglu();
+    /* rows of 8,192+ values (a 2-byte aligned q6_k row is many super-blocks of each alignment) */
+    static const uint32_t long_types[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q5_0, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+    for (size_t i = 0; i < sizeof long_types / sizeof *long_types; i++) {
+        const golden *g0 = golden_of(long_types[i]);
+        if (!g0 || !O.q8.mvqg[g0->type]) continue;
+        golden g = golden_wide(g0, 37, (8192 + g0->cols - 1) / g0->cols + (uint32_t)irand(3));
+        for (uint32_t ntok = 1; ntok <= 4; ntok++) matmul_case(&g, ntok);
+        free(g.raw); free(g.exp);
+    }
     /* a norm chain leaves its output's int8 form for the next product (no mvq_xq / q8x_quant
      * launch): in mvqg's layout for 1-4 rows, in mmq8's for 5-16. The product must match float64
      * on the norm's float output within the int8 bound. */
