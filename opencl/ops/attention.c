@@ -35,18 +35,28 @@ void ops_attn_release(ops *o)
     for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
 }
 
+/* attn_dec's head dims (0: 256, 1: 512) over f16 rows; -1 where attn_partial takes the layer */
+static int dec_index(const ops *o, uint32_t hd, int kv_type)
+{
+    int di = kv_type != ENGINE_KV_F16 ? -1 : hd == 256 ? 0 : hd == 512 ? 1 : -1;
+    return di >= 0 && o->attn.dec[di] ? di : -1;
+}
+
+int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type) { return dec_index(o, hd, kv_type) >= 0; }
+
 /* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
 static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                            const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_hi, cl_mem tok_seq,
                            int window, float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
                            cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r)
 {
-    if (chunk == 0 || chunk > OPS_ATTN_CHUNK) return ops_fail(o, "attention: bad chunk %u", chunk);
+    int di = dec_index(o, hd, k->type);
+    /* keys above a token's position (tok_hi) only on attn_partial */
+    cl_kernel dec = di < 0 || tok_hi ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
+    if (chunk == 0 || chunk > (dec ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK))
+        return ops_fail(o, "attention: bad chunk %u", chunk);
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
-    int di = hd == 256 && k->type == ENGINE_KV_F16 ? 0 : hd == 512 && k->type == ENGINE_KV_F16 ? 1 : -1;
-    /* f16 rows only; keys above a token's position (tok_hi) only on attn_partial */
-    cl_kernel dec = di < 0 || tok_hi ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
     if (k->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "attention: a quantized KV row needs hd %% 32 == 0");
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
@@ -97,9 +107,10 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                            chunk, part_acc, part_ml, part_cnt, out, NULL);
 }
 
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk)
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
+                    uint32_t *nchunk)
 {
-    uint32_t c = OPS_ATTN_CHUNK;
+    uint32_t c = dec ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK;
     if (!o->rt->is_cpu) {
         /* aim for ~attn_groups_per_cu work-groups per compute unit, chunks of at least attn_min_chunk
          * keys (rounded up to a power of two) */
@@ -153,7 +164,7 @@ static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_
 {
     cl_mem hi = l->window > 0 ? b->hi : NULL; /* full-attention layers stay causal around images */
     uint32_t chunk, nchunk;
-    ops_attn_split(o, span, n, l->nh, &chunk, &nchunk);
+    ops_attn_split(o, span, n, l->nh, !hi && ops_attn_dec_takes(o, l->hd, l->k->type), &chunk, &nchunk);
     size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
     uint32_t slice = (uint32_t)(b->part_elems / per_tok);
     if (slice == 0) return ops_fail(o, "attention: position %u exceeds the partial buffers", b->max_pos);
@@ -214,7 +225,7 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
     for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];
     uint32_t span = batch_span(b, l), chunk = 0, nchunk = 0;
     if (one) {
-        ops_attn_split(o, span, b->ntok, l->nh, &chunk, &nchunk);
+        ops_attn_split(o, span, b->ntok, l->nh, 1, &chunk, &nchunk);
         one = b->part_elems / ((size_t)l->nh * nchunk * b->part_hd) >= b->ntok;
     }
     if (one)

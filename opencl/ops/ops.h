@@ -298,12 +298,16 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
- * short decode steps still spread over the device (small chunks) and long prefills do not */
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t *chunk, uint32_t *nchunk);
+ * short decode steps still spread over the device (small chunks) and long prefills do not; dec:
+ * the layer runs on attn_dec (ops_attn_dec_takes), whose chunks may reach pol.attn_max_chunk */
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
+                    uint32_t *nchunk);
+/* 1 if the split-KV attention of head dim hd over a cache of kv_type runs on attn_dec / attn_decq */
+int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
  * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
  * (token, head) merges its chunks and resets its counter); chunk (keys per chunk, <=
- * OPS_ATTN_CHUNK) and nchunk cover the longest span in the batch */
+ * OPS_ATTN_CHUNK, or pol.attn_max_chunk on attn_dec) and nchunk cover the longest span in the batch */
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
                  float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,

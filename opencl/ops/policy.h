@@ -34,6 +34,8 @@ typedef struct ops_policy {
     /* attention and RoPE */
     uint32_t attn_min_chunk;      /* ATTN_MIN_CHUNK: keys per split-KV chunk at least (rounded up to a power of
                                    * two, 32..256) */
+    uint32_t attn_max_chunk;      /* ATTN_MAX_CHUNK: keys per split-KV chunk at most where attn_dec takes the
+                                   * layer (f16 rows of head dim 256 / 512); attn_partial's stay OPS_ATTN_CHUNK */
     uint32_t attn_groups_per_cu;  /* ATTN_GROUPS_PER_CU: split-KV chunks shrink until this many groups per compute
                                    * unit */
     uint32_t attn_decq_max_tok;   /* ATTN_DECQ_MAX_TOK: decode batches of up to this many tokens run qkv_rope inside

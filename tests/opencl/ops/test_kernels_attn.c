@@ -74,11 +74,19 @@ static void test_attention(void)
         { 7, 0.0625f, 5.0f, 256, OPS_ATTN_MIN_CHUNK }, /* tiny window */
         { 0, 0.044f, 0.0f, 512, OPS_ATTN_CHUNK },    /* Gemma 4 global layers, largest chunks */
         { 0, 0.044f, 0.0f, 512, 0 },
+        /* chunks past attn_partial's (ATTN_MAX_CHUNK): attn_dec only, two chunks and one */
+        { 0, 0.0625f, 0.0f, 256, 512 },
+        { 280, 0.0625f, 20.0f, 256, 1024 },
+        { 0, 0.044f, 0.0f, 512, 512 },
+        { 0, 0.044f, 5.0f, 512, 1024 },
     };
+    uint32_t keep_max = O.pol.attn_max_chunk;
+    O.pol.attn_max_chunk = 4096;
     const uint32_t nh = 4, nkv = 2, nseq = 4;
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         const attn_cfg *cf = &cfgs[c];
         uint32_t hd = cf->hd;
+        if (cf->chunk > OPS_ATTN_CHUNK && !ops_attn_dec_takes(&O, hd, ENGINE_KV_F16)) continue;
         /* one context past two 256-key chunks, one past one, a short one and a tiny one */
         uint32_t lens[4] = { 520 + irand(60), 257 + irand(100), 30 + irand(60), 1 + irand(5) };
         paged p;
@@ -107,7 +115,7 @@ static void test_attention(void)
         uint32_t span = max_pos + 1, chunk = cf->chunk, nchunk;
         if (cf->window > 0 && span > (uint32_t)cf->window) span = (uint32_t)cf->window;
         if (chunk) nchunk = (span + chunk - 1) / chunk;
-        else ops_attn_split(&O, span, T, nh, &chunk, &nchunk);
+        else ops_attn_split(&O, span, T, nh, ops_attn_dec_takes(&O, hd, ENGINE_KV_F16), &chunk, &nchunk);
         size_t npart = (size_t)T * nh * nchunk;
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
                P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq), PA = dbuf(npart * hd * 4, NULL),
@@ -174,6 +182,7 @@ static void test_attention(void)
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
+    O.pol.attn_max_chunk = keep_max;
 }
 
 /* a forward batch as the engine builds it: each sequence's new tokens form one run at consecutive
