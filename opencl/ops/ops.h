@@ -298,12 +298,14 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
- * short decode steps still spread over the device (small chunks) and long prefills do not; dec:
- * the layer runs on attn_dec (ops_attn_dec_takes), whose chunks may reach pol.attn_max_chunk */
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
+ * short decode steps still spread over the device (small chunks) and long prefills do not; hpg:
+ * 0, or the layer runs on attn_dec with hpg heads a group (ops_attn_dec_hpg), whose chunks may
+ * reach pol.attn_max_chunk */
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t hpg, uint32_t *chunk,
                     uint32_t *nchunk);
-/* 1 if the split-KV attention of head dim hd over a cache of kv_type runs on attn_dec / attn_decq */
-int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type);
+/* 0 if the split-KV attention of head dim hd over a cache of kv_type runs on attn_partial, else the q
+ * heads of one KV head that each attn_dec / attn_decq group takes (pol.attn_dec_hpg at most) */
+uint32_t ops_attn_dec_hpg(const ops *o, uint32_t hd, int kv_type, uint32_t nh, uint32_t nkv);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
  * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
  * (token, head) merges its chunks and resets its counter); chunk (keys per chunk, <=
