@@ -250,10 +250,10 @@ inline void attn_dec_body(const int DPL, const int fresh, global const float *Q,
 }
 
 /* attn_dec_DPL: head dim 32 * DPL (256 or 512), groups of 8 warps, same arguments as attn_partial
- * without its local buffers */
-#define DEFINE_ATTN_DEC(DPL)                                                                      \
+ * without its local buffers, then hpg (heads a group: attn_decg_DPL only) */
+#define DEFINE_ATTN_DEC(DPL, NAME, HPG)                                                           \
 kernel __attribute__((reqd_work_group_size(32 * ATTN_DEC_W, 1, 1)))                              \
-void attn_dec_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global const half *Kc, \
+void NAME##_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global const half *Kc, \
                     global const half *Vc, global const int *tok_pos, global const int *tok_seq,  \
                     global const int *block_table, uint max_blocks, uint block_size, int window,  \
                     float scale, float softcap, uint nchunk, uint chunk, global float *part_acc,  \
@@ -266,14 +266,14 @@ void attn_dec_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, 
     attn_dec_body(DPL, 0, Q, t0, nh, nkv, hd, (global half *)Kc, (global half *)Vc, tok_pos, tok_seq, \
                   block_table, max_blocks, block_size, window, scale, softcap, nchunk, chunk, part_acc, \
                   part_ml, cnt, out, xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last, Q, Q, Q, Q, 0, \
-                  0, 0.0f, Q, 0, hpg);                                                            \
+                  0, 0.0f, Q, 0, HPG);                                                            \
 }
 
 /* attn_decq_DPL: the same from the raw projections (fresh, above), with qkv_rope's arguments after
  * attn_dec's */
-#define DEFINE_ATTN_DECQ(DPL)                                                                     \
+#define DEFINE_ATTN_DECQ(DPL, NAME, HPG)                                                          \
 kernel __attribute__((reqd_work_group_size(32 * ATTN_DEC_W, 1, 1)))                              \
-void attn_decq_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global half *Kc,  \
+void NAME##_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global half *Kc,     \
                      global half *Vc, global const int *tok_pos, global const int *tok_seq,       \
                      global const int *block_table, uint max_blocks, uint block_size, int window, \
                      float scale, float softcap, uint nchunk, uint chunk, global float *part_acc, \
@@ -289,12 +289,17 @@ void attn_decq_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd,
     attn_dec_body(DPL, 1, Q, t0, nh, nkv, hd, Kc, Vc, tok_pos, tok_seq, block_table, max_blocks,  \
                   block_size, window, scale, softcap, nchunk, chunk, part_acc, part_ml, cnt, out, \
                   xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last, Kn, Vn, qw, kw, qk_norm,  \
-                  v_norm, eps, freq, rot, hpg);                                                   \
+                  v_norm, eps, freq, rot, HPG);                                                   \
 }
 
-DEFINE_ATTN_DEC(8)
-DEFINE_ATTN_DEC(16)
-DEFINE_ATTN_DECQ(8)
-DEFINE_ATTN_DECQ(16)
+/* a head a group (hpg taken as 1, so the head loop folds away), and the grouped forms */
+DEFINE_ATTN_DEC(8, attn_dec, 1)
+DEFINE_ATTN_DEC(16, attn_dec, 1)
+DEFINE_ATTN_DECQ(8, attn_decq, 1)
+DEFINE_ATTN_DECQ(16, attn_decq, 1)
+DEFINE_ATTN_DEC(8, attn_decg, hpg)
+DEFINE_ATTN_DEC(16, attn_decg, hpg)
+DEFINE_ATTN_DECQ(8, attn_decqg, hpg)
+DEFINE_ATTN_DECQ(16, attn_decqg, hpg)
 
 #endif /* CLG_NVIDIA */

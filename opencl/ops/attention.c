@@ -19,7 +19,11 @@ int ops_attn_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
         (!(at->dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(at->dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
          !(at->decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
-         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
+         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen)) ||
+         !(at->decg[0] = rt_kernel(rt, "attn_decg_8", err, errlen)) ||
+         !(at->decg[1] = rt_kernel(rt, "attn_decg_16", err, errlen)) ||
+         !(at->decqg[0] = rt_kernel(rt, "attn_decqg_8", err, errlen)) ||
+         !(at->decqg[1] = rt_kernel(rt, "attn_decqg_16", err, errlen))))
         return -1;
     return 0;
 }
@@ -31,6 +35,8 @@ void ops_attn_release(ops *o)
     for (int i = 0; i < 2; i++) {
         ops_kernel_release(&at->dec[i]);
         ops_kernel_release(&at->decq[i]);
+        ops_kernel_release(&at->decg[i]);
+        ops_kernel_release(&at->decqg[i]);
     }
     for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
 }
@@ -63,6 +69,7 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
         return ops_fail(o, "attention: bad chunk %u", chunk);
     uint32_t hpg = dec ? ops_attn_dec_hpg(o, hd, k->type, nh, nkv) : 0;
     if (dec && hpg == 0) return ops_fail(o, "attention: %u heads over %u KV heads", nh, nkv);
+    if (hpg > 1) dec = r ? o->attn.decqg[di] : o->attn.decg[di];
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     if (k->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "attention: a quantized KV row needs hd %% 32 == 0");

@@ -131,6 +131,7 @@ typedef struct ops_attn {      /* attention.c */
     cl_kernel partial;         /* split-KV attention, any device */
     cl_kernel dec[2];          /* split-KV, one warp per key run, head dims 256 / 512 (NVIDIA) */
     cl_kernel decq[2];         /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
+    cl_kernel decg[2], decqg[2]; /* dec / decq with 2-8 q heads of one KV head a group */
     cl_kernel fa[3];           /* tensor-core prefill attention, head dims 128 / 256 / 512 (NVIDIA) */
 } ops_attn;
 
