@@ -3,7 +3,7 @@
 # tools/gpu_vs_llama.sh wants it, which writes the files):
 #   bash tools/gpu_settings_ab.sh "MODELS" "VARIANTS" [BENCH ARGS...]
 # MODELS: gpu_vs_llama.sh's names (26b 31b e4b ...) or paths of GGUF files. VARIANTS: ';'-separated lists of
-# bench settings, "-" for the defaults, e.g. "-;ATTN_MAX_CHUNK=4096;ATTN_MAX_CHUNK=4096 ATTN_DEC_HPG=8".
+# bench settings, "-" for the defaults, e.g. "-;ATTN_MAX_CHUNK=256;ATTN_MAX_CHUNK=256 ATTN_GROUPS_PER_CU=2".
 # BENCH ARGS (default "-p 512 -n 64 -r 3"), e.g. "-p 32768 -n 64 -r 3" for decode after 32k tokens.
 # Every model runs the variants in ROUNDS (default 2) rounds, the order reversed each round, and
 # $OUT/settings_ab.md (OUT defaults to ./settings-ab) gets one row per model and variant: decode and

@@ -104,17 +104,14 @@ inline void attn_dec_body(const int DPL, const int fresh, global const float *Q,
                           local float *wacc,
                           local float *sc, local float *red, local int *is_last, global const float *Kn,
                           global const float *Vn, global const float *qw, global const float *kw, int qk_norm,
-                          int v_norm, float eps, global const float *freq, uint rot, uint hpg)
+                          int v_norm, float eps, global const float *freq, uint rot)
 {
-    /* hpg q heads of one KV head per group (1, 2, 4 or 8): wph warps each, so the heads' loads of a
-     * key meet in L1 */
+    uint c = get_group_id(0), h = get_group_id(1), tl = get_group_id(2), t = t0 + tl;
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
-    int wph = ATTN_DEC_W / (int)hpg, hw = warp / wph, kwarp = warp % wph, w0 = hw * wph;
-    uint c = get_group_id(0), h = get_group_id(1) * hpg + hw, tl = get_group_id(2), t = t0 + tl;
     int pos = tok_pos[t];
     int lo = window > 0 ? max(0, pos - window + 1) : 0;
     int c0 = lo + (int)(c * chunk), c1 = min(pos + 1, c0 + (int)chunk);
-    size_t th = (size_t)tl * nh + h, pidx = th * nchunk + c, tg = (size_t)tl * nh + (h - hw); /* tg: the group's counter */
+    size_t th = (size_t)tl * nh + h, pidx = th * nchunk + c;
     uint kh = h / (nh / nkv);
     global const float *qr = Q + ((size_t)t * nh + h) * hd + lane * DPL;
     float q[16], acc[16], rc[16], rs[16];
@@ -134,7 +131,7 @@ inline void attn_dec_body(const int DPL, const int fresh, global const float *Q,
     for (int i = 0; i < DPL; i++) acc[i] = 0.0f;
     global const int *bt = block_table + (size_t)tok_seq[t] * max_blocks;
     float m = -INFINITY, l = 0.0f;
-    if (has_new && kwarp == wph - 1) {
+    if (has_new && warp == ATTN_DEC_W - 1) {
         float kn[16], vn[16];
         size_t row = ((size_t)t * nkv + kh) * hd;
         attn_fresh_row(DPL, Kn + row, kw, qk_norm, eps, rot, hd, lane, rc, rs, kn);
@@ -158,7 +155,7 @@ inline void attn_dec_body(const int DPL, const int fresh, global const float *Q,
         l = 1.0f;
         for (int i = 0; i < DPL; i++) acc[i] = vn[i];
     }
-    for (int j0 = c0 + kwarp * ATTN_DEC_KU; j0 < c1; j0 += wph * ATTN_DEC_KU) { /* uniform per warp */
+    for (int j0 = c0 + warp * ATTN_DEC_KU; j0 < c1; j0 += ATTN_DEC_W * ATTN_DEC_KU) { /* uniform per warp */
         uint4 kw[ATTN_DEC_KU][2], vw[ATTN_DEC_KU][2];
         for (int i = 0; i < ATTN_DEC_KU; i++) {
             int p = min(j0 + i, c1 - 1); /* keys past the chunk reload its last one; masked below */
@@ -204,61 +201,53 @@ inline void attn_dec_body(const int DPL, const int fresh, global const float *Q,
         }
         m = mn;
     }
-    /* each head's warps' (m, l, acc) into one: a warp without keys has m = -inf and weighs 0 */
+    /* the warps' (m, l, acc) into one: a warp without keys has m = -inf and weighs 0 */
     if (lane == 0) { wml[2 * warp] = m; wml[2 * warp + 1] = l; }
     for (int i = 0; i < DPL; i++) wacc[warp * hd + lane * DPL + i] = acc[i];
     barrier(CLK_LOCAL_MEM_FENCE);
     float M = -INFINITY, Lsum = 0.0f, ew[ATTN_DEC_W];
-    for (int w = 0; w < ATTN_DEC_W; w++)
-        if (w < wph) M = fmax(M, wml[2 * (w0 + w)]);
+    for (int w = 0; w < ATTN_DEC_W; w++) M = fmax(M, wml[2 * w]);
     for (int w = 0; w < ATTN_DEC_W; w++) {
-        ew[w] = w < wph && wml[2 * (w0 + w)] > -INFINITY ? exp(wml[2 * (w0 + w)] - M) : 0.0f;
-        Lsum += w < wph ? ew[w] * wml[2 * (w0 + w) + 1] : 0.0f;
+        ew[w] = wml[2 * w] > -INFINITY ? exp(wml[2 * w] - M) : 0.0f;
+        Lsum += ew[w] * wml[2 * w + 1];
     }
     global float *orow = out + ((size_t)t * nh + h) * hd;
     global float *acc_out = nchunk == 1 ? orow : part_acc + pidx * hd;
     float inv = nchunk == 1 ? 1.0f / Lsum : 1.0f;
-    for (uint d = lid - 32 * w0; d < hd; d += 32 * wph) {
+    for (uint d = lid; d < hd; d += 32 * ATTN_DEC_W) {
         float a = 0.0f;
-        for (int w = 0; w < ATTN_DEC_W; w++)
-            if (w < wph) a += ew[w] * wacc[(w0 + w) * hd + d];
+        for (int w = 0; w < ATTN_DEC_W; w++) a += ew[w] * wacc[w * hd + d];
         acc_out[d] = a * inv;
     }
-    uint h0 = h - hw; /* the group's first head */
     if (nchunk == 1) {
-        for (uint j = 0; j < hpg; j++)
-            attn_dec_q8(out + ((size_t)t * nh + h0 + j) * hd, t, h0 + j, nh, hd, xq, xds, xq_ntok, tpad);
+        attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok, tpad);
         return;
     }
-    if (lane == 0 && kwarp == 0) { part_ml[2 * pidx] = M; part_ml[2 * pidx + 1] = Lsum; }
+    if (lid == 0) { part_ml[2 * pidx] = M; part_ml[2 * pidx + 1] = Lsum; }
     /* count this chunk in once the group's writes are visible device-wide; the last one merges */
     barrier(CLK_GLOBAL_MEM_FENCE);
     if (lid == 0) {
         fence_device();
-        *is_last = atomic_inc(cnt + tg) == nchunk - 1;
+        *is_last = atomic_inc(cnt + th) == nchunk - 1;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!*is_last) return;
     fence_device();
-    for (uint j = 0; j < hpg; j++) {
-        size_t thj = (size_t)tl * nh + h0 + j;
-        attn_merge(part_acc, part_ml, thj * nchunk, hd, nchunk, out + thj * hd, sc, red);
-    }
-    if (lid == 0) cnt[tg] = 0;
-    for (uint j = 0; j < hpg; j++)
-        attn_dec_q8(out + ((size_t)t * nh + h0 + j) * hd, t, h0 + j, nh, hd, xq, xds, xq_ntok, tpad);
+    attn_merge(part_acc, part_ml, th * nchunk, hd, nchunk, orow, sc, red);
+    if (lid == 0) cnt[th] = 0;
+    attn_dec_q8(orow, t, h, nh, hd, xq, xds, xq_ntok, tpad);
 }
 
 /* attn_dec_DPL: head dim 32 * DPL (256 or 512), groups of 8 warps, same arguments as attn_partial
- * without its local buffers, then hpg (heads a group: attn_decg_DPL only) */
-#define DEFINE_ATTN_DEC(DPL, NAME, HPG)                                                           \
+ * without its local buffers */
+#define DEFINE_ATTN_DEC(DPL)                                                                      \
 kernel __attribute__((reqd_work_group_size(32 * ATTN_DEC_W, 1, 1)))                              \
-void NAME##_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global const half *Kc, \
+void attn_dec_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global const half *Kc, \
                     global const half *Vc, global const int *tok_pos, global const int *tok_seq,  \
                     global const int *block_table, uint max_blocks, uint block_size, int window,  \
                     float scale, float softcap, uint nchunk, uint chunk, global float *part_acc,  \
                     global float *part_ml, global uint *cnt, global float *out, global uint *xq,  \
-                    global float *xds, uint xq_ntok, uint tpad, uint hpg)                         \
+                    global float *xds, uint xq_ntok, uint tpad)                                   \
 {                                                                                                 \
     local float wml[2 * ATTN_DEC_W], wacc[ATTN_DEC_W * 32 * DPL], sc[ATTN_MAX_CHUNK],            \
         red[32 * ATTN_DEC_W];                                                                     \
@@ -266,22 +255,21 @@ void NAME##_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, gl
     attn_dec_body(DPL, 0, Q, t0, nh, nkv, hd, (global half *)Kc, (global half *)Vc, tok_pos, tok_seq, \
                   block_table, max_blocks, block_size, window, scale, softcap, nchunk, chunk, part_acc, \
                   part_ml, cnt, out, xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last, Q, Q, Q, Q, 0, \
-                  0, 0.0f, Q, 0, HPG);                                                            \
+                  0, 0.0f, Q, 0);                                                                 \
 }
 
 /* attn_decq_DPL: the same from the raw projections (fresh, above), with qkv_rope's arguments after
  * attn_dec's */
-#define DEFINE_ATTN_DECQ(DPL, NAME, HPG)                                                          \
+#define DEFINE_ATTN_DECQ(DPL)                                                                     \
 kernel __attribute__((reqd_work_group_size(32 * ATTN_DEC_W, 1, 1)))                              \
-void NAME##_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global half *Kc,     \
+void attn_decq_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, global half *Kc,  \
                      global half *Vc, global const int *tok_pos, global const int *tok_seq,       \
                      global const int *block_table, uint max_blocks, uint block_size, int window, \
                      float scale, float softcap, uint nchunk, uint chunk, global float *part_acc, \
                      global float *part_ml, global uint *cnt, global float *out, global uint *xq, \
                      global float *xds, uint xq_ntok, uint tpad, global const float *Kn,          \
                      global const float *Vn, global const float *qw, global const float *kw,      \
-                     int qk_norm, int v_norm, float eps, global const float *freq, uint rot,      \
-                     uint hpg)                                                                    \
+                     int qk_norm, int v_norm, float eps, global const float *freq, uint rot)      \
 {                                                                                                 \
     local float wml[2 * ATTN_DEC_W], wacc[ATTN_DEC_W * 32 * DPL], sc[ATTN_MAX_CHUNK],            \
         red[32 * ATTN_DEC_W];                                                                     \
@@ -289,17 +277,12 @@ void NAME##_##DPL(global const float *Q, uint t0, uint nh, uint nkv, uint hd, gl
     attn_dec_body(DPL, 1, Q, t0, nh, nkv, hd, Kc, Vc, tok_pos, tok_seq, block_table, max_blocks,  \
                   block_size, window, scale, softcap, nchunk, chunk, part_acc, part_ml, cnt, out, \
                   xq, xds, xq_ntok, tpad, wml, wacc, sc, red, &is_last, Kn, Vn, qw, kw, qk_norm,  \
-                  v_norm, eps, freq, rot, HPG);                                                   \
+                  v_norm, eps, freq, rot);                                                        \
 }
 
-/* a head a group (hpg taken as 1, so the head loop folds away), and the grouped forms */
-DEFINE_ATTN_DEC(8, attn_dec, 1)
-DEFINE_ATTN_DEC(16, attn_dec, 1)
-DEFINE_ATTN_DECQ(8, attn_decq, 1)
-DEFINE_ATTN_DECQ(16, attn_decq, 1)
-DEFINE_ATTN_DEC(8, attn_decg, hpg)
-DEFINE_ATTN_DEC(16, attn_decg, hpg)
-DEFINE_ATTN_DECQ(8, attn_decqg, hpg)
-DEFINE_ATTN_DECQ(16, attn_decqg, hpg)
+DEFINE_ATTN_DEC(8)
+DEFINE_ATTN_DEC(16)
+DEFINE_ATTN_DECQ(8)
+DEFINE_ATTN_DECQ(16)
 
 #endif /* CLG_NVIDIA */

@@ -19,11 +19,7 @@ int ops_attn_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
         (!(at->dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(at->dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
          !(at->decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
-         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen)) ||
-         !(at->decg[0] = rt_kernel(rt, "attn_decg_8", err, errlen)) ||
-         !(at->decg[1] = rt_kernel(rt, "attn_decg_16", err, errlen)) ||
-         !(at->decqg[0] = rt_kernel(rt, "attn_decqg_8", err, errlen)) ||
-         !(at->decqg[1] = rt_kernel(rt, "attn_decqg_16", err, errlen))))
+         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
         return -1;
     return 0;
 }
@@ -35,8 +31,6 @@ void ops_attn_release(ops *o)
     for (int i = 0; i < 2; i++) {
         ops_kernel_release(&at->dec[i]);
         ops_kernel_release(&at->decq[i]);
-        ops_kernel_release(&at->decg[i]);
-        ops_kernel_release(&at->decqg[i]);
     }
     for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
 }
@@ -48,13 +42,7 @@ static int dec_index(const ops *o, uint32_t hd, int kv_type)
     return di >= 0 && o->attn.dec[di] ? di : -1;
 }
 
-uint32_t ops_attn_dec_hpg(const ops *o, uint32_t hd, int kv_type, uint32_t nh, uint32_t nkv)
-{
-    if (dec_index(o, hd, kv_type) < 0 || nkv == 0 || nh % nkv) return 0;
-    uint32_t g = nh / nkv, hpg = 1;
-    while (hpg * 2 <= o->pol.attn_dec_hpg && hpg * 2 <= 8 && g % (hpg * 2) == 0) hpg *= 2;
-    return hpg;
-}
+int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type) { return dec_index(o, hd, kv_type) >= 0; }
 
 /* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
 static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
@@ -67,14 +55,11 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
     cl_kernel dec = di < 0 || tok_hi ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
     if (chunk == 0 || chunk > (dec ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK))
         return ops_fail(o, "attention: bad chunk %u", chunk);
-    uint32_t hpg = dec ? ops_attn_dec_hpg(o, hd, k->type, nh, nkv) : 0;
-    if (dec && hpg == 0) return ops_fail(o, "attention: %u heads over %u KV heads", nh, nkv);
-    if (hpg > 1) dec = r ? o->attn.decqg[di] : o->attn.decg[di];
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     if (k->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "attention: a quantized KV row needs hd %% 32 == 0");
     if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
-        size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh / hpg, ntok };
+        size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
          * mmq8 (5-256): its int8 X too, in that product's layout */
         uint32_t qk = nh * hd, q8 = t0 == 0 && ops_mvqg_takes_x(o, qk, ntok);
@@ -91,13 +76,13 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
                             A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
                             A(k->block_size), A(window), A(scale), A(softcap), A(nchunk), A(chunk), A(part_acc),
                             A(part_ml), A(part_cnt), A(out), A(xq), A(xqs), A(xq_ntok), A(tpad), A(r->k), A(r->v),
-                            A(qw), A(kw), A(r->qk_norm), A(r->v_norm), A(r->eps), A(r->freq), A(r->rot), A(hpg));
+                            A(qw), A(kw), A(r->qk_norm), A(r->v_norm), A(r->eps), A(r->freq), A(r->rot));
         } else {
             rc = OPS_LAUNCH(o, K_ATTN_DEC, dec, 3, gws, lws, bytes, span * hd * 4.0, A(Q), A(t0),
                             A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos), A(tok_seq),
                             A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale), A(softcap),
                             A(nchunk), A(chunk), A(part_acc), A(part_ml), A(part_cnt), A(out), A(xq), A(xqs),
-                            A(xq_ntok), A(tpad), A(hpg));
+                            A(xq_ntok), A(tpad));
         }
         if (rc) return -1;
         if (q8 || q8x) ops_xq_given(o, out, ntok, qk);
@@ -122,16 +107,16 @@ int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint
                            chunk, part_acc, part_ml, part_cnt, out, NULL);
 }
 
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t hpg, uint32_t *chunk,
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
                     uint32_t *nchunk)
 {
-    uint32_t c = hpg ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK;
+    uint32_t c = dec ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK;
     if (!o->rt->is_cpu) {
         /* aim for ~attn_groups_per_cu work-groups per compute unit, chunks of at least attn_min_chunk
          * keys (rounded up to a power of two) */
         uint32_t lo = OPS_ATTN_MIN_CHUNK;
         while (lo < o->pol.attn_min_chunk && lo < OPS_ATTN_CHUNK) lo *= 2;
-        uint64_t want = (uint64_t)o->pol.attn_groups_per_cu * o->n_cu, have = (uint64_t)ntok * nh / (hpg ? hpg : 1);
+        uint64_t want = (uint64_t)o->pol.attn_groups_per_cu * o->n_cu, have = (uint64_t)ntok * nh;
         while (c > lo && have * ((span + c - 1) / c) < want) c /= 2;
     }
     *chunk = c;
@@ -179,7 +164,7 @@ static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_
 {
     cl_mem hi = l->window > 0 ? b->hi : NULL; /* full-attention layers stay causal around images */
     uint32_t chunk, nchunk;
-    ops_attn_split(o, span, n, l->nh, hi ? 0 : ops_attn_dec_hpg(o, l->hd, l->k->type, l->nh, l->nkv), &chunk, &nchunk);
+    ops_attn_split(o, span, n, l->nh, !hi && ops_attn_dec_takes(o, l->hd, l->k->type), &chunk, &nchunk);
     size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
     uint32_t slice = (uint32_t)(b->part_elems / per_tok);
     if (slice == 0) return ops_fail(o, "attention: position %u exceeds the partial buffers", b->max_pos);
@@ -240,8 +225,7 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
     for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];
     uint32_t span = batch_span(b, l), chunk = 0, nchunk = 0;
     if (one) {
-        ops_attn_split(o, span, b->ntok, l->nh, ops_attn_dec_hpg(o, l->hd, l->k->type, l->nh, l->nkv), &chunk,
-                       &nchunk);
+        ops_attn_split(o, span, b->ntok, l->nh, 1, &chunk, &nchunk);
         one = b->part_elems / ((size_t)l->nh * nchunk * b->part_hd) >= b->ntok;
     }
     if (one)

@@ -131,7 +131,6 @@ typedef struct ops_attn {      /* attention.c */
     cl_kernel partial;         /* split-KV attention, any device */
     cl_kernel dec[2];          /* split-KV, one warp per key run, head dims 256 / 512 (NVIDIA) */
     cl_kernel decq[2];         /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
-    cl_kernel decg[2], decqg[2]; /* dec / decq with 2-8 q heads of one KV head a group */
     cl_kernel fa[3];           /* tensor-core prefill attention, head dims 128 / 256 / 512 (NVIDIA) */
 } ops_attn;
 
@@ -299,14 +298,12 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
 /* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
- * short decode steps still spread over the device (small chunks) and long prefills do not; hpg:
- * 0, or the layer runs on attn_dec with hpg heads a group (ops_attn_dec_hpg), whose chunks may
- * reach pol.attn_max_chunk */
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t hpg, uint32_t *chunk,
+ * short decode steps still spread over the device (small chunks) and long prefills do not; dec:
+ * the layer runs on attn_dec (ops_attn_dec_takes), whose chunks may reach pol.attn_max_chunk */
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
                     uint32_t *nchunk);
-/* 0 if the split-KV attention of head dim hd over a cache of kv_type runs on attn_partial, else the q
- * heads of one KV head that each attn_dec / attn_decq group takes (pol.attn_dec_hpg at most) */
-uint32_t ops_attn_dec_hpg(const ops *o, uint32_t hd, int kv_type, uint32_t nh, uint32_t nkv);
+/* 1 if the split-KV attention of head dim hd over a cache of kv_type runs on attn_dec / attn_decq */
+int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
  * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
  * (token, head) merges its chunks and resets its counter); chunk (keys per chunk, <=

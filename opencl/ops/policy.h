@@ -36,8 +36,6 @@ typedef struct ops_policy {
                                    * two, 32..256) */
     uint32_t attn_max_chunk;      /* ATTN_MAX_CHUNK: keys per split-KV chunk at most where attn_dec takes the
                                    * layer (f16 rows of head dim 256 / 512); attn_partial's stay OPS_ATTN_CHUNK */
-    uint32_t attn_dec_hpg;        /* ATTN_DEC_HPG: q heads of one KV head per attn_dec group at most (1, 2, 4, 8),
-                                   * so their loads of each key meet in L1 */
     uint32_t attn_groups_per_cu;  /* ATTN_GROUPS_PER_CU: split-KV chunks shrink until this many groups per compute
                                    * unit */
     uint32_t attn_decq_max_tok;   /* ATTN_DECQ_MAX_TOK: decode batches of up to this many tokens run qkv_rope inside

@@ -59,9 +59,9 @@ static void fill_cache(const paged *p, const uint32_t *lens, uint16_t *K, uint16
             }
 }
 
-/* nh q heads over nkv KV heads */
-static void attention_cases(uint32_t nh, uint32_t nkv)
+static void test_attention(void)
 {
+    reseed(__func__);
     static const attn_cfg cfgs[] = {
         { 0, 0.125f, 0.0f, 64, OPS_ATTN_CHUNK },     /* plain causal, largest chunks (2-3 per long context) */
         { 100, 0.125f, 0.0f, 64, 0 },                /* sliding window shorter than one chunk */
@@ -82,11 +82,11 @@ static void attention_cases(uint32_t nh, uint32_t nkv)
     };
     uint32_t keep_max = O.pol.attn_max_chunk;
     O.pol.attn_max_chunk = 4096;
-    const uint32_t nseq = 4;
+    const uint32_t nh = 4, nkv = 2, nseq = 4;
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         const attn_cfg *cf = &cfgs[c];
         uint32_t hd = cf->hd;
-        if (cf->chunk > OPS_ATTN_CHUNK && !ops_attn_dec_hpg(&O, hd, ENGINE_KV_F16, nh, nkv)) continue;
+        if (cf->chunk > OPS_ATTN_CHUNK && !ops_attn_dec_takes(&O, hd, ENGINE_KV_F16)) continue;
         /* one context past two 256-key chunks, one past one, a short one and a tiny one */
         uint32_t lens[4] = { 520 + irand(60), 257 + irand(100), 30 + irand(60), 1 + irand(5) };
         paged p;
@@ -115,7 +115,7 @@ static void attention_cases(uint32_t nh, uint32_t nkv)
         uint32_t span = max_pos + 1, chunk = cf->chunk, nchunk;
         if (cf->window > 0 && span > (uint32_t)cf->window) span = (uint32_t)cf->window;
         if (chunk) nchunk = (span + chunk - 1) / chunk;
-        else ops_attn_split(&O, span, T, nh, ops_attn_dec_hpg(&O, hd, ENGINE_KV_F16, nh, nkv), &chunk, &nchunk);
+        else ops_attn_split(&O, span, T, nh, ops_attn_dec_takes(&O, hd, ENGINE_KV_F16), &chunk, &nchunk);
         size_t npart = (size_t)T * nh * nchunk;
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
                P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq), PA = dbuf(npart * hd * 4, NULL),
@@ -183,19 +183,6 @@ static void attention_cases(uint32_t nh, uint32_t nkv)
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
     O.pol.attn_max_chunk = keep_max;
-}
-
-static void test_attention(void)
-{
-    reseed(__func__);
-    attention_cases(4, 2);
-    if (!O.attn.dec[0]) return;
-    /* attn_dec with the q heads of a KV head in one group: 2 of 4 over 2, 8 of 8 over 1 */
-    uint32_t keep = O.pol.attn_dec_hpg;
-    O.pol.attn_dec_hpg = 8;
-    attention_cases(4, 2);
-    attention_cases(8, 1);
-    O.pol.attn_dec_hpg = keep;
 }
 
 /* a forward batch as the engine builds it: each sequence's new tokens form one run at consecutive
@@ -277,8 +264,9 @@ static void test_attention_batch(void)
  * over the cache with them, all against float64. On NVIDIA one attn_decq launch (the fresh slots
  * hold NaN until written: a read of the cache there before the write shows), elsewhere qkv_rope and
  * the split-KV kernels. */
-static void qkv_attention_cases(void)
+static void test_qkv_attention(void)
 {
+    reseed(__func__);
     static const struct { uint32_t nh, nkv, rot; int qk_norm, v_norm; attn_cfg a; } cfgs[] = {
         { 4, 1, 256, 1, 0, { 0, 0.0625f, 0.0f, 256, 0 } },   /* Gemma 3 270M */
         { 8, 4, 256, 1, 2, { 24, 1.0f, 0.0f, 256, 0 } },     /* Gemma 4 sliding layers: window, scale 1 */
@@ -377,17 +365,6 @@ static void qkv_attention_cases(void)
         cl_mem all[] = { Q, KR, VR, QW, KW, F, KC, VC, BT, P, S, PA, PM, OUT, CNT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
-}
-
-static void test_qkv_attention(void)
-{
-    reseed(__func__);
-    qkv_attention_cases();
-    if (!O.attn.decq[0]) return;
-    uint32_t keep = O.pol.attn_dec_hpg; /* again with the q heads of a KV head in one group */
-    O.pol.attn_dec_hpg = 8;
-    qkv_attention_cases();
-    O.pol.attn_dec_hpg = keep;
 }
 
 /* ------------------------------------------------------------------ main */

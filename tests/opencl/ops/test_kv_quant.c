@@ -251,7 +251,7 @@ static void test_kv_read(void)
         }
         uint32_t span = max_pos + 1, chunk, nchunk;
         if (cf->window > 0 && span > (uint32_t)cf->window) span = (uint32_t)cf->window;
-        ops_attn_split(&O, span, T, nh, ops_attn_dec_hpg(&O, hd, TYPE, nh, nkv), &chunk, &nchunk);
+        ops_attn_split(&O, span, T, nh, ops_attn_dec_takes(&O, hd, TYPE), &chunk, &nchunk);
         size_t npart = (size_t)T * nh * nchunk;
         uint32_t *cnt = calloc((size_t)T * nh, 4);
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(cb, w->K), VC = dbuf(cb, w->V), BT = dbuf(sizeof w->p.table, w->p.table),
