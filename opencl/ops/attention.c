@@ -1,6 +1,6 @@
-/* ops_attention.c — attention launchers: the split-KV kernels (any batch, any device), the
- * tensor-core flash kernel attn_fa (runs of one sequence's tokens, NVIDIA, head dims 128 / 256 /
- * 512), and op_attention_batch,
+/* ops_attention.c — attention launchers: the split-KV kernels (any batch, any device; on NVIDIA by
+ * warps, attn_dec, or for long spans on tensor cores, attn_decm), the tensor-core flash kernel attn_fa
+ * (runs of one sequence's tokens, NVIDIA, head dims 128 / 256 / 512), and op_attention_batch,
  * which cuts a forward batch into runs and gives each the kernel that suits it. */
 #include "ops_int.h"
 
@@ -19,7 +19,10 @@ int ops_attn_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
         (!(at->dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(at->dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
          !(at->decq[0] = rt_kernel(rt, "attn_decq_8", err, errlen)) ||
-         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen))))
+         !(at->decq[1] = rt_kernel(rt, "attn_decq_16", err, errlen)) ||
+         !(at->decm[0] = rt_kernel(rt, "attn_decm_256", err, errlen)) ||
+         !(at->decm[1] = rt_kernel(rt, "attn_decm_512", err, errlen)) ||
+         !(at->decm_merge = rt_kernel(rt, "attn_decm_merge", err, errlen))))
         return -1;
     return 0;
 }
@@ -28,9 +31,11 @@ void ops_attn_release(ops *o)
 {
     ops_attn *at = &o->attn;
     ops_kernel_release(&at->partial);
+    ops_kernel_release(&at->decm_merge);
     for (int i = 0; i < 2; i++) {
         ops_kernel_release(&at->dec[i]);
         ops_kernel_release(&at->decq[i]);
+        ops_kernel_release(&at->decm[i]);
     }
     for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
 }
@@ -42,23 +47,63 @@ static int dec_index(const ops *o, uint32_t hd, int kv_type)
     return di >= 0 && o->attn.dec[di] ? di : -1;
 }
 
-int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type) { return dec_index(o, hd, kv_type) >= 0; }
+/* attn_decm's groups per token: a KV head's q heads 8 at a time, 256 output dims each; 0 unless the
+ * heads fill the 8 columns (with 2 or 4 heads a KV head, E4B's, it measured slower than attn_dec) */
+static uint32_t decm_groups(uint32_t nh, uint32_t nkv, uint32_t hd)
+{
+    uint32_t G = nkv && nh % nkv == 0 ? nh / nkv : 0;
+    return G && G % 8 == 0 ? nkv * (G / 8) * (hd / 256) : 0;
+}
 
-/* the split-KV kernels for tokens [t0, t0 + ntok); r: the batch's raw projections (attn_decq) */
+int ops_attn_kind(const ops *o, uint32_t hd, int kv_type, uint32_t nh, uint32_t nkv, uint32_t span)
+{
+    int di = dec_index(o, hd, kv_type);
+    if (di < 0) return OPS_ATTN_PARTIAL;
+    return span >= o->pol.attn_decm_min_keys && decm_groups(nh, nkv, hd) && o->attn.decm[di] ? OPS_ATTN_DECM
+                                                                                          : OPS_ATTN_DEC;
+}
+
+/* attn_decm's chunk partials for tokens [t0, t0 + ntok) (gm groups a token and chunk), then
+ * attn_decm_merge's group per (token, head) with the int8 X of the output projection (attn_dec's) */
+static int attention_decm(ops *o, int di, uint32_t gm, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv,
+                          uint32_t hd, const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
+                          float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
+                          cl_mem part_ml, cl_mem out, cl_mem xq, cl_mem xqs, uint32_t xq_ntok, uint32_t tpad)
+{
+    size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)nchunk * (hd / 256) * 128, gm / (hd / 256), ntok };
+    double keys = (double)ntok * nchunk * chunk, parts = 4.0 * ntok * nh * nchunk * (hd + 2);
+    if (OPS_LAUNCH(o, K_ATTN_DECM, o->attn.decm[di], 3, gws, lws, keys * nkv * hd * 4.0 + parts,
+                   keys * nh * hd * 4.0, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache), A(v->cache), A(tok_pos),
+                   A(tok_seq), A(k->block_table), A(k->max_blocks), A(k->block_size), A(window), A(scale),
+                   A(softcap), A(nchunk), A(chunk), A(part_acc), A(part_ml)))
+        return -1;
+    size_t mlws[3] = { hd / 4, 1, 1 }, mgws[3] = { hd / 4, nh, ntok };
+    return OPS_LAUNCH(o, K_ATTN_DECM_MERGE, o->attn.decm_merge, 3, mgws, mlws, parts + 4.0 * ntok * nh * hd,
+                      2.0 * ntok * nh * nchunk * hd, A(part_acc), A(part_ml), A(t0), A(nh), A(hd), A(nchunk), A(out),
+                      A(xq), A(xqs), A(xq_ntok), A(tpad));
+}
+
+/* the split-KV kernels for tokens [t0, t0 + ntok); kind: ops_attn_kind's; r: the batch's raw projections
+ * (attn_decq) */
 static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                            const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_hi, cl_mem tok_seq,
-                           int window, float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
-                           cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r)
+                           int window, float scale, float softcap, int kind, uint32_t nchunk, uint32_t chunk,
+                           cl_mem part_acc, cl_mem part_ml, cl_mem part_cnt, cl_mem out, const qkv_raw *r)
 {
     int di = dec_index(o, hd, k->type);
-    /* keys above a token's position (tok_hi) only on attn_partial */
-    cl_kernel dec = di < 0 || tok_hi ? NULL : r ? o->attn.decq[di] : o->attn.dec[di];
+    uint32_t gm = kind == OPS_ATTN_DECM ? decm_groups(nh, nkv, hd) : 0;
+    /* keys above a token's position (tok_hi) only on attn_partial; attn_decm takes no raw projections */
+    if (kind != OPS_ATTN_PARTIAL && (di < 0 || tok_hi || (kind == OPS_ATTN_DECM && (!gm || r))))
+        return ops_fail(o, "attention: kernel %d cannot take this layer", kind);
+    cl_kernel dec = kind == OPS_ATTN_PARTIAL ? NULL
+                  : kind == OPS_ATTN_DECM ? o->attn.decm[di] : r ? o->attn.decq[di] : o->attn.dec[di];
     if (chunk == 0 || chunk > (dec ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK))
         return ops_fail(o, "attention: bad chunk %u", chunk);
     double span = (double)ntok * nh * nchunk * chunk; /* upper bound on keys visited */
     double bytes = span * hd * 4.0 / (nh / nkv) + 4.0 * ntok * nh * nchunk * (hd + 2);
     if (k->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "attention: a quantized KV row needs hd %% 32 == 0");
-    if (dec) { /* one warp per run of keys (attn_decode.cl): no local staging of Q, keys or scores */
+    if (dec) { /* one warp per run of keys (attn_decode.cl), or attn_decm.cl's groups of 4 warps: no local
+                * staging of keys or scores */
         size_t lws[3] = { 256, 1, 1 }, gws[3] = { (size_t)nchunk * 256, nh, ntok };
         /* a whole decode batch whose output projection (k = nh * hd) takes mvqg (1-4 tokens) or
          * mmq8 (5-256): its int8 X too, in that product's layout */
@@ -69,7 +114,10 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
         cl_mem xq = q8 || q8x ? o->act.xq : out, xqs = q8 || q8x ? o->act.xqs : out;
         uint32_t xq_ntok = q8 || q8x ? ntok : 0;
         int rc;
-        if (r) {
+        if (gm) {
+            rc = attention_decm(o, di, gm, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, tok_seq, window, scale, softcap,
+                                nchunk, chunk, part_acc, part_ml, out, xq, xqs, xq_ntok, tpad);
+        } else if (r) {
             cl_mem qw = r->qw ? r->qw : Q, kw = r->kw ? r->kw : Q;
             rc = OPS_LAUNCH(o, K_ATTN_DEC, dec, 3, gws, lws, bytes + 4.0 * ntok * (nh + 2 * nkv) * hd,
                             span * hd * 4.0, A(Q), A(t0), A(nh), A(nkv), A(hd), A(k->cache),
@@ -100,23 +148,24 @@ static int attention_split(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_
 
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem part_cnt, cl_mem out)
+                 float scale, float softcap, int kind, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
+                 cl_mem part_ml, cl_mem part_cnt, cl_mem out)
 {
-    return attention_split(o, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, NULL, tok_seq, window, scale, softcap, nchunk,
-                           chunk, part_acc, part_ml, part_cnt, out, NULL);
+    return attention_split(o, Q, t0, ntok, nh, nkv, hd, k, v, tok_pos, NULL, tok_seq, window, scale, softcap, kind,
+                           nchunk, chunk, part_acc, part_ml, part_cnt, out, NULL);
 }
 
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
-                    uint32_t *nchunk)
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd, int kind,
+                    uint32_t *chunk, uint32_t *nchunk)
 {
-    uint32_t c = dec ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK;
+    uint32_t c = kind != OPS_ATTN_PARTIAL ? o->pol.attn_max_chunk : OPS_ATTN_CHUNK;
     if (!o->rt->is_cpu) {
         /* aim for ~attn_groups_per_cu work-groups per compute unit, chunks of at least attn_min_chunk
          * keys (rounded up to a power of two) */
         uint32_t lo = OPS_ATTN_MIN_CHUNK;
         while (lo < o->pol.attn_min_chunk && lo < OPS_ATTN_CHUNK) lo *= 2;
-        uint64_t want = (uint64_t)o->pol.attn_groups_per_cu * o->n_cu, have = (uint64_t)ntok * nh;
+        uint64_t want = (uint64_t)o->pol.attn_groups_per_cu * o->n_cu,
+                 have = (uint64_t)ntok * (kind == OPS_ATTN_DECM ? decm_groups(nh, nkv, hd) : nh);
         while (c > lo && have * ((span + c - 1) / c) < want) c /= 2;
     }
     *chunk = c;
@@ -164,14 +213,16 @@ static int split_range(ops *o, const attn_batch *b, const attn_layer *l, uint32_
 {
     cl_mem hi = l->window > 0 ? b->hi : NULL; /* full-attention layers stay causal around images */
     uint32_t chunk, nchunk;
-    ops_attn_split(o, span, n, l->nh, !hi && ops_attn_dec_takes(o, l->hd, l->k->type), &chunk, &nchunk);
+    int kind = hi ? OPS_ATTN_PARTIAL : ops_attn_kind(o, l->hd, l->k->type, l->nh, l->nkv, span);
+    ops_attn_split(o, span, n, l->nh, l->nkv, l->hd, kind, &chunk, &nchunk);
     size_t per_tok = (size_t)l->nh * nchunk * b->part_hd;
     uint32_t slice = (uint32_t)(b->part_elems / per_tok);
     if (slice == 0) return ops_fail(o, "attention: position %u exceeds the partial buffers", b->max_pos);
     for (uint32_t s = t0; s < t0 + n; s += slice) {
         uint32_t m = t0 + n - s < slice ? t0 + n - s : slice;
         if (attention_split(o, b->q, s, m, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, hi, b->seq, l->window,
-                            l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, NULL))
+                            l->scale, l->softcap, kind, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out,
+                            NULL))
             return -1;
     }
     return 0;
@@ -224,13 +275,16 @@ int op_qkv_attention(ops *o, const qkv_raw *r, const attn_batch *b, const attn_l
               l->nkv && l->nh % l->nkv == 0 && (r->qk_norm != 1 || (r->qw && r->kw)) && !b->hi;
     for (uint32_t t = 1; one && t < b->ntok; t++) one = b->h_seq[t] != b->h_seq[t - 1];
     uint32_t span = batch_span(b, l), chunk = 0, nchunk = 0;
+    /* long spans read each KV row once per KV head on attn_decm, after qkv_rope */
+    if (one && ops_attn_kind(o, l->hd, l->k->type, l->nh, l->nkv, span) != OPS_ATTN_DEC) one = 0;
     if (one) {
-        ops_attn_split(o, span, b->ntok, l->nh, 1, &chunk, &nchunk);
+        ops_attn_split(o, span, b->ntok, l->nh, l->nkv, l->hd, OPS_ATTN_DEC, &chunk, &nchunk);
         one = b->part_elems / ((size_t)l->nh * nchunk * b->part_hd) >= b->ntok;
     }
     if (one)
         return attention_split(o, b->q, 0, b->ntok, l->nh, l->nkv, l->hd, l->k, l->v, b->pos, NULL, b->seq, l->window,
-                               l->scale, l->softcap, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt, b->out, r);
+                               l->scale, l->softcap, OPS_ATTN_DEC, nchunk, chunk, b->part_acc, b->part_ml, b->part_cnt,
+                               b->out, r);
     if (op_qkv_rope(o, b->q, r->k, r->v, b->ntok, l->nh, l->nkv, l->hd, r->qw, r->kw, r->qk_norm, r->v_norm, r->eps,
                     r->freq, r->rot, b->pos, b->seq, l->k, l->v))
         return -1;

@@ -32,6 +32,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMQ8_SUM] = "mmq8_sum (k slices added)",
     [K_MMQ8R] = "mmq8r (int8 tensor cores, cp.async, X shared by 4 warps)",
     [K_VIS_FA] = "vis_fa (tensor cores, cp.async)",
+    [K_ATTN_DECM] = "attn_decm (tensor cores)", [K_ATTN_DECM_MERGE] = "attn_decm_merge",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }

@@ -54,6 +54,7 @@ enum op_kernel {
     K_MMQ8_SUM,
     K_MMQ8R,
     K_VIS_FA,
+    K_ATTN_DECM, K_ATTN_DECM_MERGE,
     K_COUNT
 };
 
@@ -131,6 +132,8 @@ typedef struct ops_attn {      /* attention.c */
     cl_kernel partial;         /* split-KV attention, any device */
     cl_kernel dec[2];          /* split-KV, one warp per key run, head dims 256 / 512 (NVIDIA) */
     cl_kernel decq[2];         /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
+    cl_kernel decm[2];         /* split-KV on tensor cores, a KV head's q heads in one product (NVIDIA) */
+    cl_kernel decm_merge;      /* its chunks merged, a group per (token, head) */
     cl_kernel fa[3];           /* tensor-core prefill attention, head dims 128 / 256 / 512 (NVIDIA) */
 } ops_attn;
 
@@ -297,21 +300,25 @@ int op_qkv_rope(ops *o, cl_mem Q, cl_mem K, cl_mem V, uint32_t ntok, uint32_t nh
                 cl_mem tok_pos, cl_mem tok_seq, const kv_view *kc, const kv_view *vc);
 int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_mem w, int norm, float eps,
                  cl_mem freq, uint32_t rot, cl_mem tok_pos, cl_mem tok_seq, const kv_view *to_cache);
-/* how to split span keys for ntok tokens x nh heads: keys per chunk and chunk count, so that
- * short decode steps still spread over the device (small chunks) and long prefills do not; dec:
- * the layer runs on attn_dec (ops_attn_dec_takes), whose chunks may reach pol.attn_max_chunk */
-void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, int dec, uint32_t *chunk,
-                    uint32_t *nchunk);
-/* 1 if the split-KV attention of head dim hd over a cache of kv_type runs on attn_dec / attn_decq */
-int ops_attn_dec_takes(const ops *o, uint32_t hd, int kv_type);
+/* the split-KV kernels a layer can run on: attn_partial (any device), attn_dec / attn_decq (NVIDIA,
+ * a warp per run of keys, head dims 256 / 512 over f16 rows), attn_decm (the same on tensor cores) */
+enum { OPS_ATTN_PARTIAL, OPS_ATTN_DEC, OPS_ATTN_DECM };
+/* which of them takes a layer of head dim hd over a cache of kv_type, nh q heads on nkv KV heads,
+ * tokens seeing span keys at most: attn_decm from pol.attn_decm_min_keys keys */
+int ops_attn_kind(const ops *o, uint32_t hd, int kv_type, uint32_t nh, uint32_t nkv, uint32_t span);
+/* how to split span keys for ntok tokens of a layer on kernel kind: keys per chunk and chunk count,
+ * so that short decode steps still spread over the device (small chunks) and long prefills do not;
+ * attn_dec's and attn_decm's chunks may reach pol.attn_max_chunk */
+void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd, int kind,
+                    uint32_t *chunk, uint32_t *nchunk);
 /* attention for tokens [t0, t0+ntok); part buffers hold ntok*nh*nchunk*(hd+2) floats; part_cnt
  * ntok*nh counters, zero before the launch and zero again after it (the group that completes a
  * (token, head) merges its chunks and resets its counter); chunk (keys per chunk, <=
  * OPS_ATTN_CHUNK, or pol.attn_max_chunk on attn_dec) and nchunk cover the longest span in the batch */
 int op_attention(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh, uint32_t nkv, uint32_t hd,
                  const kv_view *k, const kv_view *v, cl_mem tok_pos, cl_mem tok_seq, int window,
-                 float scale, float softcap, uint32_t nchunk, uint32_t chunk, cl_mem part_acc, cl_mem part_ml,
-                 cl_mem part_cnt, cl_mem out);
+                 float scale, float softcap, int kind, uint32_t nchunk, uint32_t chunk, cl_mem part_acc,
+                 cl_mem part_ml, cl_mem part_cnt, cl_mem out);
 /* one layer's attention shape and KV cache */
 typedef struct attn_layer {
     uint32_t nh, nkv, hd;

@@ -56,6 +56,9 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         /* attn_dec's warps walk any run of keys (no score buffer): fewer, longer chunks merge less at long
          * spans (docs/PERF.md: 31B decode after 32k keys +13%) */
         .attn_max_chunk = 4096,
+        /* from here reading each K and V row once per KV head, not once per q head, pays for qkv_rope's
+         * and the merge's launches (31B: 512 keys -7%, 8k +1%, 32k +10%) */
+        .attn_decm_min_keys = 8192,
         /* 16-token steps measured slower in one launch than with qkv_rope before attn_dec */
         .attn_decq_max_tok = 4,
         /* a decode step's few rows run faster on qkv_rope's groups */
@@ -101,6 +104,7 @@ static const struct policy_name {
     F(ATTN_MIN_CHUNK, attn_min_chunk, 0, OPS_ATTN_CHUNK),
     F(ATTN_GROUPS_PER_CU, attn_groups_per_cu, 1, 1024),
     F(ATTN_MAX_CHUNK, attn_max_chunk, OPS_ATTN_CHUNK, 1u << 20),
+    F(ATTN_DECM_MIN_KEYS, attn_decm_min_keys, 0, 1u << 31),
     F(ATTN_DECQ_MAX_TOK, attn_decq_max_tok, 1, 256),
     F(QKV_ROPE_W_MIN_ROWS, qkv_rope_w_min_rows, 0, UINT32_MAX),
     F(DELTA_CHUNK, delta_chunk, 1, OPS_DELTA_C_MAX),

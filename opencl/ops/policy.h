@@ -36,6 +36,8 @@ typedef struct ops_policy {
                                    * two, 32..256) */
     uint32_t attn_max_chunk;      /* ATTN_MAX_CHUNK: keys per split-KV chunk at most where attn_dec takes the
                                    * layer (f16 rows of head dim 256 / 512); attn_partial's stay OPS_ATTN_CHUNK */
+    uint32_t attn_decm_min_keys;  /* ATTN_DECM_MIN_KEYS: layers whose tokens see this many keys run on attn_decm
+                                   * (NVIDIA; a KV head's q heads in one tensor-core product) */
     uint32_t attn_groups_per_cu;  /* ATTN_GROUPS_PER_CU: split-KV chunks shrink until this many groups per compute
                                    * unit */
     uint32_t attn_decq_max_tok;   /* ATTN_DECQ_MAX_TOK: decode batches of up to this many tokens run qkv_rope inside

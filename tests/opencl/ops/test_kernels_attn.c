@@ -59,9 +59,9 @@ static void fill_cache(const paged *p, const uint32_t *lens, uint16_t *K, uint16
             }
 }
 
-static void test_attention(void)
+/* every case for nh q heads on nkv KV heads; decm: the NVIDIA layers on attn_decm, else on attn_dec */
+static void attention_cases(uint32_t nh, uint32_t nkv, int decm)
 {
-    reseed(__func__);
     static const attn_cfg cfgs[] = {
         { 0, 0.125f, 0.0f, 64, OPS_ATTN_CHUNK },     /* plain causal, largest chunks (2-3 per long context) */
         { 100, 0.125f, 0.0f, 64, 0 },                /* sliding window shorter than one chunk */
@@ -80,13 +80,16 @@ static void test_attention(void)
         { 0, 0.044f, 0.0f, 512, 512 },
         { 0, 0.044f, 5.0f, 512, 1024 },
     };
-    uint32_t keep_max = O.pol.attn_max_chunk;
+    uint32_t keep_max = O.pol.attn_max_chunk, keep_decm = O.pol.attn_decm_min_keys;
     O.pol.attn_max_chunk = 4096;
-    const uint32_t nh = 4, nkv = 2, nseq = 4;
+    O.pol.attn_decm_min_keys = decm ? 0 : 1u << 31;
+    const uint32_t nseq = 4;
     for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
         const attn_cfg *cf = &cfgs[c];
         uint32_t hd = cf->hd;
-        if (cf->chunk > OPS_ATTN_CHUNK && !ops_attn_dec_takes(&O, hd, ENGINE_KV_F16)) continue;
+        int kind = ops_attn_kind(&O, hd, ENGINE_KV_F16, nh, nkv, 1);
+        if ((cf->chunk > OPS_ATTN_CHUNK && kind == OPS_ATTN_PARTIAL) || (decm && kind != OPS_ATTN_DECM)) continue;
+        double tol = kind == OPS_ATTN_DECM ? TOL_MMA : TOL_RED; /* attn_decm rounds Q and the weights to f16 */
         /* one context past two 256-key chunks, one past one, a short one and a tiny one */
         uint32_t lens[4] = { 520 + irand(60), 257 + irand(100), 30 + irand(60), 1 + irand(5) };
         paged p;
@@ -115,7 +118,7 @@ static void test_attention(void)
         uint32_t span = max_pos + 1, chunk = cf->chunk, nchunk;
         if (cf->window > 0 && span > (uint32_t)cf->window) span = (uint32_t)cf->window;
         if (chunk) nchunk = (span + chunk - 1) / chunk;
-        else ops_attn_split(&O, span, T, nh, ops_attn_dec_takes(&O, hd, ENGINE_KV_F16), &chunk, &nchunk);
+        else ops_attn_split(&O, span, T, nh, nkv, hd, kind, &chunk, &nchunk);
         size_t npart = (size_t)T * nh * nchunk;
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(nc * 2, K), VC = dbuf(nc * 2, V), BT = dbuf(sizeof p.table, p.table),
                P = dbuf(sizeof pos, pos), S = dbuf(sizeof seq, seq), PA = dbuf(npart * hd * 4, NULL),
@@ -126,43 +129,44 @@ static void test_attention(void)
         char what[160];
         uint32_t t0 = 2 + irand(T - 4);
         snprintf(what, sizeof what,
-                 "attention T %u nh %u nkv %u hd %u window %d softcap %g chunk %u x %u lens %u/%u/%u/%u", T, nh, nkv,
+                 "attention (%s) T %u nh %u nkv %u hd %u window %d softcap %g chunk %u x %u lens %u/%u/%u/%u",
+                 kind == OPS_ATTN_DECM ? "attn_decm" : kind == OPS_ATTN_DEC ? "attn_dec" : "attn_partial", T, nh, nkv,
                  hd, cf->window, cf->softcap, nchunk, chunk, lens[0], lens[1], lens[2], lens[3]);
         poison(OUT, tot * 4);
         poison(PA, npart * hd * 4);
         poison(PM, npart * 2 * 4);
         /* slice [t0, T) first: rows before t0 must stay untouched */
-        OPOK(op_attention(&O, Q, t0, T - t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, CNT, OUT));
+        OPOK(op_attention(&O, Q, t0, T - t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, kind,
+                          nchunk, chunk, PA, PM, CNT, OUT));
         dread(OUT, out, tot * 4);
         char w2[200];
         snprintf(w2, sizeof w2, "%s, slice t0 %u", what, t0);
-        check_close(w2, out + (size_t)t0 * nh * hd, ref + (size_t)t0 * nh * hd, nq - (size_t)t0 * nh * hd, TOL_RED);
+        check_close(w2, out + (size_t)t0 * nh * hd, ref + (size_t)t0 * nh * hd, nq - (size_t)t0 * nh * hd, tol);
         check_untouched(w2, out, 0, (size_t)t0 * nh * hd);
         check_untouched(w2, out, nq, tot);
         /* then [0, t0) with freshly poisoned partials */
         poison(PA, npart * hd * 4);
         poison(PM, npart * 2 * 4);
-        OPOK(op_attention(&O, Q, 0, t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                          chunk, PA, PM, CNT, OUT));
+        OPOK(op_attention(&O, Q, 0, t0, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, kind,
+                          nchunk, chunk, PA, PM, CNT, OUT));
         dread(OUT, out, tot * 4);
         snprintf(w2, sizeof w2, "%s, all tokens", what);
-        check_close(w2, out, ref, nq, TOL_RED);
+        check_close(w2, out, ref, nq, tol);
         check_untouched(w2, out, nq, tot);
         /* a decode batch (from token 0) also leaves its output as the int8 X of the output
          * projection: for 1-4 tokens in mvqg's layout, for 5-16 in mmq8's (any k here) */
-        for (int lay = 0; lay < 2 && O.attn.dec[0] && hd >= 256; lay++) {
+        for (int lay = 0; lay < 2 && kind != OPS_ATTN_PARTIAL; lay++) {
             if (lay ? !O.act.q8x || T < 5 : !O.act.mvq_xq) continue;
             uint32_t nt = lay ? (T < 16 ? T : 16) : (T < 4 ? T : 4);
             uint32_t *min_k = lay ? &O.pol.q8x_min_k : &O.pol.mvqg_min_k, keep_k = *min_k;
             *min_k = 0;
-            OPOK(op_attention(&O, Q, 0, nt, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk,
-                              chunk, PA, PM, CNT, OUT));
+            OPOK(op_attention(&O, Q, 0, nt, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, kind,
+                              nchunk, chunk, PA, PM, CNT, OUT));
             *min_k = keep_k;
             snprintf(w2, sizeof w2, "%s, int8 output of %u tokens (%s layout)", what, nt, lay ? "mmq8" : "mvqg");
             CHECK(O.act.xq_of == OUT, "%s: no int8 output", w2);
             dread(OUT, out, tot * 4);
-            check_close(w2, out, ref, (size_t)nt * nh * hd, TOL_RED);
+            check_close(w2, out, ref, (size_t)nt * nh * hd, tol);
             if (lay) check_q8x_of(w2, out, nt, nh * hd);
             else check_xq_of(w2, out, nt, nh * hd);
         }
@@ -172,17 +176,30 @@ static void test_attention(void)
         for (size_t i = 0; i < (size_t)T * nh; i++) stale += cnt[i] != 0;
         CHECK(stale == 0, "%s: %zu attention counters left non-zero", what, stale);
         if (c == 0) { /* chunks the kernel's score buffer cannot hold are refused */
-            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, OPS_ATTN_CHUNK + 1,
-                       PA, PM,
-                               CNT, OUT)) != 0, "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
-            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, 1, 0, PA, PM, CNT,
-                       OUT)) != 0, "op_attention accepted chunk 0");
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, kind, 1,
+                                    OPS_ATTN_CHUNK + 1, PA, PM, CNT, OUT)) != 0,
+                  "op_attention accepted chunk %u", OPS_ATTN_CHUNK + 1);
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, kind, 1, 0, PA, PM, CNT,
+                                    OUT)) != 0, "op_attention accepted chunk 0");
+            CHECK(OPRC(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, 0, 1.0f, 0.0f, OPS_ATTN_DECM, 1, 64,
+                                    PA, PM, CNT, OUT)) != 0, "op_attention took head dim %u on attn_decm", hd);
         }
         free(K); free(V); free(q); free(out); free(ref); free(cnt);
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
     O.pol.attn_max_chunk = keep_max;
+    O.pol.attn_decm_min_keys = keep_decm;
+}
+
+static void test_attention(void)
+{
+    reseed(__func__);
+    attention_cases(4, 2, 0);
+    if (!O.attn.decm[0]) return;
+    /* a KV head's 8 and 16 q heads on tensor cores (16: two groups of 8) */
+    attention_cases(16, 2, 1);
+    attention_cases(16, 1, 1);
 }
 
 /* a forward batch as the engine builds it: each sequence's new tokens form one run at consecutive
@@ -264,9 +281,10 @@ static void test_attention_batch(void)
  * over the cache with them, all against float64. On NVIDIA one attn_decq launch (the fresh slots
  * hold NaN until written: a read of the cache there before the write shows), elsewhere qkv_rope and
  * the split-KV kernels. */
-static void test_qkv_attention(void)
+static void qkv_attention_cases(int decm)
 {
-    reseed(__func__);
+    uint32_t keep_decm = O.pol.attn_decm_min_keys;
+    if (decm) O.pol.attn_decm_min_keys = 0; /* qkv_rope, then attn_decm */
     static const struct { uint32_t nh, nkv, rot; int qk_norm, v_norm; attn_cfg a; } cfgs[] = {
         { 4, 1, 256, 1, 0, { 0, 0.0625f, 0.0f, 256, 0 } },   /* Gemma 3 270M */
         { 8, 4, 256, 1, 2, { 24, 1.0f, 0.0f, 256, 0 } },     /* Gemma 4 sliding layers: window, scale 1 */
@@ -278,6 +296,7 @@ static void test_qkv_attention(void)
         const attn_cfg *cf = &cfgs[c].a;
         uint32_t nh = cfgs[c].nh, nkv = cfgs[c].nkv, hd = cf->hd, rot = cfgs[c].rot, T = nseq;
         int qn = cfgs[c].qk_norm, vn = cfgs[c].v_norm;
+        if (decm && ops_attn_kind(&O, hd, ENGINE_KV_F16, nh, nkv, 1) != OPS_ATTN_DECM) continue;
         uint32_t prior[4] = { 0, 1 + irand(30), 100 + irand(200), 600 + irand(300) }, lens[4];
         for (uint32_t s = 0; s < nseq; s++) lens[s] = prior[s] + 1;
         paged p;
@@ -334,12 +353,13 @@ static void test_qkv_attention(void)
         char what[200];
         snprintf(what, sizeof what,
                  "qkv attention (%s) nh %u nkv %u hd %u rot %u qk_norm %d v_norm %d window %d softcap %g",
-                 O.attn.decq[hd == 512] ? "attn_decq" : "qkv_rope + split", nh, nkv, hd, rot, qn, vn, cf->window,
+                 decm ? "qkv_rope + attn_decm" : O.attn.decq[hd == 512] ? "attn_decq" : "qkv_rope + split", nh, nkv, hd,
+                 rot, qn, vn, cf->window,
                  cf->softcap);
         poison(OUT, nq * 4);
         OPOK(op_qkv_attention(&O, &raw, &ab, &al));
         dread(OUT, out, nq * 4);
-        check_close(what, out, ref, nq, TOL_RED);
+        check_close(what, out, ref, nq, decm ? TOL_MMA : TOL_RED);
         /* the fresh slots against float64, every other half of the caches as it was */
         for (int kv = 0; kv < 2; kv++) {
             dread(kv ? VC : KC, got16, nc * 2);
@@ -365,6 +385,14 @@ static void test_qkv_attention(void)
         cl_mem all[] = { Q, KR, VR, QW, KW, F, KC, VC, BT, P, S, PA, PM, OUT, CNT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
+    O.pol.attn_decm_min_keys = keep_decm;
+}
+
+static void test_qkv_attention(void)
+{
+    reseed(__func__);
+    qkv_attention_cases(0);
+    if (O.attn.decm[0]) qkv_attention_cases(1);
 }
 
 /* ------------------------------------------------------------------ main */

@@ -251,7 +251,8 @@ static void test_kv_read(void)
         }
         uint32_t span = max_pos + 1, chunk, nchunk;
         if (cf->window > 0 && span > (uint32_t)cf->window) span = (uint32_t)cf->window;
-        ops_attn_split(&O, span, T, nh, ops_attn_dec_takes(&O, hd, TYPE), &chunk, &nchunk);
+        int kind = ops_attn_kind(&O, hd, TYPE, nh, nkv, span);
+        ops_attn_split(&O, span, T, nh, nkv, hd, kind, &chunk, &nchunk);
         size_t npart = (size_t)T * nh * nchunk;
         uint32_t *cnt = calloc((size_t)T * nh, 4);
         cl_mem Q = dbuf(nq * 4, q), KC = dbuf(cb, w->K), VC = dbuf(cb, w->V), BT = dbuf(sizeof w->p.table, w->p.table),
@@ -262,10 +263,10 @@ static void test_kv_read(void)
         snprintf(what, sizeof what, "attention over %s rows: T %u nh %u nkv %u hd %u window %d softcap %g chunk %u x %u",
                  kv_types[TYPE].name, T, nh, nkv, hd, cf->window, cf->softcap, nchunk, chunk);
         poison(OUT, nq * 4);
-        OPOK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, nchunk, chunk,
-                          PA, PM, CNT, OUT));
+        OPOK(op_attention(&O, Q, 0, T, nh, nkv, hd, &kk, &vv, P, S, cf->window, cf->scale, cf->softcap, kind, nchunk,
+                          chunk, PA, PM, CNT, OUT));
         dread(OUT, out, nq * 4);
-        check_close(what, out, ref, nq, TOL_RED);
+        check_close(what, out, ref, nq, kind == OPS_ATTN_DECM ? TOL_MMA : TOL_RED);
         free(q); free(out); free(ref); free(cnt);
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, OUT, CNT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
