@@ -7,7 +7,8 @@
 # BENCH ARGS (default "-p 512 -n 64 -r 3"), e.g. "-p 32768 -n 64 -r 3" for decode after 32k tokens.
 # Every model runs the variants in ROUNDS (default 2) rounds, the order reversed each round, and
 # $OUT/settings_ab.md (OUT defaults to ./settings-ab) gets one row per model and variant: decode and
-# prefill tok/s of each round (bench's medians of its -r runs).
+# prefill tok/s of each round (bench's medians of its -r runs); each round's line also goes to
+# $OUT/settings_ab.log as it is measured, so a call cut short keeps what it has.
 models=$1 variants=$2
 shift 2
 args=("$@"); [ ${#args[@]} -eq 0 ] && args=(-p 512 -n 64 -r 3)
@@ -37,7 +38,7 @@ for m in $models; do
       j=$k; [ $((r % 2)) = 0 ] && j=$((n - 1 - k))
       read -r d p <<< "$(run "${vs[$j]}")"
       dec[$j]="${dec[$j]:-}${dec[$j]:+ / }$d"; pre[$j]="${pre[$j]:-}${pre[$j]:+ / }$p"
-      echo "$name [${vs[$j]}] round $r: decode $d prefill $p"
+      echo "$name [${vs[$j]}] round $r: decode $d prefill $p" | tee -a "$OUT/settings_ab.log"
     done
   done
   for i in "${!vs[@]}"; do echo "| $name | ${vs[$i]} | ${dec[$i]} | ${pre[$i]} |" >> "$OUT/settings_ab.md"; done
