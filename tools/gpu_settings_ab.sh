@@ -3,7 +3,8 @@
 # tools/gpu_vs_llama.sh wants it, which writes the files):
 #   bash tools/gpu_settings_ab.sh "MODELS" "VARIANTS" [BENCH ARGS...]
 # MODELS: gpu_vs_llama.sh's names (26b 31b e4b ...) or paths of GGUF files. VARIANTS: ';'-separated lists of
-# bench settings, "-" for the defaults, e.g. "-;ATTN_MAX_CHUNK=256;ATTN_MAX_CHUNK=256 ATTN_GROUPS_PER_CU=2".
+# bench settings, "-" for the defaults, e.g. "-;ATTN_MAX_CHUNK=256;ATTN_MAX_CHUNK=256 ATTN_GROUPS_PER_CU=2";
+# bin=PATH in a list runs that clgemma binary instead (two builds: "bin=.gpu/now/base;bin=.gpu/now/new").
 # BENCH ARGS (default "-p 512 -n 64 -r 3"), e.g. "-p 32768 -n 64 -r 3" for decode after 32k tokens.
 # Every model runs the variants in ROUNDS (default 2) rounds, the order reversed each round, and
 # $OUT/settings_ab.md (OUT defaults to ./settings-ab) gets one row per model and variant: decode and
@@ -18,9 +19,11 @@ cg=build/clgemma; [ -x .gpu/now/clgemma ] && cg=.gpu/now/clgemma
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 IFS=';' read -ra vs <<< "$variants"
 run() { # variant -> "decode prefill"
-  local sets=()
-  for kv in $1; do [ "$kv" = - ] || sets+=(--set "$kv"); done
-  timeout 300 $cg bench -m "$file" "${args[@]}" "${sets[@]}" 2>>"$OUT/bench.err" | tail -1 |
+  local sets=() bin=$cg
+  for kv in $1; do
+    case $kv in -) ;; bin=*) bin=${kv#bin=} ;; *) sets+=(--set "$kv") ;; esac
+  done
+  timeout 300 $bin bench -m "$file" "${args[@]}" "${sets[@]}" 2>>"$OUT/bench.err" | tail -1 |
     "$PY" -c 'import json, sys; j = json.load(sys.stdin); print("%.1f %.1f" % (j["decode_tok_s"], j["prefill_tok_s"]))' \
     2>/dev/null || echo "- -"
 }
