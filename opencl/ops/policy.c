@@ -54,10 +54,10 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         /* 3, not 4: a 16-token decode step of 32 heads then keeps one chunk up to 256 keys */
         .attn_groups_per_cu = 3,
         /* attn_dec's warps walk any run of keys (no score buffer): fewer, longer chunks merge less at long
-         * spans (docs/PERF.md: 31B decode after 32k keys +13%) */
+         * spans (docs/PERF.md) */
         .attn_max_chunk = 4096,
         /* from here reading each K and V row once per KV head, not once per q head, pays for qkv_rope's
-         * and the merge's launches (31B: 512 keys -7%, 8k +1%, 32k +10%) */
+         * and the merge's launches (docs/PERF.md) */
         .attn_decm_min_keys = 8192,
         /* 16-token steps measured slower in one launch than with qkv_rope before attn_dec */
         .attn_decq_max_tok = 4,
