@@ -3,7 +3,8 @@
 # compiled for sm_90a without a GPU (tools/ptx_check.sh: clang to PTX, then ptxas): every program and
 # KV type builds, the int8 decode kernels of every int8 type exist and spill nothing, and the int8
 # tensor-core products keep their accumulators in registers (no stack frame: 31B at 64 tokens ran
-# 1,070 tok/s with them in local memory, 1,294 without, H200).
+# 1,070 tok/s with them in local memory, 1,294 without, H200), and the tensor-core attention kernels
+# exist and spill nothing.
 cd "$(dirname "$0")/../.." || exit 1
 if ! command -v clang >/dev/null || ! command -v ptxas >/dev/null; then
   echo "ptx_nvidia: no clang or ptxas here (the CUDA toolkit): not checked"; exit 0
@@ -39,3 +40,12 @@ for t in $types; do
 done
 if [ -z "$bad" ] && [ $n -ge 20 ]; then echo "PASS ptx_int8_mma_kernels ($n kernels)"
 else echo "FAIL ptx_int8_mma_kernels ($n kernels):$bad"; fi
+# the tensor-core decode attention (attn_decm.cl) of both head dims and its merge: built, nothing spilled
+bad=""
+for k in attn_decm_256 attn_decm_512 attn_decm_merge attn_fa_512; do
+  line=$(echo "$out" | grep -m1 "^  $k ")
+  [ -n "$line" ] || { bad="$bad $k:missing"; continue; }
+  set -- $line
+  [ "$4" = 0 ] || bad="$bad $k:$4-bytes-spilled"
+done
+if [ -z "$bad" ]; then echo "PASS ptx_attention_kernels"; else echo "FAIL ptx_attention_kernels:$bad"; fi
