@@ -1,36 +1,60 @@
-/* attn_prefill.cl — prefill attention on NVIDIA tensor cores (attn_fa_HD, head dims 128 / 256 /
+/* attn_prefill.cl — prefill attention on NVIDIA tensor cores (attn_fa{4,8}_HD, head dims 128 / 256 /
  * 512): one work-group takes a tile of consecutive tokens of one sequence and every query head of
  * one KV head, walks the keys one KV block (32 keys) at a time and keeps the softmax online, so
  * scores never leave registers and each K/V block is read once per tile, not once per (token, head).
- *   - Rows: the tile's 64 query rows are (token, head-of-group) pairs, token-major, 16 per warp
- *     (4 warps); with G = nh / nkv heads per KV head a tile holds 64 / G tokens.
+ *   - Rows: the tile's 16 * NW query rows are (token, head-of-group) pairs, token-major, 16 per warp
+ *     (NW = 4 or 8 warps); with G = nh / nkv heads per KV head a tile holds 16 * NW / G tokens.
  *   - S = Q K^T and O += P V on mma m16n8k16: P comes from the S accumulators (the C layout of two
- *     8-key tiles is the A layout of one 16-key step), V^T fragments by ldmatrix.trans; softmax in
- *     the exp2 domain, row max and sum across the 4 lanes holding a row (shuffles).
+ *     8-key tiles is the A layout of one 16-key step), K and V^T fragments by ldmatrix (V^T
+ *     transposed); softmax in the exp2 domain, row max and sum across the 4 lanes holding a row.
  *   - One group covers DV = min(HD, 256) output dims, so the scores are computed once per 256 dims.
  *   - K and V blocks go global -> local by cp.async (K first, V while the scores are computed),
- *     rows swizzled in 16-byte pieces (piece c of key row r at c ^ (r & 7)) so that the score
- *     fragments (8 key rows x one word) and ldmatrix's V^T fragments are free of bank conflicts.
- *   - Q comes as f16 rows (tiles_f16.cl's mmt_cvt_x): 4 word loads per 16 dims, nothing converted
- *     per block.
+ *     rows swizzled in 16-byte pieces (piece c of key row r at c ^ (r & 7)) so that ldmatrix's K
+ *     and V^T fragments are free of bank conflicts.
+ *   - Q comes as the score products' A fragments in the order the warps read them (attn_fa_q):
+ *     one 16-byte load a lane per 16 dims, the warp's 512 bytes contiguous, nothing converted per
+ *     block.
  * Keys of an edge block outside the tile's span are zeroed in the staged V (unwritten cache slots
  * may hold NaN, and 0 x NaN is NaN); their scores are masked to -inf. */
 
 #ifdef CLG_NVIDIA
 
-#define FA_ROWS 64 /* query rows per group: 4 warps x 16 */
 #define FA_KEYS 32 /* keys per block: one KV-cache block */
 
-#define DEFINE_FA(HD, DV)                                                                         \
-kernel __attribute__((reqd_work_group_size(128, 1, 1)))                                          \
-void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, global const half *Kc,  \
+/* Q rows [t0, t0 + ntok) (f32, nh * hd a token) as attn_fa's A fragments: uint4 (tile, kv head,
+ * warp, 16-dim step, lane) holds rows r0 = 16 w + g and r1 = r0 + 8 of the tile (token r / G, head
+ * kh * G + r % G), dims d + 2t, +1 and d + 8 + 2t, +1 (g = lane / 4, t = lane % 4): a0 a1 a2 a3 of
+ * the mma. Rows past the run are zero (their scores are masked). Item: (lane + 32 * step, block). */
+kernel void attn_fa_q(global const float *Q, uint t0, uint ntok, uint nh, uint nkv, uint hd, uint nw,
+                      global uint4 *Qf)
+{
+    uint lane = get_global_id(0) % 32, ds = get_global_id(0) / 32, blk = get_global_id(1);
+    if (ds >= hd / 16) return;
+    uint w = blk % nw, kh = blk / nw % nkv, tile = blk / nw / nkv, G = nh / nkv, tq = 16 * nw / G;
+    uint g = lane / 4, t = lane % 4, d = 16 * ds + 2 * t;
+    float2 x[2][2] = { { (float2)(0.0f), (float2)(0.0f) }, { (float2)(0.0f), (float2)(0.0f) } };
+    for (int h = 0; h < 2; h++) {
+        uint r = 16 * w + g + 8 * h, tk = tile * tq + r / G;
+        if (tk >= ntok) continue;
+        global const float *q = Q + ((size_t)(t0 + tk) * nh + kh * G + r % G) * hd + d;
+        x[h][0] = vload2(0, q);
+        x[h][1] = vload2(0, q + 8);
+    }
+    Qf[((size_t)blk * (hd / 16) + ds) * 32 + lane] =
+        (uint4)(pack_h2(x[0][0].x, x[0][0].y), pack_h2(x[1][0].x, x[1][0].y), pack_h2(x[0][1].x, x[0][1].y),
+                pack_h2(x[1][1].x, x[1][1].y));
+}
+
+#define DEFINE_FA(NW, HD, DV)                                                                     \
+kernel __attribute__((reqd_work_group_size(32 * NW, 1, 1)))                                      \
+void attn_fa##NW##_##HD(global const uint4 *Qf, uint t0, uint ntok, uint nh, uint nkv, global const half *Kc, \
                   global const half *Vc, global const int *tok_pos, global const int *tok_seq,    \
                   global const int *block_table, uint max_blocks, int window, float scale,        \
                   float softcap, global float *out)                                               \
 {                                                                                                 \
     local uint4 ks[FA_KEYS * HD / 8], vs[FA_KEYS * DV / 8];                                       \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32, g = lane / 4, t = lane % 4;      \
-    uint G = nh / nkv, tq = FA_ROWS / G;                                                          \
+    uint G = nh / nkv, tq = 16 * NW / G;                                                          \
     uint kh = get_group_id(1), dv0 = get_group_id(2) * DV;                                        \
     uint ta = get_group_id(0) * tq, tb = min(ntok, ta + tq);                                      \
     uint r0 = warp * 16 + g, r1 = r0 + 8;                                                         \
@@ -38,8 +62,7 @@ void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, 
     int ok0 = tk0 < tb, ok1 = tk1 < tb;                                                           \
     int p0 = ok0 ? tok_pos[t0 + tk0] : -1, p1 = ok1 ? tok_pos[t0 + tk1] : -1;                     \
     int lo0 = window > 0 ? max(0, p0 - window + 1) : 0, lo1 = window > 0 ? max(0, p1 - window + 1) : 0; \
-    global const uint *q0 = Qh + ((size_t)(t0 + (ok0 ? tk0 : ta)) * nh + h0) * (HD / 2) + t;      \
-    global const uint *q1 = Qh + ((size_t)(t0 + (ok1 ? tk1 : ta)) * nh + h1) * (HD / 2) + t;      \
+    global const uint4 *qf = Qf + ((size_t)(get_group_id(0) * nkv + kh) * NW + warp) * (HD / 16) * 32 + lane; \
     int pa = tok_pos[t0 + ta], pb = tok_pos[t0 + tb - 1];                                         \
     int kmin = window > 0 ? max(0, pa - window + 1) : 0, kmax = pb;                               \
     global const int *bt = block_table + (size_t)tok_seq[t0 + ta] * max_blocks;                   \
@@ -48,34 +71,36 @@ void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, 
     for (int n = 0; n < DV / 8; n++) o[n] = (float4)(0.0f);                                       \
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;                                   \
     const float sl2 = scale * M_LOG2E_F, cap = softcap > 0.0f ? softcap : 1.0f;                   \
-    local const uint *kw = (local const uint *)ks;                                                \
+    /* this lane's ldmatrix row of K: key 8j + (lane & 7) of piece (lane >> 3) of 4 */            \
+    local const uint4 *krow = ks + (lane & 7) * (HD / 8);                                         \
+    int km = lane >> 3, ksw = lane & 7;                                                           \
                                                                                                   \
     int kb0 = kmin / FA_KEYS * FA_KEYS;                                                           \
-    FA_LOAD_K(kb0, HD)                                                                                \
+    FA_LOAD_K(kb0, HD, NW)                                                                        \
     cp_async_commit();                                                                            \
-    FA_LOAD_V(kb0, HD, DV)                                                                                \
+    FA_LOAD_V(kb0, HD, DV, NW)                                                                    \
     cp_async_commit();                                                                            \
     for (int kb = kb0; kb <= kmax; kb += FA_KEYS) {                                               \
         cp_async_wait1(); /* K of this block (V may still be on its way) */                       \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         float4 s[4];                                                                              \
         for (int j = 0; j < 4; j++) s[j] = (float4)(0.0f);                                        \
-        for (int d = 0; d < HD; d += 16) {                                                        \
-            uint a0 = q0[d / 2], a1 = q1[d / 2], a2 = q0[d / 2 + 4], a3 = q1[d / 2 + 4];          \
-            int c = d / 8;                                                                        \
-            for (int j = 0; j < 4; j++) {                                                         \
-                local const uint *kr = kw + (8 * j + g) * (HD / 2) + t;                           \
-                s[j] = mma_16816(s[j], a0, a1, a2, a3, kr[(c ^ g) * 4], kr[((c + 1) ^ g) * 4]);   \
-            }                                                                                     \
+        for (int d = 0; d < HD; d += 32) {                                                        \
+            uint4 qa = qf[(d / 16) * 32], qb = qf[(d / 16 + 1) * 32];                             \
+            uint b[4][4];                                                                         \
+            for (int j = 0; j < 4; j++)                                                           \
+                ldsm_x4(krow + 8 * j * (HD / 8) + ((d / 8 + km) ^ ksw), &b[j][0], &b[j][1], &b[j][2], &b[j][3]); \
+            for (int j = 0; j < 4; j++) s[j] = mma_16816(s[j], qa.x, qa.y, qa.z, qa.w, b[j][0], b[j][1]); \
+            for (int j = 0; j < 4; j++) s[j] = mma_16816(s[j], qb.x, qb.y, qb.z, qb.w, b[j][2], b[j][3]); \
         }                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this K */                        \
-        if (kb + FA_KEYS <= kmax) { FA_LOAD_K(kb + FA_KEYS, HD) }                                     \
+        if (kb + FA_KEYS <= kmax) { FA_LOAD_K(kb + FA_KEYS, HD, NW) }                             \
         cp_async_commit();                                                                        \
         FA_SOFTMAX(DV)                                                                            \
         cp_async_wait1(); /* V of this block */                                                   \
         barrier(CLK_LOCAL_MEM_FENCE);                                                             \
         if (kb < kmin || kb + FA_KEYS - 1 > kmax) {                                               \
-            for (int i = lid; i < FA_KEYS * DV / 8; i += 128) {                                   \
+            for (int i = lid; i < FA_KEYS * DV / 8; i += 32 * NW) {                               \
                 int key = kb + i / (DV / 8);                                                      \
                 if (key < kmin || key > kmax) vs[i] = (uint4)(0);                                 \
             }                                                                                     \
@@ -95,7 +120,7 @@ void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, 
             }                                                                                     \
         }                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with this V */                        \
-        if (kb + FA_KEYS <= kmax) { FA_LOAD_V(kb + FA_KEYS, HD, DV) }                                     \
+        if (kb + FA_KEYS <= kmax) { FA_LOAD_V(kb + FA_KEYS, HD, DV, NW) }                         \
         cp_async_commit();                                                                        \
     }                                                                                             \
     l0 += shfl_xor_f(l0, 1);                                                                      \
@@ -111,18 +136,18 @@ void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, 
 }
 
 /* K block of keys from kb: 32 rows x HD/8 pieces; V: the group's DV dims of the same rows */
-#define FA_LOAD_K(kb, HD)                                                                           \
+#define FA_LOAD_K(kb, HD, NW)                                                                     \
     {                                                                                             \
         global const uint4 *src = (global const uint4 *)(Kc + ((size_t)bt[(kb) / FA_KEYS] * nkv + kh) * FA_KEYS * HD); \
-        for (int i = lid; i < FA_KEYS * HD / 8; i += 128) {                                       \
+        for (int i = lid; i < FA_KEYS * HD / 8; i += 32 * NW) {                                       \
             int row = i / (HD / 8), c = i % (HD / 8);                                             \
             cp_async16(ks + row * (HD / 8) + (c ^ (row & 7)), src + i);                           \
         }                                                                                         \
     }
-#define FA_LOAD_V(kb, HD, DV)                                                                           \
+#define FA_LOAD_V(kb, HD, DV, NW)                                                                 \
     {                                                                                             \
         global const uint4 *src = (global const uint4 *)(Vc + ((size_t)bt[(kb) / FA_KEYS] * nkv + kh) * FA_KEYS * HD + dv0); \
-        for (int i = lid; i < FA_KEYS * DV / 8; i += 128) {                                       \
+        for (int i = lid; i < FA_KEYS * DV / 8; i += 32 * NW) {                                       \
             int row = i / (DV / 8), c = i % (DV / 8);                                             \
             cp_async16(vs + row * (DV / 8) + (c ^ (row & 7)), src + row * (HD / 8) + c);          \
         }                                                                                         \
@@ -162,8 +187,12 @@ void attn_fa_##HD(global const uint *Qh, uint t0, uint ntok, uint nh, uint nkv, 
         for (int n = 0; n < DV / 8; n++) o[n] *= (float4)(c0, c0, c1, c1);                        \
     }
 
-DEFINE_FA(128, 128)
-DEFINE_FA(256, 256)
-DEFINE_FA(512, 256)
+/* 4 and 8 warps a group (FA_WARPS): 8 read each K and V block for twice the query rows */
+DEFINE_FA(4, 128, 128)
+DEFINE_FA(4, 256, 256)
+DEFINE_FA(4, 512, 256)
+DEFINE_FA(8, 128, 128)
+DEFINE_FA(8, 256, 256)
+DEFINE_FA(8, 512, 256)
 
 #endif /* CLG_NVIDIA */

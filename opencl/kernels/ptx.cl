@@ -104,14 +104,19 @@ inline void prefetch_l2(global const void *p) { asm volatile("prefetch.global.L2
  * visible to each other */
 inline void bar_warp(void) { asm volatile("bar.warp.sync -1;" ::: "memory"); }
 
-/* four 8x8 f16 matrices from local memory, transposed: lane 8m + r gives row r of matrix m */
-inline void ldsm_x4_t(local const uint4 *row, uint *r0, uint *r1, uint *r2, uint *r3)
-{
-    uint a, b, c, d;
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
-                 : "r"((uint)(size_t)row)
-                 : "memory");
-    *r0 = a; *r1 = b; *r2 = c; *r3 = d;
+/* four 8x8 f16 matrices from local memory: lane 8m + r gives row r of matrix m. Plain (ldsm_x4),
+ * lane (g, t) gets elements 2t, 2t + 1 of row g of each (an mma's B fragment whose n are the rows);
+ * transposed (ldsm_x4_t), the same of the matrices' columns */
+#define DEFINE_LDSM(NAME, TRANS)                                                                  \
+inline void NAME(local const uint4 *row, uint *r0, uint *r1, uint *r2, uint *r3)                 \
+{                                                                                                 \
+    uint a, b, c, d;                                                                              \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" TRANS ".shared.b16 {%0,%1,%2,%3}, [%4];"         \
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d)                                             \
+                 : "r"((uint)(size_t)row)                                                         \
+                 : "memory");                                                                     \
+    *r0 = a; *r1 = b; *r2 = c; *r3 = d;                                                           \
 }
+DEFINE_LDSM(ldsm_x4, "")
+DEFINE_LDSM(ldsm_x4_t, ".trans")
 #endif /* CLG_NVIDIA */

@@ -10,11 +10,12 @@ int ops_attn_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
 {
     ops_attn *at = &o->attn;
     if (!(at->partial = rt_kernel(rt, "attn_partial", err, errlen))) return -1;
-    for (int i = 0; o->mm.mmt_cvt && i < 3; i++) { /* Q goes to f16 rows by matmul's conversion */
+    for (int i = 0; o->has_mma && i < 6; i++) {
         char name[32];
-        snprintf(name, sizeof name, "attn_fa_%d", 128 << i);
-        if (!(at->fa[i] = rt_kernel(rt, name, err, errlen))) return -1;
+        snprintf(name, sizeof name, "attn_fa%d_%d", i < 3 ? 4 : 8, 128 << i % 3);
+        if (!(at->fa[i / 3][i % 3] = rt_kernel(rt, name, err, errlen))) return -1;
     }
+    if (o->has_mma && !(at->fa_q = rt_kernel(rt, "attn_fa_q", err, errlen))) return -1;
     if (rt->is_nvidia &&
         (!(at->dec[0] = rt_kernel(rt, "attn_dec_8", err, errlen)) ||
          !(at->dec[1] = rt_kernel(rt, "attn_dec_16", err, errlen)) ||
@@ -37,7 +38,8 @@ void ops_attn_release(ops *o)
         ops_kernel_release(&at->decq[i]);
         ops_kernel_release(&at->decm[i]);
     }
-    for (int i = 0; i < 3; i++) ops_kernel_release(&at->fa[i]);
+    for (int i = 0; i < 6; i++) ops_kernel_release(&at->fa[i / 3][i % 3]);
+    ops_kernel_release(&at->fa_q);
 }
 
 /* attn_dec's head dims (0: 256, 1: 512) over f16 rows; -1 where attn_partial takes the layer */
@@ -172,10 +174,12 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
     *nchunk = span ? (span + c - 1) / c : 1;
 }
 
-/* attn_fa for head dim hd, NULL where there is none (other head dims take the split-KV kernels) */
+/* attn_fa for head dim hd with the policy's warps, NULL where there is none (other head dims take
+ * the split-KV kernels) */
 static cl_kernel fa_kernel(const ops *o, uint32_t hd)
 {
-    return hd == 128 ? o->attn.fa[0] : hd == 256 ? o->attn.fa[1] : hd == 512 ? o->attn.fa[2] : NULL;
+    cl_kernel const *fa = o->attn.fa[o->pol.fa_warps == 8];
+    return hd == 128 ? fa[0] : hd == 256 ? fa[1] : hd == 512 ? fa[2] : NULL;
 }
 
 int ops_flash_ok(const ops *o, uint32_t nh, uint32_t nkv, uint32_t hd, int kv_type)
@@ -192,16 +196,20 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
     if (!ops_flash_ok(o, nh, nkv, hd, k->type))
         return ops_fail(o, "attention: flash kernel unavailable for this shape or KV type");
     if (k->block_size != 32) return ops_fail(o, "attention: flash kernel needs KV blocks of 32 keys");
-    uint32_t tq = OPS_FLASH_ROWS / (nh / nkv);
-    /* Q rows of the run as f16 (at their own row offsets in o->mm.xh), then attn_fa: one group per 64
-     * query rows, KV head and 256 output dims */
-    uint32_t qk = nh * hd, dvs = hd > 256 ? 2 : 1;
-    if (ops_x_f16(o, Q, qk, t0, ntok, qk)) return -1;
+    uint32_t nw = o->pol.fa_warps == 8 ? 8 : 4, tq = 16 * nw / (nh / nkv), tiles = (ntok + tq - 1) / tq;
+    /* Q of the run as the warps' A fragments (o->mm.xh), then attn_fa: one group per 16 * nw query
+     * rows, KV head and 256 output dims */
+    uint32_t dvs = hd > 256 ? 2 : 1;
+    if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, (size_t)tiles * nkv * 16 * nw * hd * 2)) return -1;
+    size_t ql[2] = { 64, 1 }, qg[2] = { (hd / 16 * 32 + 63) / 64 * 64, (size_t)tiles * nkv * nw };
+    if (OPS_LAUNCH(o, K_ATTN_FA_Q, o->attn.fa_q, 2, qg, ql, (double)ntok * nh * hd * 6.0, 0, A(Q), A(t0), A(ntok),
+                   A(nh), A(nkv), A(hd), A(nw), A(o->mm.xh)))
+        return -1;
     /* keys per row at most: the span plus the tile's own extent. K and V are read once per tile and
      * KV head; the score product runs once per output-dim slice */
-    size_t lws[3] = { 128, 1, 1 }, gws[3] = { (size_t)(ntok + tq - 1) / tq * 128, nkv, dvs };
+    size_t lws[3] = { 32 * nw, 1, 1 }, gws[3] = { (size_t)tiles * 32 * nw, nkv, dvs };
     double keys = (double)span + tq, rows = (double)ntok * nh;
-    return OPS_LAUNCH(o, K_ATTN_FA, fa_kernel(o, hd), 3, gws, lws, (double)(gws[0] / 128) * nkv * keys * hd * 4.0,
+    return OPS_LAUNCH(o, K_ATTN_FA, fa_kernel(o, hd), 3, gws, lws, (double)tiles * nkv * keys * hd * 4.0,
                       2.0 * rows * keys * (hd * dvs + hd), A(o->mm.xh), A(t0), A(ntok), A(nh), A(nkv),
                       A(k->cache), A(v->cache), A(tok_pos), A(tok_seq), A(k->block_table), A(k->max_blocks),
                       A(window), A(scale), A(softcap), A(out));

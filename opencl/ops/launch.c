@@ -26,7 +26,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
     [K_MVQG] = "mvqg (int8 dot GEMV, X given)", [K_MVQ_XQ] = "mvq_xq (X to int8)",
     [K_MMTA] = "mmta (tiles, cp.async)", [K_DEQH] = "deqh (weights to f16)",
-    [K_ATTN_FA] = "attn_fa (tensor cores, cp.async)",
+    [K_ATTN_FA] = "attn_fa (tensor cores, cp.async)", [K_ATTN_FA_Q] = "attn_fa_q (Q to f16 fragments)",
     [K_MMQ8S] = "mmq8s (int8 tensor cores, cp.async)",
     [K_MMQ8P] = "mmq8p (int8 tensor cores, per-warp cp.async)",
     [K_MMQ8_SUM] = "mmq8_sum (k slices added)",
@@ -58,8 +58,7 @@ void ops_mem_release(cl_mem *m)
     *m = NULL;
 }
 
-/* the families in creation order: later ones read what earlier ones made (attention's flash
- * kernels need matmul's f16 conversion) */
+/* the families in creation order: later ones may read what earlier ones made */
 static const struct family {
     int (*init)(ops *o, cl_runtime *rt, char *err, size_t errlen);
     void (*release)(ops *o);

@@ -48,7 +48,7 @@ enum op_kernel {
     K_ATTN_DEC,
     K_MVQG, K_MVQ_XQ,
     K_MMTA, K_DEQH,
-    K_ATTN_FA,
+    K_ATTN_FA, K_ATTN_FA_Q,
     K_MMQ8S,
     K_MMQ8P,
     K_MMQ8_SUM,
@@ -134,7 +134,8 @@ typedef struct ops_attn {      /* attention.c */
     cl_kernel decq[2];         /* the same from the raw Q/K/V of a decode batch (qkv_rope inside) */
     cl_kernel decm[2];         /* split-KV on tensor cores, a KV head's q heads in one product (NVIDIA) */
     cl_kernel decm_merge;      /* its chunks merged, a group per (token, head) */
-    cl_kernel fa[3];           /* tensor-core prefill attention, head dims 128 / 256 / 512 (NVIDIA) */
+    cl_kernel fa[2][3];        /* tensor-core prefill attention, 4 / 8 warps, head dims 128 / 256 / 512 (NVIDIA) */
+    cl_kernel fa_q;            /* its Q as f16 A fragments in the order the warps read them */
 } ops_attn;
 
 typedef struct ops_rows {      /* rows.c */

@@ -61,6 +61,8 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .attn_decm_min_keys = 8192,
         /* 16-token steps measured slower in one launch than with qkv_rope before attn_dec */
         .attn_decq_max_tok = 4,
+        /* 8 warps share each staged K and V block between twice the query rows */
+        .fa_warps = 8,
         /* a decode step's few rows run faster on qkv_rope's groups */
         .qkv_rope_w_min_rows = 2048,
         /* a KV block: every block end is a chunk end, where prefix snapshots are taken */
@@ -106,6 +108,7 @@ static const struct policy_name {
     F(ATTN_MAX_CHUNK, attn_max_chunk, OPS_ATTN_CHUNK, 1u << 20),
     F(ATTN_DECM_MIN_KEYS, attn_decm_min_keys, 0, 1u << 31),
     F(ATTN_DECQ_MAX_TOK, attn_decq_max_tok, 1, 256),
+    F(FA_WARPS, fa_warps, 4, 8),
     F(QKV_ROPE_W_MIN_ROWS, qkv_rope_w_min_rows, 0, UINT32_MAX),
     F(DELTA_CHUNK, delta_chunk, 1, OPS_DELTA_C_MAX),
     F(DELTA_CHUNK_MIN, delta_chunk_min, 1, UINT32_MAX),

@@ -42,7 +42,7 @@ if [ -z "$bad" ] && [ $n -ge 20 ]; then echo "PASS ptx_int8_mma_kernels ($n kern
 else echo "FAIL ptx_int8_mma_kernels ($n kernels):$bad"; fi
 # the tensor-core decode attention (attn_decm.cl) of both head dims and its merge: built, nothing spilled
 bad=""
-for k in attn_decm_256 attn_decm_512 attn_decm_merge attn_fa_512; do
+for k in attn_decm_256 attn_decm_512 attn_decm_merge attn_fa4_512 attn_fa8_512 attn_fa8_256 attn_fa_q; do
   line=$(echo "$out" | grep -m1 "^  $k ")
   [ -n "$line" ] || { bad="$bad $k:missing"; continue; }
   set -- $line

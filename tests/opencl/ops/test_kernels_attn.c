@@ -217,10 +217,13 @@ static void test_attention_batch(void)
         { 4, 2, { 37, 0.125f, 5.0f, 64, 0 } },    /* softcap, window, two KV heads */
         { 8, 8, { 0, 0.0884f, 0.0f, 128, 0 } },   /* no grouping: 64 tokens per tile */
     };
-    const uint32_t nseq = 4;
-    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
-        const attn_cfg *cf = &cfgs[c].a;
-        uint32_t nh = cfgs[c].nh, nkv = cfgs[c].nkv, hd = cf->hd;
+    const uint32_t nseq = 4, ncfg = sizeof cfgs / sizeof *cfgs, keep_fw = O.pol.fa_warps;
+    /* attn_fa with 4 and 8 warps a group (FA_WARPS) where the device has it */
+    for (size_t c = 0; c < 2 * ncfg; c++) {
+        O.pol.fa_warps = c < ncfg ? 4 : 8;
+        if (O.pol.fa_warps == 8 && !O.has_mma) break;
+        const attn_cfg *cf = &cfgs[c % ncfg].a;
+        uint32_t nh = cfgs[c % ncfg].nh, nkv = cfgs[c % ncfg].nkv, hd = cf->hd;
         /* earlier context and new tokens per sequence: long runs, a short run, a single token */
         uint32_t prior[4] = { 200 + irand(100), 0, 33 + irand(40), 5 + irand(20) };
         uint32_t fresh[4] = { 40 + irand(30), 3, 70 + irand(60), 1 };
@@ -262,8 +265,8 @@ static void test_attention_batch(void)
         int flash = ops_flash_ok(&O, nh, nkv, hd, ENGINE_KV_F16);
         char what[200];
         snprintf(what, sizeof what,
-                 "attention batch (%s) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
-                 flash ? "fa + split" : "split",
+                 "attention batch (%s, %u warps) T %u nh %u nkv %u hd %u window %d softcap %g runs %u/%u/%u/%u",
+                 flash ? "fa + split" : "split", O.pol.fa_warps,
                  T, nh, nkv, hd, cf->window, cf->softcap, fresh[1], fresh[0],
                  fresh[3], fresh[2]);
         poison(OUT, nq * 4);
@@ -274,6 +277,7 @@ static void test_attention_batch(void)
         cl_mem all[] = { Q, KC, VC, BT, P, S, PA, PM, CNT, OUT };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
     }
+    O.pol.fa_warps = keep_fw;
 }
 
 /* op_qkv_attention on decode batches (one fresh token per sequence after earlier context of 0 to
