@@ -180,15 +180,18 @@ void mmte_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global
 /* --- f16 rows on both sides, staged by cp.async (mmta) ---------------------------------------
  * mmt stages through registers, so a group has one 16 KB step in flight (Little's law caps the
  * staging rate, and the tiles ran far faster with the weight staging left out). Here
- * the weights are made f16 rows first (deqh_T, once per product) and both operands go global ->
+ * the weights are made f16 first (deqh_T, once per product) and both operands go global ->
  * local by cp.async, which holds no registers: three 16 KB stages (48 KB, all a group may have),
- * two in flight while the third is multiplied. Same warps, fragments and k order as mmt. */
+ * two in flight while the third is multiplied. Same warps, fragments and k order as mmt.
+ * deqh_T writes the weights as tiles: a row tile's 128 rows x 32 values of one step are 8 KB in
+ * one piece (each step of f16 rows would be 128 pieces of 64 bytes, one per row); f16 weights are
+ * read as the rows they are. */
 
 #define MMTA_STAGES 3 /* 16 KB each: the 48 KB a group may have */
 
 kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *Xh, global float *Y, uint ldy,
-              uint ntok)
+              uint ntok, uint wtile)
 {
     local uint4 xs[MMTA_STAGES * MMT_T * 4], ws[MMTA_STAGES * MMT_R * 4];
     int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;
@@ -197,8 +200,10 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     for (int i = 0; i < 2; i++) {
         uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;
         xp[i] = Xh + (size_t)(tk < ntok ? tk : ntok - 1) * (k / 8) + (lid & 3);
-        wp[i] = Wh + (size_t)(r < n_rows ? r : n_rows - 1) * (k / 8) + (lid & 3);
+        wp[i] = wtile ? Wh + ((size_t)get_group_id(1) * (k / 32) * MMT_R + (lid >> 2) + 64 * i) * 4 + (lid & 3)
+                      : Wh + (size_t)(r < n_rows ? r : n_rows - 1) * (k / 8) + (lid & 3);
     }
+    uint wstep = wtile ? MMT_R * 4 : 4; /* uint4 from one step's piece to the next */
     int wt = warp & 1, wr = warp >> 1;
     local const uint4 *xa = xs + (wt * 64 + g) * 4 + t, *wb = ws + (wr * 32 + g) * 4 + t;
     float4 acc[4][4];
@@ -209,7 +214,7 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
         if (s < nsb)
             for (int i = 0; i < 2; i++) {
                 cp_async16(xs + s * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * s);
-                cp_async16(ws + s * MMT_R * 4 + lid + 256 * i, wp[i] + 4 * s);
+                cp_async16(ws + s * MMT_R * 4 + lid + 256 * i, wp[i] + wstep * s);
             }
         cp_async_commit();
     }
@@ -222,7 +227,7 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
         if (nx < nsb)
             for (int i = 0; i < 2; i++) {
                 cp_async16(xs + nb * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * nx);
-                cp_async16(ws + nb * MMT_R * 4 + lid + 256 * i, wp[i] + 4 * nx);
+                cp_async16(ws + nb * MMT_R * 4 + lid + 256 * i, wp[i] + wstep * nx);
             }
         cp_async_commit();
         mmt_step(xa + cur * MMT_T * 4, wb + cur * MMT_R * 4, acc);
@@ -232,7 +237,8 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     MMT_STORE_TILE
 }
 
-/* weight rows to f16 rows of k halves (mmta's operand): item (piece u of 8 values, row r) */
+/* weight rows to f16 tiles of k halves (mmta's operand): step sb of row r at 64-byte piece
+ * (r / 128 * (k / 32) + sb) * 128 + r % 128; item (piece u of 8 values, row r) */
 #define DEFINE_DEQH(T)                                                                            \
 kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2 *Wh)             \
 {                                                                                                 \
@@ -240,7 +246,7 @@ kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2
     if (u >= k / 8) return;                                                                       \
     uint2 lo, hi;                                                                                 \
     mmt_w_##T(W + (size_t)r * row_bytes, (int)(u >> 2), (int)(u & 3), &lo, &hi);                  \
-    global uint2 *o = Wh + (size_t)r * (k / 4) + (u >> 2) * 8 + (u & 3);                          \
+    global uint2 *o = Wh + (((size_t)(r / MMT_R) * (k / 32) + (u >> 2)) * MMT_R + r % MMT_R) * 8 + (u & 3); \
     o[0] = lo;                                                                                    \
     o[4] = hi;                                                                                    \
 }

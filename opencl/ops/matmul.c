@@ -117,11 +117,13 @@ static int tiles_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, 
     if (ops_x_f16(o, X, ldx, 0, ntok, k)) return -1;
     size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 };
     double flop = 2.0 * ntok * w->rows * k;
-    size_t hbytes = (size_t)w->rows * k * 2;
-    if (o->mm.mmta && hbytes <= OPS_WH_MAX && (w->type == GGML_TYPE_F16 || o->mm.deqh[w->type])) {
-        /* weights made f16 rows too, then both operands staged by cp.async */
+    /* deqh's f16 tiles of 128 rows (the last one's rows past the matrix computed, not stored) */
+    size_t hbytes = (size_t)(w->rows + 127) / 128 * 128 * k * 2;
+    uint32_t wtile = w->type != GGML_TYPE_F16;
+    if (o->mm.mmta && hbytes <= OPS_WH_MAX && (!wtile || o->mm.deqh[w->type])) {
+        /* weights made f16 tiles too, then both operands staged by cp.async */
         cl_mem wsrc = w->buf;
-        if (w->type != GGML_TYPE_F16) {
+        if (wtile) {
             if (ops_grow_buf(o, &o->mm.wh, &o->mm.wh_bytes, hbytes)) return -1;
             size_t dl[2] = { 64, 1 }, dg[2] = { (k / 8 + 63) / 64 * 64, w->rows };
             if (OPS_LAUNCH(o, K_DEQH, o->mm.deqh[w->type], 2, dg, dl, (double)w->row_bytes * w->rows + hbytes, 0,
@@ -130,7 +132,7 @@ static int tiles_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, 
             wsrc = o->mm.wh;
         }
         return OPS_LAUNCH(o, K_MMTA, o->mm.mmta, 2, gws, lws, hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows,
-                          flop, A(wsrc), A(w->rows), A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok));
+                          flop, A(wsrc), A(w->rows), A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok), A(wtile));
     }
     return OPS_LAUNCH(o, K_MMT, o->mm.mmt[w->type], 2, gws, lws,
                       (double)w->row_bytes * w->rows + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows, flop,
