@@ -53,14 +53,17 @@ inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *
     *hi = p[4];
 }
 
-/* X as f16 rows of k halves (what the tiles stage; attn_fa's Q): 8 values per item, rows from row0 */
-kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint row0)
+/* X as f16 rows of k halves (what mmt and mmte stage), or with tiled as mmta's tiles (deqh's
+ * layout: a token tile's step of 32 values is 8 KB in one piece): 8 values per item */
+kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint tiled)
 {
-    uint u = get_global_id(0), tk = get_global_id(1) + row0;
+    uint u = get_global_id(0), tk = get_global_id(1);
     if (u >= k / 8) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
     float4 a = x[0], b = x[1];
-    Xh[(size_t)tk * (k / 8) + u] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
+    size_t at = tiled ? (((size_t)(tk / MMT_T) * (k / 32) + u / 4) * MMT_T + tk % MMT_T) * 4 + u % 4
+                      : (size_t)tk * (k / 8) + u;
+    Xh[at] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
 }
 
 /* Rows of X (token tiles) and of W are clamped to the last real one: they are computed and not
@@ -198,12 +201,12 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     uint tok0 = get_group_id(0) * MMT_T, r0 = get_group_id(1) * MMT_R;
     global const uint4 *xp[2], *wp[2];
     for (int i = 0; i < 2; i++) {
-        uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;
-        xp[i] = Xh + (size_t)(tk < ntok ? tk : ntok - 1) * (k / 8) + (lid & 3);
+        uint r = r0 + (lid >> 2) + 64 * i;
+        xp[i] = Xh + ((size_t)get_group_id(0) * (k / 32) * MMT_T + (lid >> 2) + 64 * i) * 4 + (lid & 3);
         wp[i] = wtile ? Wh + ((size_t)get_group_id(1) * (k / 32) * MMT_R + (lid >> 2) + 64 * i) * 4 + (lid & 3)
                       : Wh + (size_t)(r < n_rows ? r : n_rows - 1) * (k / 8) + (lid & 3);
     }
-    uint wstep = wtile ? MMT_R * 4 : 4; /* uint4 from one step's piece to the next */
+    uint wstep = wtile ? MMT_R * 4 : 4, xstep = MMT_T * 4; /* uint4 from one step's piece to the next */
     int wt = warp & 1, wr = warp >> 1;
     local const uint4 *xa = xs + (wt * 64 + g) * 4 + t, *wb = ws + (wr * 32 + g) * 4 + t;
     float4 acc[4][4];
@@ -213,7 +216,7 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     for (int s = 0; s < MMTA_STAGES - 1; s++) {
         if (s < nsb)
             for (int i = 0; i < 2; i++) {
-                cp_async16(xs + s * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * s);
+                cp_async16(xs + s * MMT_T * 4 + lid + 256 * i, xp[i] + xstep * s);
                 cp_async16(ws + s * MMT_R * 4 + lid + 256 * i, wp[i] + wstep * s);
             }
         cp_async_commit();
@@ -226,7 +229,7 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
         int nx = sb + MMTA_STAGES - 1;
         if (nx < nsb)
             for (int i = 0; i < 2; i++) {
-                cp_async16(xs + nb * MMT_T * 4 + lid + 256 * i, xp[i] + 4 * nx);
+                cp_async16(xs + nb * MMT_T * 4 + lid + 256 * i, xp[i] + xstep * nx);
                 cp_async16(ws + nb * MMT_R * 4 + lid + 256 * i, wp[i] + wstep * nx);
             }
         cp_async_commit();

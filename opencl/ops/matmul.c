@@ -64,12 +64,14 @@ int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_
     return (size_t)(rows + 127) / 128 * ((ntok + 127) / 128) >= o->pol.mmt_min_groups;
 }
 
-int ops_x_f16(ops *o, cl_mem X, uint32_t ldx, uint32_t row0, uint32_t n, uint32_t k)
+int ops_x_f16(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, int tiled)
 {
-    if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, (size_t)(row0 + n) * k * 2)) return -1;
+    /* tiles of 128 tokens: the last one's rows past n computed by mmta, not stored */
+    size_t rows = tiled ? (size_t)(n + 127) / 128 * 128 : n;
+    if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, rows * k * 2)) return -1;
     size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, n };
-    return OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, A(X), A(ldx), A(o->mm.xh), A(k),
-                      A(row0));
+    uint32_t t = tiled != 0;
+    return OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, A(X), A(ldx), A(o->mm.xh), A(k), A(t));
 }
 
 /* ---- the product families of op_matmul, each a fits() and a run() ------------------------- */
@@ -112,15 +114,16 @@ static int tiles_fits(const ops *o, const weight *w, uint32_t ntok)
 
 static int tiles_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok)
 {
-    /* X once to f16 rows: the tiles stage half the bytes and convert nothing */
     uint32_t k = w->cols;
-    if (ops_x_f16(o, X, ldx, 0, ntok, k)) return -1;
     size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 };
     double flop = 2.0 * ntok * w->rows * k;
     /* deqh's f16 tiles of 128 rows (the last one's rows past the matrix computed, not stored) */
     size_t hbytes = (size_t)(w->rows + 127) / 128 * 128 * k * 2;
     uint32_t wtile = w->type != GGML_TYPE_F16;
-    if (o->mm.mmta && hbytes <= OPS_WH_MAX && (!wtile || o->mm.deqh[w->type])) {
+    int mmta = o->mm.mmta && hbytes <= OPS_WH_MAX && (!wtile || o->mm.deqh[w->type]);
+    /* X once to f16 (mmta's tiles, or rows for mmt): the tiles stage half the bytes and convert nothing */
+    if (ops_x_f16(o, X, ldx, ntok, k, mmta)) return -1;
+    if (mmta) {
         /* weights made f16 tiles too, then both operands staged by cp.async */
         cl_mem wsrc = w->buf;
         if (wtile) {
@@ -340,7 +343,7 @@ int ops_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem
     if (w->type >= GGML_TYPE_COUNT || !o->mm.mmte[w->type] || w->cols % 32)
         return ops_fail(o, "mmt_moe: unsupported");
     uint32_t k = w->cols;
-    if (ops_x_f16(o, X, ldx, 0, nx, k)) return -1;
+    if (ops_x_f16(o, X, ldx, nx, k, 0)) return -1;
     /* the tiles that exist are only known on the device: at most nsel / 128 + one per expert */
     size_t lws[2] = { 256, 1 }, gws[2] = { ((size_t)nsel / OPS_MMTE_PAIRS + n_exp) * 256, (rows_e + 127) / 128 };
     double wbytes = (double)w->row_bytes * rows_e * (nsel < n_exp ? nsel : n_exp);

@@ -54,8 +54,8 @@ typedef struct multi_args {
 int ops_gather_multi(ops *o, const mm_out *outs, int n, multi_args *a);
 
 /* ---- matmul.c, for attention and moe */
-/* X (n rows of k, ldx apart, from row row0) to f16 rows at the same row offsets in o->mm.xh */
-int ops_x_f16(ops *o, cl_mem X, uint32_t ldx, uint32_t row0, uint32_t n, uint32_t k);
+/* X (n rows of k, ldx apart) to f16 rows in o->mm.xh, or with tiled as mmta's tiles of 128 rows */
+int ops_x_f16(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, int tiled);
 /* Expert products on tensor cores over pairs grouped by the MoE sort (ord, tiles of tt pairs):
  * Y[p] = W_e . X[p / xdiv] for every pair p of expert e; W holds n_exp experts of rows_e rows. */
 int ops_mmq_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem X, uint32_t ldx, uint32_t xdiv,
