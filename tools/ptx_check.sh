@@ -1,7 +1,8 @@
 #!/bin/sh
 # The NVIDIA kernel programs compiled without a GPU: clang (nvptx64, OpenCL C 1.2, -DCLG_NVIDIA=1) to PTX,
 # then ptxas for sm_90a, so the inline PTX and the int8 / tensor-core paths are checked before a device
-# call. NVIDIA's own OpenCL compiler differs (register counts and inlining); this catches errors.
+# call. NVIDIA's own OpenCL compiler differs (register counts, inlining, unrolling): this catches errors, and
+# tools/gpu_ptxas.sh shows the driver's own figures on the GPU machine.
 #   sh tools/ptx_check.sh [-v] [PROGRAM] [-- EXTRA_CLANG_FLAGS]
 # PROGRAM: main (default), capped, or all; main is built for each KV type (-DCLG_KV=0|1|2). -v: registers,
 # spill bytes and stack frame bytes per kernel. Needs clang and ptxas (the CUDA toolkit) on PATH; exit 2 without them.
