@@ -17,7 +17,7 @@
 #define OPS_MMQ8_MAXT 256 /* tokens an int8 tensor-core product takes at most (groups of 64 beyond 32) */
 #define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in attn_split.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
-#define OPS_FLASH_ROWS 64   /* query rows per attn_fa work-group (FA_ROWS in attn_prefill.cl) */
+#define OPS_FLASH_ROWS 64   /* query rows of a 4-warp attn_fa group: a KV head's q heads must divide them */
 #define OPS_WH_MAX ((size_t)1 << 30) /* f16 rows of one weight for mmta at most (larger: mmt) */
 #define OPS_FLASH_MIN_RUN 8 /* shorter runs of one sequence take the split-KV kernels */
 
