@@ -81,7 +81,7 @@ typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products
     size_t mmq_wg[2][OPS_T];   /* largest group each mmq kernel can run (registers) */
     cl_kernel mmt[OPS_T];      /* 128 x 128 tiled prefill products (NVIDIA) */
     cl_kernel mmte[OPS_T];     /* the same over expert tiles of 128 pairs */
-    cl_kernel mmt_cvt;         /* X to f16 rows for mmt (and attn_fa's Q) */
+    cl_kernel mmt_cvt;         /* X to f16: rows for mmt and mmte, tiles for mmta */
     cl_mem xh;                 /* those rows (grown on demand) */
     size_t xh_bytes;
     cl_kernel mmta;            /* the tiles on f16 rows staged by cp.async */

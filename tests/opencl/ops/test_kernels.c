@@ -353,7 +353,7 @@ static void test_matmul_gemm_path(void)
  * elsewhere): a tall matrix made of the golden rows in a shuffled order (three row tiles, the last
  * partial, so every warp's row quarter is covered) and token counts with partial token tiles; the
  * grid-size threshold is lifted so these small grids take the tiles. On NVIDIA every case runs
- * twice: weights made f16 rows and staged by cp.async (mmta), and dequantized in the tiles (mmt,
+ * twice: weights made f16 tiles and staged by cp.async (mmta), and dequantized in the tiles (mmt,
  * what weights above OPS_WH_MAX take). */
 static void test_matmul_tiles(void)
 {

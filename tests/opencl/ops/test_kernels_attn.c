@@ -215,7 +215,7 @@ static void test_attention_batch(void)
         { 4, 1, { 24, 0.0625f, 0.0f, 256, 0 } },  /* sliding window shorter than a tile's keys */
         { 16, 2, { 0, 0.044f, 0.0f, 512, 0 } },   /* Gemma 4 global layers: 512 dims, 8 heads per KV head */
         { 4, 2, { 37, 0.125f, 5.0f, 64, 0 } },    /* softcap, window, two KV heads */
-        { 8, 8, { 0, 0.0884f, 0.0f, 128, 0 } },   /* no grouping: 64 tokens per tile */
+        { 8, 8, { 0, 0.0884f, 0.0f, 128, 0 } },   /* no grouping: 64 or 128 tokens per tile (4 or 8 warps) */
     };
     const uint32_t nseq = 4, ncfg = sizeof cfgs / sizeof *cfgs, keep_fw = O.pol.fa_warps;
     /* attn_fa with 4 and 8 warps a group (FA_WARPS) where the device has it */
