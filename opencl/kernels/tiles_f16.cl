@@ -53,16 +53,22 @@ inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *
     *hi = p[4];
 }
 
-/* X as f16 rows of k halves (what mmt and mmte stage), or with tiled as mmta's tiles (deqh's
- * layout: a token tile's step of 32 values is 8 KB in one piece): 8 values per item */
+/* mmta's tiles (deqh's weights, mmt_cvt_x's X; MMT_T = MMT_R): the 64-byte piece holding step sb
+ * (32 values) of row r, a tile's 128 rows of one step being 8 KB in one run */
+inline size_t mmt_tile_piece(uint r, uint sb, uint k)
+{
+    return ((size_t)(r / MMT_R) * (k / 32) + sb) * MMT_R + r % MMT_R;
+}
+
+/* X as f16 rows of k halves (what mmt and mmte stage), or with tiled as mmta's tiles: 8 values per
+ * item */
 kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint tiled)
 {
     uint u = get_global_id(0), tk = get_global_id(1);
     if (u >= k / 8) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
     float4 a = x[0], b = x[1];
-    size_t at = tiled ? (((size_t)(tk / MMT_T) * (k / 32) + u / 4) * MMT_T + tk % MMT_T) * 4 + u % 4
-                      : (size_t)tk * (k / 8) + u;
+    size_t at = tiled ? mmt_tile_piece(tk, u / 4, k) * 4 + u % 4 : (size_t)tk * (k / 8) + u;
     Xh[at] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
 }
 
@@ -188,7 +194,8 @@ void mmte_##T(global const uchar *W, uint row_bytes, uint n_rows, uint k, global
  * two in flight while the third is multiplied. Same warps, fragments and k order as mmt.
  * deqh_T writes the weights as tiles: a row tile's 128 rows x 32 values of one step are 8 KB in
  * one piece (each step of f16 rows would be 128 pieces of 64 bytes, one per row); f16 weights are
- * read as the rows they are. */
+ * read as the rows they are. X comes as tiles too (mmt_cvt_x). A last tile's rows past the tokens
+ * or the matrix are read unwritten: computed and not stored. */
 
 #define MMTA_STAGES 3 /* 16 KB each: the 48 KB a group may have */
 
@@ -201,9 +208,9 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     uint tok0 = get_group_id(0) * MMT_T, r0 = get_group_id(1) * MMT_R;
     global const uint4 *xp[2], *wp[2];
     for (int i = 0; i < 2; i++) {
-        uint r = r0 + (lid >> 2) + 64 * i;
-        xp[i] = Xh + ((size_t)get_group_id(0) * (k / 32) * MMT_T + (lid >> 2) + 64 * i) * 4 + (lid & 3);
-        wp[i] = wtile ? Wh + ((size_t)get_group_id(1) * (k / 32) * MMT_R + (lid >> 2) + 64 * i) * 4 + (lid & 3)
+        uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;
+        xp[i] = Xh + mmt_tile_piece(tk, 0, k) * 4 + (lid & 3);
+        wp[i] = wtile ? Wh + mmt_tile_piece(r, 0, k) * 4 + (lid & 3)
                       : Wh + (size_t)(r < n_rows ? r : n_rows - 1) * (k / 8) + (lid & 3);
     }
     uint wstep = wtile ? MMT_R * 4 : 4, xstep = MMT_T * 4; /* uint4 from one step's piece to the next */
@@ -240,8 +247,8 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     MMT_STORE_TILE
 }
 
-/* weight rows to f16 tiles of k halves (mmta's operand): step sb of row r at 64-byte piece
- * (r / 128 * (k / 32) + sb) * 128 + r % 128; item (piece u of 8 values, row r) */
+/* weight rows to f16 tiles of k halves (mmta's operand, mmt_tile_piece): item (piece u of 8
+ * values, row r) */
 #define DEFINE_DEQH(T)                                                                            \
 kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2 *Wh)             \
 {                                                                                                 \
@@ -249,7 +256,7 @@ kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2
     if (u >= k / 8) return;                                                                       \
     uint2 lo, hi;                                                                                 \
     mmt_w_##T(W + (size_t)r * row_bytes, (int)(u >> 2), (int)(u & 3), &lo, &hi);                  \
-    global uint2 *o = Wh + (((size_t)(r / MMT_R) * (k / 32) + (u >> 2)) * MMT_R + r % MMT_R) * 8 + (u & 3); \
+    global uint2 *o = Wh + mmt_tile_piece(r, u >> 2, k) * 8 + (u & 3);                            \
     o[0] = lo;                                                                                    \
     o[4] = hi;                                                                                    \
 }

@@ -174,11 +174,17 @@ void ops_attn_split(const ops *o, uint32_t span, uint32_t ntok, uint32_t nh, uin
     *nchunk = span ? (span + c - 1) / c : 1;
 }
 
+/* attn_fa's warps a group: the policy's 8, or 4 */
+static uint32_t fa_warps(const ops *o)
+{
+    return o->pol.fa_warps == 8 ? 8 : 4;
+}
+
 /* attn_fa for head dim hd with the policy's warps, NULL where there is none (other head dims take
  * the split-KV kernels) */
 static cl_kernel fa_kernel(const ops *o, uint32_t hd)
 {
-    cl_kernel const *fa = o->attn.fa[o->pol.fa_warps == 8];
+    cl_kernel const *fa = o->attn.fa[fa_warps(o) == 8];
     return hd == 128 ? fa[0] : hd == 256 ? fa[1] : hd == 512 ? fa[2] : NULL;
 }
 
@@ -196,7 +202,7 @@ int op_attention_flash(ops *o, cl_mem Q, uint32_t t0, uint32_t ntok, uint32_t nh
     if (!ops_flash_ok(o, nh, nkv, hd, k->type))
         return ops_fail(o, "attention: flash kernel unavailable for this shape or KV type");
     if (k->block_size != 32) return ops_fail(o, "attention: flash kernel needs KV blocks of 32 keys");
-    uint32_t nw = o->pol.fa_warps == 8 ? 8 : 4, tq = 16 * nw / (nh / nkv), tiles = (ntok + tq - 1) / tq;
+    uint32_t nw = fa_warps(o), tq = 16 * nw / (nh / nkv), tiles = (ntok + tq - 1) / tq;
     /* Q of the run as the warps' A fragments (o->mm.xh), then attn_fa: one group per 16 * nw query
      * rows, KV head and 256 output dims */
     uint32_t dvs = hd > 256 ? 2 : 1;

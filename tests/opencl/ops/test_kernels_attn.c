@@ -222,8 +222,9 @@ static void test_attention_batch(void)
     for (size_t c = 0; c < 2 * ncfg; c++) {
         O.pol.fa_warps = c < ncfg ? 4 : 8;
         if (O.pol.fa_warps == 8 && !O.has_mma) break;
-        const attn_cfg *cf = &cfgs[c % ncfg].a;
-        uint32_t nh = cfgs[c % ncfg].nh, nkv = cfgs[c % ncfg].nkv, hd = cf->hd;
+        const attn_bcfg *bc = &cfgs[c % ncfg];
+        const attn_cfg *cf = &bc->a;
+        uint32_t nh = bc->nh, nkv = bc->nkv, hd = cf->hd;
         /* earlier context and new tokens per sequence: long runs, a short run, a single token */
         uint32_t prior[4] = { 200 + irand(100), 0, 33 + irand(40), 5 + irand(20) };
         uint32_t fresh[4] = { 40 + irand(30), 3, 70 + irand(60), 1 };
