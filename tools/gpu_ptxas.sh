@@ -16,12 +16,7 @@ for f in $(ls -tr "$cache"/*.clbin); do
   [ -s "$dir/k.ptx" ] || { echo "$f: no PTX (not an NVIDIA binary)"; continue; }
   cap=; grep -q 'mmta_f16' "$dir/k.ptx" && cap=--maxrregcount=128
   echo "$(basename "$f") ($(stat -c %y "$f" | cut -c1-19)${cap:+, capped}):"
-  ptxas -arch=sm_90a -c -v $cap -o "$dir/k.o" "$dir/k.ptx" 2>&1 | awk -F"'" -v pat="$pat" '
-    /Compiling entry function/ { k = $2 }
-    /bytes stack frame/ { split($0, w, " "); for (i in w) { if (w[i] == "stack" && w[i + 1] == "frame,") f = w[i - 2]
-                                                          if (w[i] == "spill" && w[i + 1] == "stores,") s = w[i - 2] } }
-    /Used [0-9]+ registers/ { if (k !~ pat) next; match($0, /Used [0-9]+/); r = substr($0, RSTART + 5, RLENGTH - 5)
-                              m = 0; if (match($0, /[0-9]+ bytes smem/)) m = substr($0, RSTART, RLENGTH - 11)
-                              printf "  %-28s %4d registers %5d bytes spilled %5d bytes stack %6d bytes local\n", k, r, s, f, m }
-    /error/ { print "  " $0 }'
+  ptxas -arch=sm_90a -c -v $cap -o "$dir/k.o" "$dir/k.ptx" 2>&1 | tee "$dir/ptxas.out" |
+    awk -F"'" -v pat="$pat" -f tools/ptxas_table.awk
+  grep -i error "$dir/ptxas.out" | sed 's/^/  /'
 done

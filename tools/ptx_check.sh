@@ -25,11 +25,7 @@ build() { # program tag, -D flags
     { echo "ptx_check: $p $*: ptxas failed"; grep -v '^ptxas info' "$dir/ptxas.out" | head -20; return 1; }
   n=$(grep -c "Compiling entry function" "$dir/ptxas.out")
   echo "ptx_check: $p $*: $n kernels"
-  [ $verbose = 1 ] && awk -F"'" '/Compiling entry function/ { k = $2 }
-    /bytes spill stores/ { split($0, w, " "); for (i in w) { if (w[i] == "spill" && w[i + 1] == "stores") s = w[i - 2]
-                                                             if (w[i] == "stack" && w[i + 1] == "frame,") f = w[i - 2] } }
-    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "  %-28s %4d registers %5d bytes spilled %5d bytes stack\n", k, substr($0, RSTART + 5, RLENGTH - 5), s, f }' \
-    "$dir/ptxas.out"
+  [ $verbose = 1 ] && awk -F"'" -f tools/ptxas_table.awk "$dir/ptxas.out"
   return 0
 }
 rc=0
