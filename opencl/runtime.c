@@ -1,6 +1,8 @@
 /* runtime.c — see runtime.h */
 #include "runtime.h"
 
+#include <CL/cl_ext.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +146,11 @@ int rt_pick(cl_runtime *rt, const char *spec, char *err, size_t errlen)
     rt->is_gpu = (ty & CL_DEVICE_TYPE_GPU) != 0;
     rt->is_cpu = (ty & CL_DEVICE_TYPE_CPU) != 0;
     rt->is_nvidia = strstr(rt->platform_name, "NVIDIA") != NULL;
+    cl_uint ccmaj = 0, ccmin = 0;
+    if (rt->is_nvidia && clGetDeviceInfo(pick, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof ccmaj, &ccmaj, NULL) ==
+                             CL_SUCCESS &&
+        clGetDeviceInfo(pick, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof ccmin, &ccmin, NULL) == CL_SUCCESS)
+        rt->nv_cc = (int)(10 * ccmaj + ccmin);
     cl_ulong v = 0;
     clGetDeviceInfo(pick, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof v, &v, NULL);
     rt->global_mem = v;
@@ -174,8 +181,76 @@ int rt_create(cl_runtime *rt, const char *spec, int profiling, char *err, size_t
     return 0;
 }
 
+static int build_log(cl_runtime *rt, cl_program p, char *err, size_t errlen, const char *what, cl_int e);
+
 /* the register cap of the capped program (manifest.def says why) */
 static const char capped_opts[] = "-cl-nv-maxrregcount=128";
+/* the sm90a program: the capped program's options and the wgmma lines (ptx.cl's SM90A) */
+static const char sm90a_opts[] = "-cl-nv-maxrregcount=128 -DCLG_SM90A=1";
+static const char sm90a_mark[] = "//@sm90a "; /* ptx.cl's SM90A() prefix */
+
+/* NVIDIA's program binary is PTX text for sm_90: the same text with ptx.cl's sm_90a lines uncommented
+ * and the target sm_90a, NUL-terminated (*n counts the NUL), or NULL when bin is not such PTX */
+static char *ptx_sm90a(const unsigned char *bin, size_t len, size_t *n)
+{
+    static const char tgt[] = ".target sm_90";
+    const char *s = (const char *)bin, *t = memchr(bin, 0, len) ? strstr(s, tgt) : NULL;
+    size_t tl = sizeof tgt - 1, ml = sizeof sm90a_mark - 1;
+    if (!t || (t[tl] != ',' && t[tl] != '\n' && t[tl] != ' ') || !strstr(s, sm90a_mark)) return NULL;
+    size_t sl = strlen(s);
+    char *o = malloc(sl + 2), *w = o;
+    if (!o) return NULL;
+    for (const char *r = s; *r;) {
+        if (r == t) {
+            memcpy(w, ".target sm_90a", tl + 1);
+            w += tl + 1;
+            r += tl;
+        } else if (strncmp(r, sm90a_mark, ml) == 0) {
+            r += ml;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w++ = 0;
+    *n = (size_t)(w - o);
+    return o;
+}
+
+/* p (built from source) rebuilt from its PTX rewritten for sm_90a (ptx_sm90a) */
+static int rebuild_sm90a(cl_runtime *rt, cl_program *p, const char *opts, char *err, size_t errlen)
+{
+    size_t len = 0, n = 0;
+    unsigned char *bin = NULL;
+    if (clGetProgramInfo(*p, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || !len ||
+        !(bin = malloc(len)) || clGetProgramInfo(*p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+        free(bin);
+        snprintf(err, errlen, "sm_90a: the program's binary could not be read");
+        return -1;
+    }
+    char *ptx = ptx_sm90a(bin, len, &n);
+    free(bin);
+    if (!ptx) {
+        snprintf(err, errlen, "sm_90a: the driver's binary is not PTX for sm_90 with the sm_90a lines");
+        return -1;
+    }
+    cl_int e, st = CL_SUCCESS;
+    const unsigned char *b = (const unsigned char *)ptx;
+    cl_program q = clCreateProgramWithBinary(rt->ctx, 1, &rt->device, &n, &b, &st, &e);
+    free(ptx);
+    if (!q || e != CL_SUCCESS || st != CL_SUCCESS) {
+        if (q) clReleaseProgram(q);
+        snprintf(err, errlen, "sm_90a: the rewritten PTX was refused: %s", rt_errstr(e != CL_SUCCESS ? e : st));
+        return -1;
+    }
+    if ((e = clBuildProgram(q, 1, &rt->device, opts, NULL, NULL)) != CL_SUCCESS) {
+        build_log(rt, q, err, errlen, "sm_90a build", e);
+        clReleaseProgram(q);
+        return -1;
+    }
+    clReleaseProgram(*p);
+    *p = q;
+    return 0;
+}
 
 /* the kernel files of program prog (RT_PROG_*), concatenated in the manifest's order */
 static char *program_source(int prog)
@@ -242,9 +317,10 @@ static int build_log(cl_runtime *rt, cl_program p, char *err, size_t errlen, con
     return -1;
 }
 
-/* one program from src with opts, through the binary cache in dir; *hit: loaded from it */
+/* one program from src with opts, through the binary cache in dir; *hit: loaded from it. sm90a: built
+ * from source, then from its PTX retargeted (rebuild_sm90a); the cache holds the retargeted PTX. */
 static int build_program(cl_runtime *rt, const char *src, const char *opts, const char *dir, cl_program *out,
-                         int *hit, char *err, size_t errlen)
+                         int *hit, int sm90a, char *err, size_t errlen)
 {
     uint64_t key = 14695981039346656037ull;
     key = fnv(key, rt->platform_name);
@@ -287,6 +363,10 @@ static int build_program(cl_runtime *rt, const char *src, const char *opts, cons
             clReleaseProgram(p);
             return -1;
         }
+        if (sm90a && rebuild_sm90a(rt, &p, opts, err, errlen)) {
+            clReleaseProgram(p);
+            return -1;
+        }
         size_t len = 0;
         if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) == CL_SUCCESS && len > 0) {
             unsigned char *bin = malloc(len);
@@ -326,11 +406,26 @@ int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *e
         if (!src) { snprintf(err, errlen, "out of memory"); return -1; }
         int hit = 0;
         int rc = build_program(rt, src, which == 1 ? opts : opts2, dir, which == 1 ? &rt->prog : &rt->prog_capped,
-                               &hit, err, errlen);
+                               &hit, 0, err, errlen);
         free(src);
         if (rc) return -1;
         if (which == 1) rt->cache_hit = hit;
         else rt->cache_hit &= hit;
+    }
+    /* wgmma is sm_90a only: compute capability 9.0, not the later ones */
+    if (rt->is_nvidia && rt->nv_cc == 90) {
+        char *src = program_source(RT_PROG_SM90A), opts3[sizeof rt->build_opts + sizeof sm90a_opts + 1];
+        snprintf(opts3, sizeof opts3, "%s %s", opts, sm90a_opts);
+        int hit = 0;
+        if (!src || build_program(rt, src, opts3, dir, &rt->prog_sm90a, &hit, 1, rt->sm90a_err,
+                                  sizeof rt->sm90a_err)) {
+            if (!src) snprintf(rt->sm90a_err, sizeof rt->sm90a_err, "out of memory");
+            rt->prog_sm90a = NULL;
+            fprintf(stderr, "clgemma: the wgmma tile products are unavailable (%s); prefill takes mmta\n",
+                    rt->sm90a_err);
+        }
+        rt->cache_hit &= hit;
+        free(src);
     }
     rt->build_seconds = monotonic_seconds() - t0;
     return 0;
@@ -341,6 +436,7 @@ cl_kernel rt_kernel(cl_runtime *rt, const char *name, char *err, size_t errlen)
     cl_int e;
     cl_kernel k = clCreateKernel(rt->prog, name, &e);
     if (!k && rt->prog_capped) k = clCreateKernel(rt->prog_capped, name, &e);
+    if (!k && rt->prog_sm90a) k = clCreateKernel(rt->prog_sm90a, name, &e);
     if (!k) snprintf(err, errlen, "kernel '%s': %s", name, rt_errstr(e));
     return k;
 }
@@ -352,7 +448,7 @@ cl_kernel rt_synth_kernel(cl_runtime *rt, const char *name, char *err, size_t er
         char *src = program_source(RT_PROG_SYNTH);
         if (!src) { snprintf(err, errlen, "out of memory"); return NULL; }
         int hit = 0;
-        int rc = build_program(rt, src, rt->build_opts, rt->cache_dir, &rt->prog_synth, &hit, err, errlen);
+        int rc = build_program(rt, src, rt->build_opts, rt->cache_dir, &rt->prog_synth, &hit, 0, err, errlen);
         free(src);
         if (rc) return NULL;
     }
@@ -411,6 +507,7 @@ void rt_destroy(cl_runtime *rt)
     if (rt->prog) clReleaseProgram(rt->prog);
     if (rt->prog_capped) clReleaseProgram(rt->prog_capped);
     if (rt->prog_synth) clReleaseProgram(rt->prog_synth);
+    if (rt->prog_sm90a) clReleaseProgram(rt->prog_sm90a);
     if (rt->q) clReleaseCommandQueue(rt->q);
     if (rt->ctx) clReleaseContext(rt->ctx);
     memset(rt, 0, sizeof *rt);

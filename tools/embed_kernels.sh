@@ -1,6 +1,6 @@
 #!/bin/sh
 # Emits a C file holding every kernel file of the manifest as a string, with the programs it goes
-# to (runtime.h: rt_kernel_files).
+# to (runtime.h: rt_kernel_files); a manifest line names one program or several joined by commas.
 # Usage: embed_kernels.sh opencl/kernels/manifest.def > kernels_embed.c
 set -e
 manifest=$1
@@ -17,13 +17,17 @@ done
 echo 'const rt_kernel_file rt_kernel_files[] = {'
 for e in $entries; do
   p=${e%%:*}; n=$(basename "${e#*:}" .cl)
-  case $p in
-    main) progs=RT_PROG_MAIN ;;
-    capped) progs=RT_PROG_CAPPED ;;
-    both) progs='RT_PROG_MAIN | RT_PROG_CAPPED' ;;
-    synth) progs=RT_PROG_SYNTH ;;
-    *) echo "embed_kernels.sh: $manifest: unknown program '$p' for $n" >&2; exit 1 ;;
-  esac
+  progs=
+  for q in $(echo "$p" | tr , ' '); do
+    case $q in
+      main) b=RT_PROG_MAIN ;;
+      capped) b=RT_PROG_CAPPED ;;
+      sm90a) b=RT_PROG_SM90A ;;
+      synth) b=RT_PROG_SYNTH ;;
+      *) echo "embed_kernels.sh: $manifest: unknown program '$q' for $n" >&2; exit 1 ;;
+    esac
+    progs=${progs:+$progs | }$b
+  done
   printf '  { "%s", %s, src_%s },\n' "$n" "$progs" "$n"
 done
 echo '  { NULL, 0, NULL } };'

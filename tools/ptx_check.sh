@@ -4,7 +4,7 @@
 # call. NVIDIA's own OpenCL compiler differs (register counts, inlining, unrolling): this catches errors, and
 # tools/gpu_ptxas.sh shows the driver's own figures on the GPU machine.
 #   sh tools/ptx_check.sh [-v] [PROGRAM] [-- EXTRA_CLANG_FLAGS]
-# PROGRAM: main (default), capped, or all; main is built for each KV type (-DCLG_KV=0|1|2). -v: registers,
+# PROGRAM: main (default), capped, sm90a, or all; main is built for each KV type (-DCLG_KV=0|1|2). -v: registers,
 # spill bytes and stack frame bytes per kernel. Needs clang and ptxas (the CUDA toolkit) on PATH; exit 2 without them.
 cd "$(dirname "$0")/.." || exit 1
 verbose=0; [ "${1:-}" = -v ] && { verbose=1; shift; }
@@ -14,7 +14,7 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 build() { # program tag, -D flags
   p=$1; shift
   { cat tools/ptx_shim.cl
-    awk -v p="$p" '$1 == p || $1 == "both" { print $2 }' opencl/kernels/manifest.def | while read -r f; do cat "$f"; done
+    awk -v p="$p" '$1 !~ /^#/ { n = split($1, a, ","); for (i = 1; i <= n; i++) if (a[i] == p) print $2 }' opencl/kernels/manifest.def | while read -r f; do cat "$f"; done
   } > "$dir/k.cl"
   clang -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang -finclude-default-header \
     -Xclang -cl-ext=+cl_khr_fp16 -fgnu89-inline -Dasm=__asm__ -DCLG_NVIDIA=1 -O2 -Wno-everything "$@" \
@@ -35,5 +35,8 @@ case $prog in
 esac
 case $prog in
   capped|all) PTXAS_FLAGS=--maxrregcount=128 build capped "$@" || rc=1 ;; # runtime.c's capped_opts
+esac
+case $prog in # the sm_90a lines live (runtime.c uncomments them), so ptxas checks them too
+  sm90a|all) PTXAS_FLAGS=--maxrregcount=128 build sm90a -DCLG_SM90A=1 -DCLG_SM90A_LIVE=1 "$@" || rc=1 ;;
 esac
 exit $rc

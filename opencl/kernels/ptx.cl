@@ -1,6 +1,7 @@
 /* ptx.cl — inline-PTX wrappers, NVIDIA only (the runtime builds with -DCLG_NVIDIA=1 there): warp
  * shuffles, f16 conversions, tensor-core products (f16 and int8 mma.sync), dp4a, cp.async copies,
- * the L2 prefetch, ldmatrix. The kernel files call these rather than writing asm themselves. */
+ * the L2 prefetch, ldmatrix; for sm_90a (CLG_SM90A) mbarriers, bulk copies and wgmma. The kernel files
+ * call these rather than writing asm themselves. */
 
 #ifdef CLG_NVIDIA
 /* butterfly exchange inside a warp (PTX shfl.sync): no local memory, no barrier */
@@ -119,4 +120,70 @@ inline void NAME(local const uint4 *row, uint *r0, uint *r1, uint *r2, uint *r3)
 }
 DEFINE_LDSM(ldsm_x4, "")
 DEFINE_LDSM(ldsm_x4_t, ".trans")
+#ifdef CLG_SM90A
+/* --- sm_90a (the sm90a program, NVIDIA compute capability 9.0) ---------------------------------
+ * NVIDIA's OpenCL compiler writes PTX for sm_90, whose ptxas refuses wgmma. Each wgmma line reaches
+ * the PTX behind the comment "//@sm90a " with its registers filled in, and runtime.c uncomments
+ * those lines and rebuilds the PTX for sm_90a. CLG_SM90A_LIVE (tools/ptx_check.sh) leaves them live. */
+#ifdef CLG_SM90A_LIVE
+#define SM90A(x) x
+#else
+#define SM90A(x) "//@sm90a " x
+#endif
+
+/* an mbarrier in local memory: init for n arrivals (one thread, before a barrier; the fence makes the
+ * init visible to the copy engine) */
+inline void mbar_init(local ulong *m, uint n)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"((uint)(size_t)m), "r"(n) : "memory");
+}
+inline void mbar_fence_init(void) { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+/* this thread's arrival, the phase then waiting for bytes more to land by bulk copies */
+inline void mbar_expect(local ulong *m, uint bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"((uint)(size_t)m), "r"(bytes) : "memory");
+}
+/* wait until the phase of parity par has completed */
+inline void mbar_wait(local ulong *m, uint par)
+{
+    asm volatile("{\n.reg .pred P1;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra.uni DONE;\nbra.uni WAIT;\nDONE:\n}" ::"r"((uint)(size_t)m), "r"(par) : "memory");
+}
+/* bytes (a multiple of 16) global -> local by the bulk-copy engine, completing on mbarrier m */
+inline void bulk_g2s(local uint4 *dst, global const uint4 *src, uint bytes, local ulong *m)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"((uint)(size_t)dst), "l"((ulong)src), "r"(bytes), "r"((uint)(size_t)m) : "memory");
+}
+
+/* a wgmma operand in local memory without swizzle, K-major: 8 x 16-byte core matrices of 128 bytes,
+ * lbo bytes between the two of a 16-value k step, sbo between 8-row groups */
+inline ulong wg_desc(local const uint4 *p, uint lbo, uint sbo)
+{
+    return (ulong)(((uint)(size_t)p & 0x3FFFFu) >> 4) | (ulong)(lbo >> 4) << 16 | (ulong)(sbo >> 4) << 32;
+}
+inline void wg_fence(void) { asm volatile(SM90A("wgmma.fence.sync.aligned;") ::: "memory"); }
+inline void wg_commit(void) { asm volatile(SM90A("wgmma.commit_group.sync.aligned;") ::: "memory"); }
+/* wait until at most n of this warpgroup's committed wgmma groups are in flight */
+inline void wg_wait0(void) { asm volatile(SM90A("wgmma.wait_group.sync.aligned 0;") ::: "memory"); }
+inline void wg_wait1(void) { asm volatile(SM90A("wgmma.wait_group.sync.aligned 1;") ::: "memory"); }
+
+/* the 64 f32 accumulators of an m64n128 wgmma (float d[64]) as asm operands */
+#define WG_D8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                    "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_D64(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), \
+                  WG_D8(d, 56)
+/* d stays in its registers across this point: nothing may read or move it while a wgmma is in flight */
+#define WG_KEEP(d) asm volatile("" : WG_D64(d)::"memory")
+/* d (64 x 128, f32) += A (64 x 16 f16, descriptor da) . B (16 x 128, descriptor db, K-major like A):
+ * lane (g, t) of warp w of the warpgroup holds d[4j..4j+3] = rows 16w + g, +8 and columns 8j + 2t, +1
+ * (as mma_16816's c) */
+#define WGMMA_64x128(d, da, db)                                                                           \
+    asm volatile(SM90A("{") "\n" SM90A(".reg .pred p;") "\n" SM90A("setp.ne.b32 p, %66, 0;") "\n"       \
+                 SM90A("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;") \
+                 "\n" SM90A("}")                                                                          \
+                 : WG_D64(d)                                                                              \
+                 : "l"(da), "l"(db), "r"(1)                                                               \
+                 : "memory")
+#endif /* CLG_SM90A */
 #endif /* CLG_NVIDIA */

@@ -16,9 +16,6 @@
 
 #ifdef CLG_NVIDIA
 
-#define MMT_T 128 /* tokens per group */
-#define MMT_R 128 /* weight rows per group */
-
 inline uint2 mmt_h4(float4 v) { return (uint2)(pack_h2(v.x, v.y), pack_h2(v.z, v.w)); }
 
 /* one warp's 64 x 32 tile for the 32 k-values in buffers xa / wb (this lane's row g, quarter t).
@@ -53,22 +50,15 @@ inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *
     *hi = p[4];
 }
 
-/* mmta's tiles (deqh's weights, mmt_cvt_x's X; MMT_T = MMT_R): the 64-byte piece holding step sb
- * (32 values) of row r, a tile's 128 rows of one step being 8 KB in one run */
-inline size_t mmt_tile_piece(uint r, uint sb, uint k)
-{
-    return ((size_t)(r / MMT_R) * (k / 32) + sb) * MMT_R + r % MMT_R;
-}
-
-/* X as f16 rows of k halves (what mmt and mmte stage), or with tiled as mmta's tiles: 8 values per
- * item */
+/* X as f16 rows of k halves (what mmt and mmte stage), or with tiled as the tiles of mmta and mmtw
+ * (tiles_layout.cl): 8 values per item */
 kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint tiled)
 {
     uint u = get_global_id(0), tk = get_global_id(1);
     if (u >= k / 8) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
     float4 a = x[0], b = x[1];
-    size_t at = tiled ? mmt_tile_piece(tk, u / 4, k) * 4 + u % 4 : (size_t)tk * (k / 8) + u;
+    size_t at = tiled ? mmt_tile_at(tk, u / 4, u % 4, k) : (size_t)tk * (k / 8) + u;
     Xh[at] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
 }
 
@@ -209,8 +199,8 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     global const uint4 *xp[2], *wp[2];
     for (int i = 0; i < 2; i++) {
         uint tk = tok0 + (lid >> 2) + 64 * i, r = r0 + (lid >> 2) + 64 * i;
-        xp[i] = Xh + mmt_tile_piece(tk, 0, k) * 4 + (lid & 3);
-        wp[i] = wtile ? Wh + mmt_tile_piece(r, 0, k) * 4 + (lid & 3)
+        xp[i] = Xh + mmt_tile_at(tk, 0, lid & 3, k);
+        wp[i] = wtile ? Wh + mmt_tile_at(r, 0, lid & 3, k)
                       : Wh + (size_t)(r < n_rows ? r : n_rows - 1) * (k / 8) + (lid & 3);
     }
     uint wstep = wtile ? MMT_R * 4 : 4, xstep = MMT_T * 4; /* uint4 from one step's piece to the next */
@@ -247,8 +237,8 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     MMT_STORE_TILE
 }
 
-/* weight rows to f16 tiles of k halves (mmta's operand, mmt_tile_piece): item (piece u of 8
- * values, row r) */
+/* weight rows to f16 tiles (the operand of mmta and mmtw, tiles_layout.cl): item (piece u of 8
+ * values, row r); deq8's split gives values 4t..4t+3 and 16+4t..16+4t+3 of the step */
 #define DEFINE_DEQH(T)                                                                            \
 kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2 *Wh)             \
 {                                                                                                 \
@@ -256,9 +246,9 @@ kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2
     if (u >= k / 8) return;                                                                       \
     uint2 lo, hi;                                                                                 \
     mmt_w_##T(W + (size_t)r * row_bytes, (int)(u >> 2), (int)(u & 3), &lo, &hi);                  \
-    global uint2 *o = Wh + mmt_tile_piece(r, u >> 2, k) * 8 + (u & 3);                            \
-    o[0] = lo;                                                                                    \
-    o[4] = hi;                                                                                    \
+    uint sb = u >> 2, t = u & 3;                                                                  \
+    Wh[mmt_tile_at(r, sb, t >> 1, k) * 2 + (t & 1)] = lo;                                         \
+    Wh[mmt_tile_at(r, sb, 2 + (t >> 1), k) * 2 + (t & 1)] = hi;                                   \
 }
 
 /* the weight staging of every type but f16 (mmt_w_f16 above copies), the tiles of every type, and

@@ -39,6 +39,7 @@ int ops_mm_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t 
         return -1;
     if (m->mmt[GGML_TYPE_F32] && !(m->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
     if (m->deqh[GGML_TYPE_F32] && !(m->mmta = rt_kernel(rt, "mmta_f16", err, errlen))) return -1;
+    if (m->mmta && rt->prog_sm90a && !(m->mmtw = rt_kernel(rt, "mmtw_f16", err, errlen))) return -1;
     m->scratch_elems = scratch_elems;
     if (scratch_elems && !(m->scratch = rt_alloc(rt, scratch_elems * sizeof(float), NULL, err, errlen))) return -1;
     return 0;
@@ -52,7 +53,7 @@ void ops_mm_release(ops *o)
                             &m->mmqe_l[t], &m->mmt[t], &m->mmte[t], &m->deqh[t] };
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     }
-    cl_kernel *ks[] = { &m->mv_multi, &m->mv_any, &m->mmt_cvt, &m->mmta };
+    cl_kernel *ks[] = { &m->mv_multi, &m->mv_any, &m->mmt_cvt, &m->mmta, &m->mmtw };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     cl_mem *ms[] = { &m->scratch, &m->xh, &m->wh };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) ops_mem_release(ms[i]);
@@ -133,6 +134,11 @@ static int tiles_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, 
                            A(w->buf), A(w->row_bytes), A(k), A(o->mm.wh)))
                 return -1;
             wsrc = o->mm.wh;
+            /* Hopper: the same tiles on wgmma */
+            if (o->mm.mmtw && o->pol.wgmma)
+                return OPS_LAUNCH(o, K_MMTW, o->mm.mmtw, 2, gws, lws,
+                                  hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows, flop, A(wsrc), A(w->rows),
+                                  A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok));
         }
         return OPS_LAUNCH(o, K_MMTA, o->mm.mmta, 2, gws, lws, hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows,
                           flop, A(wsrc), A(w->rows), A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok), A(wtile));

@@ -47,7 +47,7 @@ enum op_kernel {
     K_MMQ8, K_Q8X,
     K_ATTN_DEC,
     K_MVQG, K_MVQ_XQ,
-    K_MMTA, K_DEQH,
+    K_MMTA, K_DEQH, K_MMTW,
     K_ATTN_FA, K_ATTN_FA_Q,
     K_MMQ8S,
     K_MMQ8P,
@@ -81,11 +81,12 @@ typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products
     size_t mmq_wg[2][OPS_T];   /* largest group each mmq kernel can run (registers) */
     cl_kernel mmt[OPS_T];      /* 128 x 128 tiled prefill products (NVIDIA) */
     cl_kernel mmte[OPS_T];     /* the same over expert tiles of 128 pairs */
-    cl_kernel mmt_cvt;         /* X to f16: rows for mmt and mmte, tiles for mmta */
+    cl_kernel mmt_cvt;         /* X to f16: rows for mmt and mmte, tiles for mmta and mmtw */
     cl_mem xh;                 /* those rows (grown on demand) */
     size_t xh_bytes;
     cl_kernel mmta;            /* the tiles on f16 rows staged by cp.async */
-    cl_kernel deqh[OPS_T];     /* weight rows to f16 rows for mmta (none for f16) */
+    cl_kernel mmtw;            /* the same tiles on wgmma, bulk copies (sm_90a; NULL elsewhere) */
+    cl_kernel deqh[OPS_T];     /* weight rows to f16 tiles for mmta and mmtw (none for f16) */
     cl_mem wh;                 /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
     size_t wh_bytes;
 } ops_mm;

@@ -63,6 +63,8 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .attn_decq_max_tok = 4,
         /* 8 warps share each staged K and V block between twice the query rows */
         .fa_warps = 8,
+        /* wgmma reading bulk-copied tiles ran the products at twice mmta's rate (docs/PERF.md) */
+        .wgmma = 1,
         /* a decode step's few rows run faster on qkv_rope's groups */
         .qkv_rope_w_min_rows = 2048,
         /* a KV block: every block end is a chunk end, where prefix snapshots are taken */
@@ -109,6 +111,7 @@ static const struct policy_name {
     F(ATTN_DECM_MIN_KEYS, attn_decm_min_keys, 0, 1u << 31),
     F(ATTN_DECQ_MAX_TOK, attn_decq_max_tok, 1, 256),
     F(FA_WARPS, fa_warps, 4, 8),
+    F(WGMMA, wgmma, 0, 1),
     F(QKV_ROPE_W_MIN_ROWS, qkv_rope_w_min_rows, 0, UINT32_MAX),
     F(DELTA_CHUNK, delta_chunk, 1, OPS_DELTA_C_MAX),
     F(DELTA_CHUNK_MIN, delta_chunk_min, 1, UINT32_MAX),

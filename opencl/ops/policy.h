@@ -43,6 +43,7 @@ typedef struct ops_policy {
     uint32_t attn_decq_max_tok;   /* ATTN_DECQ_MAX_TOK: decode batches of up to this many tokens run qkv_rope inside
                                    * the attention launch (attn_decq) */
     uint32_t fa_warps;            /* FA_WARPS: warps per attn_fa group (4 or 8; each takes 16 query rows) */
+    uint32_t wgmma;               /* WGMMA: 1: the prefill tiles on mmtw (wgmma) where the device has it, 0: mmta */
     uint32_t qkv_rope_w_min_rows; /* QKV_ROPE_W_MIN_ROWS: qkv_rope with a warp per head row from this many rows */
     /* gated-delta layers */
     uint32_t delta_chunk;         /* DELTA_CHUNK: tokens per chunk of the chunked scan (C, 1..64) */

@@ -299,7 +299,8 @@ static void matmul_case(const golden *g, uint32_t ntok)
     int q8x = q8m || ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
-                 (O.mm.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
+                 (O.mm.mmtw && O.pol.wgmma && g->type != GGML_TYPE_F16 ? "mmtw, wgmma on bulk-copied tiles" :
+                  O.mm.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
              q8m ? (O.q8.mmq8s[g->type] && ntok <= 8 ? "mmq8s, int8 tensor cores, cp.async" :
                     O.q8.mmq8r[nt][g->type] && ntok >= O.pol.mmq8r_min_tok ? "mmq8r, X shared by 4 warps" :
                     O.q8.mmq8p[nt][g->type] ? "mmq8p, int8 tensor cores, per-warp cp.async" :
@@ -353,17 +354,20 @@ static void test_matmul_gemm_path(void)
  * elsewhere): a tall matrix made of the golden rows in a shuffled order (three row tiles, the last
  * partial, so every warp's row quarter is covered) and token counts with partial token tiles; the
  * grid-size threshold is lifted so these small grids take the tiles. On NVIDIA every case runs
- * twice: weights made f16 tiles and staged by cp.async (mmta), and dequantized in the tiles (mmt,
- * what weights above OPS_WH_MAX take). */
+ * on each tile kernel the device has: weights made f16 tiles and multiplied by wgmma (mmtw, compute
+ * capability 9.0) or staged by cp.async (mmta), and dequantized in the tiles (mmt, what weights
+ * above OPS_WH_MAX take). */
 static void test_matmul_tiles(void)
 {
     reseed(__func__);
     uint32_t keep = O.pol.mmt_min_groups;
-    cl_kernel mmta = O.mm.mmta;
+    cl_kernel mmta = O.mm.mmta, mmtw = O.mm.mmtw;
+    uint32_t passes = mmtw ? 3 : mmta ? 2 : 1;
     O.pol.mmt_min_groups = 0;
     O.act_int8 = 0; /* prefill forwards: below 256 tokens a decode step's products take mmq8 */
-    for (uint32_t i = 0; i < NG * (mmta ? 2 : 1); i++) {
-        O.mm.mmta = i < NG ? mmta : NULL;
+    for (uint32_t i = 0; i < NG * passes; i++) {
+        O.mm.mmtw = i < NG ? mmtw : NULL;
+        O.mm.mmta = i / NG + 1 < passes ? mmta : NULL;
         golden g = golden_rows(&G[i % NG], 261 + irand(8), 7, 3);
         /* one partial token tile; one whole and one partial */
         uint32_t ntoks[2] = { 64 + irand(60), 200 + irand(50) };
@@ -375,6 +379,7 @@ static void test_matmul_tiles(void)
         free(g.raw); free(g.exp);
     }
     O.mm.mmta = mmta;
+    O.mm.mmtw = mmtw;
     O.pol.mmt_min_groups = keep;
     O.act_int8 = 1;
 }
