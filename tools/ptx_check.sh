@@ -20,7 +20,8 @@ build() { # program tag, -D flags
     -Xclang -cl-ext=+cl_khr_fp16 -fgnu89-inline -Dasm=__asm__ -DCLG_NVIDIA=1 -O2 -Wno-everything "$@" \
     -S -o "$dir/k.ptx" "$dir/k.cl" 2> "$dir/clang.err" || { echo "ptx_check: $p $*: clang failed"; head -20 "$dir/clang.err"; return 1; }
   # clang writes PTX 3.2 for sm_20; the kernels' PTX (mma, cp.async) is sm_80+
-  sed -i -e 's/^\.version .*/.version 8.0/' -e 's/^\.target .*/.target sm_90a/' "$dir/k.ptx"
+  # and ptx.cl's sm_90a lines uncommented, as runtime.c does
+  sed -i -e 's/^\.version .*/.version 8.0/' -e 's/^\.target .*/.target sm_90a/' -e 's|//@sm90a ||' "$dir/k.ptx"
   ptxas -arch=sm_90a -c -v $PTXAS_FLAGS -o "$dir/k.o" "$dir/k.ptx" > "$dir/ptxas.out" 2>&1 ||
     { echo "ptx_check: $p $*: ptxas failed"; grep -v '^ptxas info' "$dir/ptxas.out" | head -20; return 1; }
   n=$(grep -c "Compiling entry function" "$dir/ptxas.out")
@@ -36,7 +37,7 @@ esac
 case $prog in
   capped|all) PTXAS_FLAGS=--maxrregcount=128 build capped "$@" || rc=1 ;; # runtime.c's capped_opts
 esac
-case $prog in # the sm_90a lines live (runtime.c uncomments them), so ptxas checks them too
-  sm90a|all) PTXAS_FLAGS=--maxrregcount=128 build sm90a -DCLG_SM90A=1 -DCLG_SM90A_LIVE=1 "$@" || rc=1 ;;
+case $prog in
+  sm90a|all) PTXAS_FLAGS=--maxrregcount=128 build sm90a -DCLG_SM90A=1 "$@" || rc=1 ;;
 esac
 exit $rc

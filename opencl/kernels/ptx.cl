@@ -124,12 +124,8 @@ DEFINE_LDSM(ldsm_x4_t, ".trans")
 /* --- sm_90a (the sm90a program, NVIDIA compute capability 9.0) ---------------------------------
  * NVIDIA's OpenCL compiler writes PTX for sm_90, whose ptxas refuses wgmma. Each wgmma line reaches
  * the PTX behind the comment "//@sm90a " with its registers filled in, and runtime.c uncomments
- * those lines and rebuilds the PTX for sm_90a. CLG_SM90A_LIVE (tools/ptx_check.sh) leaves them live. */
-#ifdef CLG_SM90A_LIVE
-#define SM90A(x) x
-#else
+ * those lines and rebuilds the PTX for sm_90a (tools/ptx_check.sh does the same). */
 #define SM90A(x) "//@sm90a " x
-#endif
 
 /* an mbarrier in local memory: init for n arrivals (one thread, before a barrier; the fence makes the
  * init visible to the copy engine) */

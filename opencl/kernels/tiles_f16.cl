@@ -50,16 +50,39 @@ inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *
     *hi = p[4];
 }
 
-/* X as f16 rows of k halves (what mmt and mmte stage), or with tiled as the tiles of mmta and mmtw
- * (tiles_layout.cl): 8 values per item */
-kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint tiled)
+/* X as f16 rows of k halves (what mmt and mmte stage; item (piece u of 8 values, token tk)), or with
+ * tiled as the tiles of mmta and mmtw (tiles_layout.cl), where item (8 u + j, tg) takes token 8 tg + j:
+ * a warp's 32 items write four whole 128-byte runs of the tiles */
+kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint n, uint tiled)
 {
     uint u = get_global_id(0), tk = get_global_id(1);
-    if (u >= k / 8) return;
+    if (tiled) {
+        tk = tk * 8 + u % 8;
+        u /= 8;
+    }
+    if (u >= k / 8 || tk >= n) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
     float4 a = x[0], b = x[1];
     size_t at = tiled ? mmt_tile_at(tk, u / 4, u % 4, k) : (size_t)tk * (k / 8) + u;
     Xh[at] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
+}
+
+/* an expert product's X rows as tiles (mmtwe): tile q of g4_moe_sort's tiles (tt = MMT_T) is rows
+ * MMT_T q.., slot i holding X row pairs[start + i] / xdiv, slots past the expert's end its first pair
+ * again (computed, not stored); item (8 u + j, sg) takes piece u of slot row 8 sg + j (as mmt_cvt_x's
+ * tiles); items past the tiles that exist return */
+kernel void mmt_cvt_xe(global const float *X, uint ldx, global uint4 *Xh, uint k, global const int *ord, uint n_exp,
+                       uint xdiv)
+{
+    uint u = get_global_id(0) / 8, sr = get_global_id(1) * 8 + get_global_id(0) % 8, q = sr / MMT_T;
+    global const int *offs = ord, *pairs = ord + n_exp + 2, *tiles = pairs + offs[n_exp];
+    if (u >= k / 8 || q >= (uint)ord[n_exp + 1]) return;
+    int e = tiles[2 * q], start = tiles[2 * q + 1], at = start + (int)(sr % MMT_T);
+    uint pr = (uint)pairs[at < offs[e + 1] ? at : start];
+    global const float4 *x = (global const float4 *)(X + (size_t)(pr / xdiv) * ldx) + 2 * u;
+    float4 a = x[0], b = x[1];
+    Xh[mmt_tile_at(sr, u / 4, u % 4, k)] =
+        (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
 }
 
 /* Rows of X (token tiles) and of W are clamped to the last real one: they are computed and not
@@ -237,18 +260,21 @@ void mmta_f16(global const uint4 *Wh, uint n_rows, uint k, global const uint4 *X
     MMT_STORE_TILE
 }
 
-/* weight rows to f16 tiles (the operand of mmta and mmtw, tiles_layout.cl): item (piece u of 8
- * values, row r); deq8's split gives values 4t..4t+3 and 16+4t..16+4t+3 of the step */
+/* weight rows to f16 tiles (the operand of mmta and mmtw, tiles_layout.cl): item (32 p + l, rg) takes
+ * row 8 rg + l % 8, step 2 p + l / 16, and chunks c and 2 + c (c = l / 8 % 2; deq8's t = 2c, 2c + 1
+ * give values 8c..8c+7 and 16 + 8c..), so a warp's stores are whole 128-byte runs of the tiles */
 #define DEFINE_DEQH(T)                                                                            \
-kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, global uint2 *Wh)             \
+kernel void deqh_##T(global const uchar *W, uint row_bytes, uint k, uint n_rows, global uint4 *Wh) \
 {                                                                                                 \
-    uint u = get_global_id(0), r = get_global_id(1);                                              \
-    if (u >= k / 8) return;                                                                       \
-    uint2 lo, hi;                                                                                 \
-    mmt_w_##T(W + (size_t)r * row_bytes, (int)(u >> 2), (int)(u & 3), &lo, &hi);                  \
-    uint sb = u >> 2, t = u & 3;                                                                  \
-    Wh[mmt_tile_at(r, sb, t >> 1, k) * 2 + (t & 1)] = lo;                                         \
-    Wh[mmt_tile_at(r, sb, 2 + (t >> 1), k) * 2 + (t & 1)] = hi;                                   \
+    uint l = get_global_id(0) % 32, sb = get_global_id(0) / 32 * 2 + l / 16, c = l / 8 % 2;      \
+    uint r = get_global_id(1) * 8 + l % 8;                                                        \
+    if (sb >= k / 32 || r >= n_rows) return;                                                      \
+    global const uchar *row = W + (size_t)r * row_bytes;                                          \
+    float4 a0, b0, a1, b1;                                                                        \
+    deq8_##T(row, (int)sb, (int)(2 * c), &a0, &b0);                                               \
+    deq8_##T(row, (int)sb, (int)(2 * c + 1), &a1, &b1);                                           \
+    Wh[mmt_tile_at(r, sb, c, k)] = (uint4)(mmt_h4(a0), mmt_h4(a1));                               \
+    Wh[mmt_tile_at(r, sb, 2 + c, k)] = (uint4)(mmt_h4(b0), mmt_h4(b1));                           \
 }
 
 /* the weight staging of every type but f16 (mmt_w_f16 above copies), the tiles of every type, and

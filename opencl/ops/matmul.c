@@ -39,7 +39,10 @@ int ops_mm_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t 
         return -1;
     if (m->mmt[GGML_TYPE_F32] && !(m->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
     if (m->deqh[GGML_TYPE_F32] && !(m->mmta = rt_kernel(rt, "mmta_f16", err, errlen))) return -1;
-    if (m->mmta && rt->prog_sm90a && !(m->mmtw = rt_kernel(rt, "mmtw_f16", err, errlen))) return -1;
+    if (m->mmta && rt->prog_sm90a &&
+        (!(m->mmtw = rt_kernel(rt, "mmtw_f16", err, errlen)) || !(m->mmtwe = rt_kernel(rt, "mmtwe_f16", err, errlen)) ||
+         !(m->mmt_cvt_xe = rt_kernel(rt, "mmt_cvt_xe", err, errlen))))
+        return -1;
     m->scratch_elems = scratch_elems;
     if (scratch_elems && !(m->scratch = rt_alloc(rt, scratch_elems * sizeof(float), NULL, err, errlen))) return -1;
     return 0;
@@ -53,7 +56,7 @@ void ops_mm_release(ops *o)
                             &m->mmqe_l[t], &m->mmt[t], &m->mmte[t], &m->deqh[t] };
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     }
-    cl_kernel *ks[] = { &m->mv_multi, &m->mv_any, &m->mmt_cvt, &m->mmta, &m->mmtw };
+    cl_kernel *ks[] = { &m->mv_multi, &m->mv_any, &m->mmt_cvt, &m->mmta, &m->mmtw, &m->mmtwe, &m->mmt_cvt_xe };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     cl_mem *ms[] = { &m->scratch, &m->xh, &m->wh };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) ops_mem_release(ms[i]);
@@ -70,9 +73,22 @@ int ops_x_f16(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, int tiled)
     /* tiles of 128 tokens: the last one's rows past n computed by mmta, not stored */
     size_t rows = tiled ? (size_t)(n + 127) / 128 * 128 : n;
     if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, rows * k * 2)) return -1;
-    size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, n };
+    /* tiles: items of 8 tokens a piece (mmt_cvt_x) */
+    size_t cl[2] = { 64, 1 }, cg[2] = { ((size_t)k / 8 * (tiled ? 8 : 1) + 63) / 64 * 64, tiled ? (n + 7) / 8 : n };
     uint32_t t = tiled != 0;
-    return OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, A(X), A(ldx), A(o->mm.xh), A(k), A(t));
+    return OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, A(X), A(ldx), A(o->mm.xh), A(k), A(n),
+                      A(t));
+}
+
+/* w's rows as f16 tiles in o->mm.wh (hbytes: whole tiles of 128 rows), for mmta, mmtw and mmtwe: items
+ * of 8 rows x 2 steps x 2 chunk pairs a warp (deqh_T) */
+static int ops_deqh(ops *o, const weight *w, size_t hbytes)
+{
+    uint32_t k = w->cols, rows = w->rows;
+    if (ops_grow_buf(o, &o->mm.wh, &o->mm.wh_bytes, hbytes)) return -1;
+    size_t dl[2] = { 32, 8 }, dg[2] = { ((size_t)k / 32 + 1) / 2 * 32, ((size_t)rows + 63) / 64 * 8 };
+    return OPS_LAUNCH(o, K_DEQH, o->mm.deqh[w->type], 2, dg, dl, (double)w->row_bytes * rows + hbytes, 0, A(w->buf),
+                      A(w->row_bytes), A(k), A(rows), A(o->mm.wh));
 }
 
 /* ---- the product families of op_matmul, each a fits() and a run() ------------------------- */
@@ -128,11 +144,7 @@ static int tiles_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, 
         /* weights made f16 tiles too, then both operands staged by cp.async */
         cl_mem wsrc = w->buf;
         if (wtile) {
-            if (ops_grow_buf(o, &o->mm.wh, &o->mm.wh_bytes, hbytes)) return -1;
-            size_t dl[2] = { 64, 1 }, dg[2] = { (k / 8 + 63) / 64 * 64, w->rows };
-            if (OPS_LAUNCH(o, K_DEQH, o->mm.deqh[w->type], 2, dg, dl, (double)w->row_bytes * w->rows + hbytes, 0,
-                           A(w->buf), A(w->row_bytes), A(k), A(o->mm.wh)))
-                return -1;
+            if (ops_deqh(o, w, hbytes)) return -1;
             wsrc = o->mm.wh;
             /* Hopper: the same tiles on wgmma */
             if (o->mm.mmtw && o->pol.wgmma)
@@ -349,9 +361,23 @@ int ops_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem
     if (w->type >= GGML_TYPE_COUNT || !o->mm.mmte[w->type] || w->cols % 32)
         return ops_fail(o, "mmt_moe: unsupported");
     uint32_t k = w->cols;
-    if (ops_x_f16(o, X, ldx, nx, k, 0)) return -1;
     /* the tiles that exist are only known on the device: at most nsel / 128 + one per expert */
     size_t lws[2] = { 256, 1 }, gws[2] = { ((size_t)nsel / OPS_MMTE_PAIRS + n_exp) * 256, (rows_e + 127) / 128 };
+    size_t hbytes = (size_t)w->rows * k * 2, xrows = gws[0] / 256 * OPS_MMTE_PAIRS;
+    /* Hopper: every expert's rows made f16 tiles (deqh), the pairs' X rows gathered into tiles, then
+     * wgmma over both; an expert's rows must be whole tiles */
+    if (o->mm.mmtwe && o->pol.wgmma && rows_e % 128 == 0 && o->mm.deqh[w->type] && hbytes <= OPS_WH_MAX) {
+        size_t cl[2] = { 64, 1 }, cg[2] = { ((size_t)k + 63) / 64 * 64, xrows / 8 };
+        if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, xrows * k * 2) ||
+            OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt_xe, 2, cg, cl, 6.0 * nsel * k, 0, A(X), A(ldx), A(o->mm.xh), A(k),
+                       A(ord), A(n_exp), A(xdiv)) ||
+            ops_deqh(o, w, hbytes))
+            return -1;
+        return OPS_LAUNCH(o, kind, o->mm.mmtwe, 2, gws, lws, hbytes + 2.0 * xrows * k * gws[1] + 4.0 * nsel * rows_e,
+                          2.0 * nsel * rows_e * k, A(o->mm.wh), A(rows_e), A(k), A(o->mm.xh), A(Y), A(ldy), A(ord),
+                          A(n_exp));
+    }
+    if (ops_x_f16(o, X, ldx, nx, k, 0)) return -1;
     double wbytes = (double)w->row_bytes * rows_e * (nsel < n_exp ? nsel : n_exp);
     return OPS_LAUNCH(o, kind, o->mm.mmte[w->type], 2, gws, lws,
                       wbytes * (1.0 + (double)nsel / OPS_MMTE_PAIRS / n_exp) +

@@ -86,6 +86,8 @@ typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products
     size_t xh_bytes;
     cl_kernel mmta;            /* the tiles on f16 rows staged by cp.async */
     cl_kernel mmtw;            /* the same tiles on wgmma, bulk copies (sm_90a; NULL elsewhere) */
+    cl_kernel mmtwe;           /* mmtw over expert tiles (prefill MoE) */
+    cl_kernel mmt_cvt_xe;      /* their X: the pairs' rows gathered into tiles */
     cl_kernel deqh[OPS_T];     /* weight rows to f16 tiles for mmta and mmtw (none for f16) */
     cl_mem wh;                 /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
     size_t wh_bytes;

@@ -76,13 +76,13 @@ inc_c = [f"{f} includes {m}" for f in files(["tests"], (".c", ".h"))
          for m in re.findall(r'^\s*#\s*include\s+"([^"]+\.c)"', open(f, errors="replace").read(), re.M)]
 case("structure_tests_link_not_include", inc_c)
 
-# 6. kernels switch only on the vendor (set by the runtime) and the KV cache's type (CLG_KV, from
-#    engine_opts.kv_type), never on experiment knobs
+# 6. kernels switch only on the vendor and architecture (CLG_NVIDIA, CLG_SM90A: set by the runtime) and
+#    the KV cache's type (CLG_KV, from engine_opts.kv_type), never on experiment knobs
 knobs = []
 for f in files(["opencl/kernels"], (".cl",)):
     for i, line in enumerate(open(f, errors="replace"), 1):
         m = re.match(r'\s*#\s*(if|ifdef|ifndef|elif)\b(.*)', line)
-        if m and not re.search(r'CLG_NVIDIA|CLG_KV\b', m.group(2)) and not re.search(r'_CL\b|_H\b', m.group(2)):
+        if m and not re.search(r'CLG_NVIDIA|CLG_SM90A\b|CLG_KV\b', m.group(2)) and not re.search(r'_CL\b|_H\b', m.group(2)):
             knobs.append(f"{f}:{i} {line.strip()}")
 case("structure_kernel_switches_vendor_only", knobs)
 PY

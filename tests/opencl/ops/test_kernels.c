@@ -590,6 +590,9 @@ static void test_moe_products(void)
         /* prefill-sized: 64+ pairs per expert take the 128 x 128 expert tiles on NVIDIA (mmte), two
          * tiles for each of 2 experts, a clamped row tile */
         moe_case(g, 2, 32, 2, 150 + irand(20));
+        /* experts of whole row tiles: on compute capability 9.0 wgmma over gathered X tiles (mmtwe),
+         * two row tiles an expert, partial pair tiles */
+        moe_case(g, 3, 256, 2, 200 + irand(40));
     }
 }
 
