@@ -67,6 +67,25 @@ kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k,
     Xh[at] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
 }
 
+/* the down product's X made from its gate and up rows (k values each, n tokens) straight into the tiles:
+ * act(g) * u with act 1 GELU-tanh, 2 SiLU (ops.h's OPS_ACT_*), items as mmt_cvt_x's tiled ones; the f32
+ * activation rows are never written */
+kernel void mmt_cvt_glu(global const float *G, global const float *U, global uint4 *Xh, uint k, uint n, uint act)
+{
+    uint tk = get_global_id(1) * 8 + get_global_id(0) % 8, u = get_global_id(0) / 8;
+    if (u >= k / 8 || tk >= n) return;
+    global const float4 *g = (global const float4 *)(G + (size_t)tk * k) + 2 * u,
+                        *v = (global const float4 *)(U + (size_t)tk * k) + 2 * u;
+    float e[8], a[8];
+    vstore4(g[0], 0, e);
+    vstore4(g[1], 1, e);
+    vstore4(v[0], 0, a);
+    vstore4(v[1], 1, a);
+    for (int i = 0; i < 8; i++) a[i] *= act == 2 ? e[i] / (1.0f + exp(-e[i])) : gelu_tanh(e[i]);
+    Xh[mmt_tile_at(tk, u / 4, u % 4, k)] =
+        (uint4)(pack_h2(a[0], a[1]), pack_h2(a[2], a[3]), pack_h2(a[4], a[5]), pack_h2(a[6], a[7]));
+}
+
 /* an expert product's X rows as tiles (mmtwe): tile q of g4_moe_sort's tiles (tt = MMT_T) is rows
  * MMT_T q.., slot i holding X row pairs[start + i] / xdiv, slots past the expert's end its first pair
  * again (computed, not stored); item (8 u + j, sg) takes piece u of slot row 8 sg + j (as mmt_cvt_x's

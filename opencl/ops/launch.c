@@ -26,7 +26,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMQ8] = "mmq8 (int8 tensor cores)", [K_Q8X] = "q8x_quant (X to int8)", [K_ATTN_DEC] = "attn_dec",
     [K_MVQG] = "mvqg (int8 dot GEMV, X given)", [K_MVQ_XQ] = "mvq_xq (X to int8)",
     [K_MMTA] = "mmta (tiles, cp.async)", [K_DEQH] = "deqh (weights to f16)",
-    [K_MMTW] = "mmtw (tiles, wgmma)",
+    [K_MMTW] = "mmtw (tiles, wgmma)", [K_GLU_TILES] = "mmt_cvt_glu (activation to f16 tiles)",
     [K_ATTN_FA] = "attn_fa (tensor cores, cp.async)", [K_ATTN_FA_Q] = "attn_fa_q (Q to f16 fragments)",
     [K_MMQ8S] = "mmq8s (int8 tensor cores, cp.async)",
     [K_MMQ8P] = "mmq8p (int8 tensor cores, per-warp cp.async)",

@@ -38,7 +38,9 @@ int ops_mm_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t 
     errlen)))
         return -1;
     if (m->mmt[GGML_TYPE_F32] && !(m->mmt_cvt = rt_kernel(rt, "mmt_cvt_x", err, errlen))) return -1;
-    if (m->deqh[GGML_TYPE_F32] && !(m->mmta = rt_kernel(rt, "mmta_f16", err, errlen))) return -1;
+    if (m->deqh[GGML_TYPE_F32] && (!(m->mmta = rt_kernel(rt, "mmta_f16", err, errlen)) ||
+                                   !(m->mmt_cvt_glu = rt_kernel(rt, "mmt_cvt_glu", err, errlen))))
+        return -1;
     if (m->mmta && rt->prog_sm90a &&
         (!(m->mmtw = rt_kernel(rt, "mmtw_f16", err, errlen)) || !(m->mmtwe = rt_kernel(rt, "mmtwe_f16", err, errlen)) ||
          !(m->mmt_cvt_xe = rt_kernel(rt, "mmt_cvt_xe", err, errlen))))
@@ -56,7 +58,8 @@ void ops_mm_release(ops *o)
                             &m->mmqe_l[t], &m->mmt[t], &m->mmte[t], &m->deqh[t] };
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     }
-    cl_kernel *ks[] = { &m->mv_multi, &m->mv_any, &m->mmt_cvt, &m->mmta, &m->mmtw, &m->mmtwe, &m->mmt_cvt_xe };
+    cl_kernel *ks[] = { &m->mv_multi, &m->mv_any, &m->mmt_cvt, &m->mmta, &m->mmtw, &m->mmtwe, &m->mmt_cvt_xe,
+                        &m->mmt_cvt_glu };
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) ops_kernel_release(ks[i]);
     cl_mem *ms[] = { &m->scratch, &m->xh, &m->wh };
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) ops_mem_release(ms[i]);
@@ -129,35 +132,48 @@ static int tiles_fits(const ops *o, const weight *w, uint32_t ntok)
     return o->has_mma && ntok > 4 && ops_mmt_fits(o, w->type, w->rows, w->cols, ntok);
 }
 
+/* deqh's f16 tiles of w's rows: 128 a tile, the last one's rows past the matrix computed, not stored */
+static size_t tiles_hbytes(const weight *w) { return (size_t)(w->rows + 127) / 128 * 128 * w->cols * 2; }
+
+/* 1 if w's tiles multiply f16 tiles of X (mmtw, mmta), which mmt_cvt_x or mmt_cvt_glu write; 0: mmt on X
+ * rows */
+static int tiles_f16(const ops *o, const weight *w)
+{
+    return o->mm.mmta && tiles_hbytes(w) <= OPS_WH_MAX && (w->type == GGML_TYPE_F16 || o->mm.deqh[w->type]);
+}
+
+/* the product on the f16 tiles of X already in o->mm.xh */
+static int tiles_f16_run(ops *o, const weight *w, cl_mem Y, uint32_t ldy, uint32_t ntok)
+{
+    uint32_t k = w->cols, wtile = w->type != GGML_TYPE_F16;
+    size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 }, hbytes = tiles_hbytes(w);
+    double flop = 2.0 * ntok * w->rows * k, bytes = hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows;
+    /* f16 weights are read as the rows they are; the others made f16 tiles first */
+    cl_mem wsrc = w->buf;
+    if (wtile) {
+        if (ops_deqh(o, w, hbytes)) return -1;
+        wsrc = o->mm.wh;
+        /* Hopper: wgmma on bulk-copied tiles */
+        if (o->mm.mmtw && o->pol.wgmma)
+            return OPS_LAUNCH(o, K_MMTW, o->mm.mmtw, 2, gws, lws, bytes, flop, A(wsrc), A(w->rows), A(k),
+                              A(o->mm.xh), A(Y), A(ldy), A(ntok));
+    }
+    return OPS_LAUNCH(o, K_MMTA, o->mm.mmta, 2, gws, lws, bytes, flop, A(wsrc), A(w->rows), A(k), A(o->mm.xh), A(Y),
+                      A(ldy), A(ntok), A(wtile));
+}
+
 static int tiles_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok)
 {
     uint32_t k = w->cols;
+    int f16 = tiles_f16(o, w);
+    /* X once to f16 (tiles, or rows for mmt): the tiles stage half the bytes and convert nothing */
+    if (ops_x_f16(o, X, ldx, ntok, k, f16)) return -1;
+    if (f16) return tiles_f16_run(o, w, Y, ldy, ntok);
     size_t lws[2] = { 256, 1 }, gws[2] = { (ntok + 127) / 128 * 256, (w->rows + 127) / 128 };
-    double flop = 2.0 * ntok * w->rows * k;
-    /* deqh's f16 tiles of 128 rows (the last one's rows past the matrix computed, not stored) */
-    size_t hbytes = (size_t)(w->rows + 127) / 128 * 128 * k * 2;
-    uint32_t wtile = w->type != GGML_TYPE_F16;
-    int mmta = o->mm.mmta && hbytes <= OPS_WH_MAX && (!wtile || o->mm.deqh[w->type]);
-    /* X once to f16 (mmta's tiles, or rows for mmt): the tiles stage half the bytes and convert nothing */
-    if (ops_x_f16(o, X, ldx, ntok, k, mmta)) return -1;
-    if (mmta) {
-        /* weights made f16 tiles too, then both operands staged by cp.async */
-        cl_mem wsrc = w->buf;
-        if (wtile) {
-            if (ops_deqh(o, w, hbytes)) return -1;
-            wsrc = o->mm.wh;
-            /* Hopper: the same tiles on wgmma */
-            if (o->mm.mmtw && o->pol.wgmma)
-                return OPS_LAUNCH(o, K_MMTW, o->mm.mmtw, 2, gws, lws,
-                                  hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows, flop, A(wsrc), A(w->rows),
-                                  A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok));
-        }
-        return OPS_LAUNCH(o, K_MMTA, o->mm.mmta, 2, gws, lws, hbytes + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows,
-                          flop, A(wsrc), A(w->rows), A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok), A(wtile));
-    }
     return OPS_LAUNCH(o, K_MMT, o->mm.mmt[w->type], 2, gws, lws,
-                      (double)w->row_bytes * w->rows + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows, flop,
-                      A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->mm.xh), A(Y), A(ldy), A(ntok));
+                      (double)w->row_bytes * w->rows + 2.0 * ntok * k * gws[1] + 4.0 * ntok * w->rows,
+                      2.0 * ntok * w->rows * k, A(w->buf), A(w->row_bytes), A(w->rows), A(k), A(o->mm.xh), A(Y),
+                      A(ldy), A(ntok));
 }
 
 /* tensor cores: mmqs (16 tokens x 16 rows per warp) up to 16 tokens and mmql (64 x 32) above; the
@@ -325,6 +341,16 @@ int op_matmul_glu(ops *o, int act, const weight *w, cl_mem G, uint32_t ldg, cl_m
     if (ldg != k) return ops_fail(o, "matmul_geglu: gate rows %u apart, not %u", ldg, k);
     if (act == OPS_ACT_SILU && (u_off || ldu != k))
         return ops_fail(o, "matmul_glu: SiLU takes U laid out as G (offset %u, rows %u apart)", u_off, ldu);
+    if (u_off == 0 && ldu == k && k % 32 == 0 && tiles_fits(o, w, ntok) && tiles_f16(o, w)) {
+        /* the activation written straight as the down product's f16 tiles: no f32 activation rows */
+        size_t cl[2] = { 64, 1 }, cg[2] = { ((size_t)k + 63) / 64 * 64, ((size_t)ntok + 7) / 8 };
+        uint32_t a = (uint32_t)act;
+        if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, (size_t)(ntok + 127) / 128 * 128 * k * 2) ||
+            OPS_LAUNCH(o, K_GLU_TILES, o->mm.mmt_cvt_glu, 2, cg, cl, 10.0 * ntok * k, 10.0 * ntok * k, A(G), A(U),
+                       A(o->mm.xh), A(k), A(ntok), A(a)))
+            return -1;
+        return tiles_f16_run(o, w, Y, ldy, ntok);
+    }
     if (act == OPS_ACT_SILU)
         op_swiglu(o, G, U, G, ntok * k);
     else if (u_off == 0 && ldu == k)

@@ -47,7 +47,7 @@ enum op_kernel {
     K_MMQ8, K_Q8X,
     K_ATTN_DEC,
     K_MVQG, K_MVQ_XQ,
-    K_MMTA, K_DEQH, K_MMTW,
+    K_MMTA, K_DEQH, K_MMTW, K_GLU_TILES,
     K_ATTN_FA, K_ATTN_FA_Q,
     K_MMQ8S,
     K_MMQ8P,
@@ -88,6 +88,7 @@ typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products
     cl_kernel mmtw;            /* the same tiles on wgmma, bulk copies (sm_90a; NULL elsewhere) */
     cl_kernel mmtwe;           /* mmtw over expert tiles (prefill MoE) */
     cl_kernel mmt_cvt_xe;      /* their X: the pairs' rows gathered into tiles */
+    cl_kernel mmt_cvt_glu;     /* a down product's X tiles from its gate and up rows (the activation fused) */
     cl_kernel deqh[OPS_T];     /* weight rows to f16 tiles for mmta and mmtw (none for f16) */
     cl_mem wh;                 /* those rows (grown on demand, up to OPS_WH_MAX bytes) */
     size_t wh_bytes;
