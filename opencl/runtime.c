@@ -416,13 +416,11 @@ int rt_build(cl_runtime *rt, const char *options, const char *cache_dir, char *e
     if (rt->is_nvidia && rt->nv_cc == 90) {
         char *src = program_source(RT_PROG_SM90A), opts3[sizeof rt->build_opts + sizeof sm90a_opts + 1];
         snprintf(opts3, sizeof opts3, "%s %s", opts, sm90a_opts);
+        char why[256] = "out of memory";
         int hit = 0;
-        if (!src || build_program(rt, src, opts3, dir, &rt->prog_sm90a, &hit, 1, rt->sm90a_err,
-                                  sizeof rt->sm90a_err)) {
-            if (!src) snprintf(rt->sm90a_err, sizeof rt->sm90a_err, "out of memory");
+        if (!src || build_program(rt, src, opts3, dir, &rt->prog_sm90a, &hit, 1, why, sizeof why)) {
             rt->prog_sm90a = NULL;
-            fprintf(stderr, "clgemma: the wgmma tile products are unavailable (%s); prefill takes mmta\n",
-                    rt->sm90a_err);
+            fprintf(stderr, "clgemma: the wgmma tile products are unavailable (%s); prefill takes mmta\n", why);
         }
         rt->cache_hit &= hit;
         free(src);

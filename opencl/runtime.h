@@ -31,7 +31,6 @@ typedef struct cl_runtime {
     cl_program prog_capped;  /* RT_PROG_CAPPED (NVIDIA) */
     cl_program prog_synth;   /* RT_PROG_SYNTH, once rt_synth_kernel has built it */
     cl_program prog_sm90a;   /* RT_PROG_SM90A (NVIDIA compute capability 9.0), NULL if it did not build */
-    char sm90a_err[256];     /* why prog_sm90a is NULL on such a device (warned on stderr) */
     char build_opts[1024];   /* rt_build's options and cache directory, for programs built later */
     char cache_dir[768];
     char device_name[256];

@@ -16,6 +16,9 @@ inline float gelu_tanh(float x)
     return 0.5f * x * (1.0f + tanh(k * (x + 0.044715f * x * x * x)));
 }
 
+/* a gated unit's activation of the gate x: fn 1 GELU-tanh, 2 SiLU (ops.h's OPS_ACT_*) */
+inline float glu_act(float x, uint fn) { return fn == 2 ? x / (1.0f + exp(-x)) : gelu_tanh(x); }
+
 /* order this work-item's global writes before its later accesses device-wide (for a counter that
  * tells the last work-group of a set it may read the others' results) */
 inline void fence_device(void)

@@ -116,7 +116,7 @@ kernel void g4_geglu_split(global const float *gu, uint f, global float *act, ui
     uint i = get_global_id(0), s = get_global_id(1);
     if (i >= f || s >= nsel) return;
     float x = gu[(size_t)s * 2 * f + i];
-    act[(size_t)s * f + i] = (fn == 2 ? x / (1.0f + exp(-x)) : gelu_tanh(x)) * gu[(size_t)s * 2 * f + f + i];
+    act[(size_t)s * f + i] = glu_act(x, fn) * gu[(size_t)s * 2 * f + f + i];
 }
 
 /* Y[t][r] = sum_j wsel[t,j] * W_e[r] . act[t,j], e = sel[t,j]; W holds experts of rows_e rows of k */

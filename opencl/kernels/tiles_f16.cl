@@ -50,58 +50,57 @@ inline void mmt_w_f16(global const uchar *row, int sb, int t, uint2 *lo, uint2 *
     *hi = p[4];
 }
 
+/* The kernels writing X as tiles (tiles_layout.cl) take item (8 u + j, rg) for piece u (8 values) of
+ * tile row 8 rg + j, so a warp's 32 items write four whole 128-byte runs of the tiles */
+inline void mmt_tile_item(uint *u, uint *r)
+{
+    *u = get_global_id(0) / 8;
+    *r = get_global_id(1) * 8 + get_global_id(0) % 8;
+}
+
 /* X as f16 rows of k halves (what mmt and mmte stage; item (piece u of 8 values, token tk)), or with
- * tiled as the tiles of mmta and mmtw (tiles_layout.cl), where item (8 u + j, tg) takes token 8 tg + j:
- * a warp's 32 items write four whole 128-byte runs of the tiles */
+ * tiled as the tiles of mmta and mmtw */
 kernel void mmt_cvt_x(global const float *X, uint ldx, global uint4 *Xh, uint k, uint n, uint tiled)
 {
     uint u = get_global_id(0), tk = get_global_id(1);
-    if (tiled) {
-        tk = tk * 8 + u % 8;
-        u /= 8;
-    }
+    if (tiled) mmt_tile_item(&u, &tk);
     if (u >= k / 8 || tk >= n) return;
     global const float4 *x = (global const float4 *)(X + (size_t)tk * ldx) + 2 * u;
-    float4 a = x[0], b = x[1];
-    size_t at = tiled ? mmt_tile_at(tk, u / 4, u % 4, k) : (size_t)tk * (k / 8) + u;
-    Xh[at] = (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
+    Xh[tiled ? mmt_tile_at(tk, u / 4, u % 4, k) : (size_t)tk * (k / 8) + u] = (uint4)(mmt_h4(x[0]), mmt_h4(x[1]));
 }
 
 /* the down product's X made from its gate and up rows (k values each, n tokens) straight into the tiles:
- * act(g) * u with act 1 GELU-tanh, 2 SiLU (ops.h's OPS_ACT_*), items as mmt_cvt_x's tiled ones; the f32
- * activation rows are never written */
+ * glu_act(g, act) * u; the f32 activation rows are never written */
 kernel void mmt_cvt_glu(global const float *G, global const float *U, global uint4 *Xh, uint k, uint n, uint act)
 {
-    uint tk = get_global_id(1) * 8 + get_global_id(0) % 8, u = get_global_id(0) / 8;
+    uint u, tk;
+    mmt_tile_item(&u, &tk);
     if (u >= k / 8 || tk >= n) return;
     global const float4 *g = (global const float4 *)(G + (size_t)tk * k) + 2 * u,
                         *v = (global const float4 *)(U + (size_t)tk * k) + 2 * u;
-    float e[8], a[8];
-    vstore4(g[0], 0, e);
-    vstore4(g[1], 1, e);
-    vstore4(v[0], 0, a);
-    vstore4(v[1], 1, a);
-    for (int i = 0; i < 8; i++) a[i] *= act == 2 ? e[i] / (1.0f + exp(-e[i])) : gelu_tanh(e[i]);
-    Xh[mmt_tile_at(tk, u / 4, u % 4, k)] =
-        (uint4)(pack_h2(a[0], a[1]), pack_h2(a[2], a[3]), pack_h2(a[4], a[5]), pack_h2(a[6], a[7]));
+    float4 a[2];
+    for (int h = 0; h < 2; h++) {
+        float4 e = g[h];
+        a[h] = v[h] * (float4)(glu_act(e.x, act), glu_act(e.y, act), glu_act(e.z, act), glu_act(e.w, act));
+    }
+    Xh[mmt_tile_at(tk, u / 4, u % 4, k)] = (uint4)(mmt_h4(a[0]), mmt_h4(a[1]));
 }
 
 /* an expert product's X rows as tiles (mmtwe): tile q of g4_moe_sort's tiles (tt = MMT_T) is rows
  * MMT_T q.., slot i holding X row pairs[start + i] / xdiv, slots past the expert's end its first pair
- * again (computed, not stored); item (8 u + j, sg) takes piece u of slot row 8 sg + j (as mmt_cvt_x's
- * tiles); items past the tiles that exist return */
+ * again (computed, not stored); items past the tiles that exist return */
 kernel void mmt_cvt_xe(global const float *X, uint ldx, global uint4 *Xh, uint k, global const int *ord, uint n_exp,
                        uint xdiv)
 {
-    uint u = get_global_id(0) / 8, sr = get_global_id(1) * 8 + get_global_id(0) % 8, q = sr / MMT_T;
+    uint u, sr;
+    mmt_tile_item(&u, &sr);
+    uint q = sr / MMT_T;
     global const int *offs = ord, *pairs = ord + n_exp + 2, *tiles = pairs + offs[n_exp];
     if (u >= k / 8 || q >= (uint)ord[n_exp + 1]) return;
     int e = tiles[2 * q], start = tiles[2 * q + 1], at = start + (int)(sr % MMT_T);
     uint pr = (uint)pairs[at < offs[e + 1] ? at : start];
     global const float4 *x = (global const float4 *)(X + (size_t)(pr / xdiv) * ldx) + 2 * u;
-    float4 a = x[0], b = x[1];
-    Xh[mmt_tile_at(sr, u / 4, u % 4, k)] =
-        (uint4)(pack_h2(a.x, a.y), pack_h2(a.z, a.w), pack_h2(b.x, b.y), pack_h2(b.z, b.w));
+    Xh[mmt_tile_at(sr, u / 4, u % 4, k)] = (uint4)(mmt_h4(x[0]), mmt_h4(x[1]));
 }
 
 /* Rows of X (token tiles) and of W are clamped to the last real one: they are computed and not

@@ -71,13 +71,19 @@ int ops_mmt_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_
     return (size_t)(rows + 127) / 128 * ((ntok + 127) / 128) >= o->pol.mmt_min_groups;
 }
 
+/* o->mm.xh grown for n rows of k as whole tiles of 128 (the last one's rows past n computed, not stored),
+ * and the grid of the kernels that write them (mmt_tile_item: 8 rows a piece of 8 values), groups cl */
+static int xh_tiles(ops *o, size_t n, uint32_t k, size_t cg[2], size_t cl[2])
+{
+    cl[0] = 64, cl[1] = 1;
+    cg[0] = ((size_t)k + 63) / 64 * 64, cg[1] = (n + 7) / 8;
+    return ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, (n + 127) / 128 * 128 * k * 2);
+}
+
 int ops_x_f16(ops *o, cl_mem X, uint32_t ldx, uint32_t n, uint32_t k, int tiled)
 {
-    /* tiles of 128 tokens: the last one's rows past n computed by mmta, not stored */
-    size_t rows = tiled ? (size_t)(n + 127) / 128 * 128 : n;
-    if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, rows * k * 2)) return -1;
-    /* tiles: items of 8 tokens a piece (mmt_cvt_x) */
-    size_t cl[2] = { 64, 1 }, cg[2] = { ((size_t)k / 8 * (tiled ? 8 : 1) + 63) / 64 * 64, tiled ? (n + 7) / 8 : n };
+    size_t cl[2] = { 64, 1 }, cg[2] = { (k / 8 + 63) / 64 * 64, n };
+    if (tiled ? xh_tiles(o, n, k, cg, cl) : ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, (size_t)n * k * 2)) return -1;
     uint32_t t = tiled != 0;
     return OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt, 2, cg, cl, 6.0 * n * k, 0, A(X), A(ldx), A(o->mm.xh), A(k), A(n),
                       A(t));
@@ -343,9 +349,9 @@ int op_matmul_glu(ops *o, int act, const weight *w, cl_mem G, uint32_t ldg, cl_m
         return ops_fail(o, "matmul_glu: SiLU takes U laid out as G (offset %u, rows %u apart)", u_off, ldu);
     if (u_off == 0 && ldu == k && k % 32 == 0 && tiles_fits(o, w, ntok) && tiles_f16(o, w)) {
         /* the activation written straight as the down product's f16 tiles: no f32 activation rows */
-        size_t cl[2] = { 64, 1 }, cg[2] = { ((size_t)k + 63) / 64 * 64, ((size_t)ntok + 7) / 8 };
+        size_t cl[2], cg[2];
         uint32_t a = (uint32_t)act;
-        if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, (size_t)(ntok + 127) / 128 * 128 * k * 2) ||
+        if (xh_tiles(o, ntok, k, cg, cl) ||
             OPS_LAUNCH(o, K_GLU_TILES, o->mm.mmt_cvt_glu, 2, cg, cl, 10.0 * ntok * k, 10.0 * ntok * k, A(G), A(U),
                        A(o->mm.xh), A(k), A(ntok), A(a)))
             return -1;
@@ -393,8 +399,8 @@ int ops_mmt_moe(ops *o, const weight *w, uint32_t rows_e, uint32_t n_exp, cl_mem
     /* Hopper: every expert's rows made f16 tiles (deqh), the pairs' X rows gathered into tiles, then
      * wgmma over both; an expert's rows must be whole tiles */
     if (o->mm.mmtwe && o->pol.wgmma && rows_e % 128 == 0 && o->mm.deqh[w->type] && hbytes <= OPS_WH_MAX) {
-        size_t cl[2] = { 64, 1 }, cg[2] = { ((size_t)k + 63) / 64 * 64, xrows / 8 };
-        if (ops_grow_buf(o, &o->mm.xh, &o->mm.xh_bytes, xrows * k * 2) ||
+        size_t cl[2], cg[2];
+        if (xh_tiles(o, xrows, k, cg, cl) ||
             OPS_LAUNCH(o, K_MMT_CVT, o->mm.mmt_cvt_xe, 2, cg, cl, 6.0 * nsel * k, 0, A(X), A(ldx), A(o->mm.xh), A(k),
                        A(ord), A(n_exp), A(xdiv)) ||
             ops_deqh(o, w, hbytes))
