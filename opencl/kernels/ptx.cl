@@ -41,6 +41,20 @@ inline float round_f16(float x)
     return y;
 }
 
+/* f16x2 arithmetic on packed halves (NVIDIA's OpenCL has no cl_khr_fp16): a - b, a * b + c */
+inline uint hsub2(uint a, uint b)
+{
+    uint d;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+inline uint hfma2(uint a, uint b, uint c)
+{
+    uint d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 /* tensor-core product D = A (16x16 f16) . B (16x8 f16) + C (f32). Not volatile: it is pure, so the
  * compiler may schedule loads across it. */
 inline float4 mma_16816(float4 c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1)

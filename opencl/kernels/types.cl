@@ -5,10 +5,10 @@
  * loaders in types_q8.cl and an entry in CLG_TYPES_Q8). */
 
 /* X(name, GGML type number) for every type; CLG_TYPES_CONV: all but f16, whose rows the tile
- * products copy instead of converting */
-#define CLG_TYPES_CONV(X)                                                                         \
-    X(f32, 0) X(bf16, 30) X(q8_0, 8) X(q4_0, 2) X(q4_1, 3) X(q5_0, 6) X(q5_1, 7) X(q4_k, 12)    \
-    X(q5_k, 13) X(q6_k, 14)
+ * products copy instead of converting; CLG_TYPES_BLOCKS: the quantized ones */
+#define CLG_TYPES_BLOCKS(X)                                                                       \
+    X(q8_0, 8) X(q4_0, 2) X(q4_1, 3) X(q5_0, 6) X(q5_1, 7) X(q4_k, 12) X(q5_k, 13) X(q6_k, 14)
+#define CLG_TYPES_CONV(X) X(f32, 0) X(bf16, 30) CLG_TYPES_BLOCKS(X)
 #define CLG_TYPES(X) X(f16, 1) CLG_TYPES_CONV(X)
 
 /* the types of the int8 paths (gemv_q8.cl, mma_q8.cl, moe.cl's mvqe_T), X(name, number, the int8

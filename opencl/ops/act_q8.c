@@ -37,7 +37,7 @@ int ops_xq_reserve(ops *o, uint32_t ntok, uint32_t k)
 int ops_q8x_takes_x(const ops *o, uint32_t k, uint32_t ntok)
 {
     return o->act.q8x && o->act_int8 && ntok >= 5 && ntok <= o->pol.mmq8_max_tok && k % 64 == 0 &&
-           k >= o->pol.q8x_min_k;
+           k >= o->pol.q8x_min_k && !ops_mmh_takes(o, ntok);
 }
 
 uint32_t ops_q8x_tpad(uint32_t ntok)

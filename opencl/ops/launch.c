@@ -34,6 +34,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_MMQ8R] = "mmq8r (int8 tensor cores, cp.async, X shared by 4 warps)",
     [K_VIS_FA] = "vis_fa (tensor cores, cp.async)",
     [K_ATTN_DECM] = "attn_decm (tensor cores)", [K_ATTN_DECM_MERGE] = "attn_decm_merge",
+    [K_MMH] = "mmh (f16 tensor cores, X shared)", [K_MMH_X] = "mmh_x (X to f16)",
 };
 
 const char *ops_kernel_name(int k) { return k >= 0 && k < K_COUNT ? kernel_names[k] : "?"; }
@@ -64,7 +65,7 @@ static const struct family {
     int (*init)(ops *o, cl_runtime *rt, char *err, size_t errlen);
     void (*release)(ops *o);
 } FAMILIES[] = {
-    { ops_q8_init, ops_q8_release },     { ops_act_init, ops_act_release },   { ops_norm_init, ops_norm_release },
+    { ops_q8_init, ops_q8_release },     { ops_mmh_init, ops_mmh_release },   { ops_act_init, ops_act_release },   { ops_norm_init, ops_norm_release },
     { ops_rope_init, ops_rope_release }, { ops_attn_init, ops_attn_release }, { ops_rows_init, ops_rows_release },
     { ops_logits_init, ops_logits_release },
     { ops_moe_init, ops_moe_release },   { ops_delta_init, ops_delta_release },

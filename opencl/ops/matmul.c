@@ -120,6 +120,18 @@ static int any_len_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y
                       A(w->row_bytes), A(w->rows), A(w->cols), A(X), A(ldx), A(Y), A(ldy), A(ntok));
 }
 
+/* 17-256 tokens on f16 tensor cores, X shared by a group's warps (matmul_h.c) */
+static int mmh_fits(const ops *o, const weight *w, uint32_t ntok)
+{
+    return ops_mmh_fits(o, w->type, w->rows, w->cols, ntok);
+}
+
+static int mmh_run(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_t ldy, uint32_t ntok)
+{
+    mm_out m = { w, Y, ldy };
+    return ops_mmh(o, &m, 1, X, ldx, NULL, ntok);
+}
+
 /* 5-256 tokens on the int8 tensor cores (matmul_q8.c) */
 static int q8_mma_fits(const ops *o, const weight *w, uint32_t ntok)
 {
@@ -277,6 +289,7 @@ static const struct mm_family {
     mm_run_fn *run;
 } FAMILIES[] = {
     { "any length (mv_any)", any_len_fits, any_len_run },
+    { "f16 tensor cores, X shared (mmh)", mmh_fits, mmh_run },
     { "int8 tensor cores (mmq8, mmq8s, mmq8p)", q8_mma_fits, q8_mma_run },
     { "f16 tiles (mmta, mmt)", tiles_fits, tiles_run },
     { "f16 tensor cores (mmqs, mmql)", mma_fits, mma_run },
@@ -295,9 +308,12 @@ int op_matmul(ops *o, const weight *w, cl_mem X, uint32_t ldx, cl_mem Y, uint32_
 
 int op_matmul_multi(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, uint32_t ntok)
 {
-    int all8 = n >= 1;
+    int all8 = n >= 1, allh = n >= 1;
     uint32_t rows = 0;
     for (int i = 0; i < n; i++) rows += outs[i].w->rows;
+    for (int i = 0; i < n; i++) allh &= ops_mmh_fits(o, outs[i].w->type, rows, outs[i].w->cols, ntok) &&
+                                       outs[i].w->cols == outs[0].w->cols;
+    if (allh) return ops_mmh(o, outs, n, X, ldx, NULL, ntok); /* X made f16 once for all */
     for (int i = 0; i < n; i++) all8 &= ops_mmq8_fits(o, outs[i].w->type, rows, outs[i].w->cols, ntok) &&
                                        outs[i].w->cols == outs[0].w->cols;
     if (all8) return ops_mmq8(o, outs, n, X, ldx, NULL, ntok); /* X quantized once for all */
@@ -342,6 +358,7 @@ int op_matmul_glu(ops *o, int act, const weight *w, cl_mem G, uint32_t ldg, cl_m
     geglu_in gg = { U, u_off, ldu, (uint32_t)act };
     mm_out m = { w, Y, ldy };
     uint32_t k = w->cols;
+    if (ops_mmh_fits(o, w->type, w->rows, k, ntok)) return ops_mmh(o, &m, 1, G, ldg, &gg, ntok);
     if (ops_mmq8_fits(o, w->type, w->rows, k, ntok)) return ops_mmq8(o, &m, 1, G, ldg, &gg, ntok);
     if (ops_mvq_fits(o, w->type, k, ntok)) return ops_mvq(o, &m, 1, G, ldg, &gg, ntok);
     if (ldg != k) return ops_fail(o, "matmul_geglu: gate rows %u apart, not %u", ldg, k);

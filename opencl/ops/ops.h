@@ -14,6 +14,8 @@
 #define OPS_MV_MAXT 16  /* tokens per mv launch at most (mv4_*, mv16_* in gemv.cl) */
 #define OPS_MMQ8_ROWS 32 /* weight rows per mmq8 work-group (16 * MMQ8_MT in mma_q8.cl) */
 #define OPS_MMQ8_NT 4    /* mmq8 kernels per type: 8, 16, 32 and 64 tokens a group (mma_q8.cl NT 1, 2, 4, 8) */
+#define OPS_MMH_NT 3      /* mmh kernels per type: 16, 32 and 64 tokens a group (mma_h.cl NT 2, 4, 8) */
+#define OPS_MMH_WARPS 4   /* warps per mmh group, 32 weight rows each (mma_h.cl MMH_WARPS) */
 #define OPS_MMQ8_MAXT 256 /* tokens an int8 tensor-core product takes at most (groups of 64 beyond 32) */
 #define OPS_ATTN_CHUNK 256 /* keys per attention chunk at most (ATTN_MAX_CHUNK in attn_split.cl) */
 #define OPS_ATTN_MIN_CHUNK 32
@@ -55,6 +57,7 @@ enum op_kernel {
     K_MMQ8R,
     K_VIS_FA,
     K_ATTN_DECM, K_ATTN_DECM_MERGE,
+    K_MMH, K_MMH_X,
     K_COUNT
 };
 
@@ -111,6 +114,14 @@ typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVI
     cl_mem part;               /* those partial Ys (grown on demand) */
     size_t part_bytes;
 } ops_q8;
+
+typedef struct ops_mmh_fam {       /* matmul_h.c: batched decode on f16 tensor cores, X shared (NVIDIA) */
+    cl_kernel mm[OPS_MMH_NT][OPS_T]; /* mmh_T_{2,4,8}: up to 16, 32 and 64 tokens a group */
+    cl_kernel x;               /* mmh_x: X (or the activation) to f16 in mmh's order */
+    cl_kernel sum;             /* mmq8_sum: the k slices' partial Ys added */
+    cl_mem xh, part;           /* that X, and the partial Ys (grown on demand) */
+    size_t xh_bytes, part_bytes;
+} ops_mmh_fam;
 
 typedef struct ops_act {       /* act_q8.c: the int8 form of the next product's X (NVIDIA) */
     cl_kernel mvq_xq;          /* X to int8 in mvqg's layout (1-4 tokens) */
@@ -192,6 +203,7 @@ typedef struct ops {
     ops_policy pol;            /* thresholds and launch geometry (policy.h): defaults from ops_init */
     ops_mm mm;
     ops_q8 q8;
+    ops_mmh_fam mmh;
     ops_act act;
     ops_norm norm;
     ops_rope rope;
@@ -252,6 +264,9 @@ int ops_int8_decode(const ops *o);
  * matrices sharing X) and token count (5 to the policy's mmq8_max_tok) on the int8 tensor-core
  * kernels (mmq8: X rounded to int8 per 32 values) */
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
+/* 1 if they run it on f16 tensor cores with X shared (mmh, NVIDIA: the policy's mmh_min_tok to
+ * mmh_max_tok tokens, any quantized type), which the dispatchers try before mmq8 */
+int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* the tokens mmq8's int8 X is padded to: 8, 16, 32, then multiples of 64 (its kernels' token tiles) */
 uint32_t ops_q8x_tpad(uint32_t ntok);
 /* 1 if op_matmul runs this product on the tiled tensor-core kernel (mmt) */

@@ -1,7 +1,7 @@
 /* ops_int.h — what the op family files (opencl/ops: every .c file) share, not part of the engine's API: the
  * families' create/release pairs, the helpers of launch.c, and the functions one family offers
  * another. Calls between families go one way (no circle):
- *   matmul -> matmul_q8 -> act_q8;  matmul -> rows;  norm -> {matmul, matmul_q8, act_q8};
+ *   matmul -> matmul_q8 -> act_q8 -> matmul_h;  matmul -> matmul_h;  matmul -> rows;  norm -> {matmul, matmul_q8, act_q8};
  *   attention -> {matmul, rope, act_q8};  moe -> matmul;  everything -> launch. */
 #ifndef CLGEMMA_OPS_INT_H
 #define CLGEMMA_OPS_INT_H
@@ -18,7 +18,7 @@
 int  ops_mm_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
 void ops_mm_release(ops *o);
 #define OPS_FAMILY(f) int ops_##f##_init(ops *o, cl_runtime *rt, char *err, size_t errlen); void ops_##f##_release(ops *o);
-OPS_FAMILY(q8) OPS_FAMILY(act) OPS_FAMILY(norm) OPS_FAMILY(rope) OPS_FAMILY(attn) OPS_FAMILY(rows) OPS_FAMILY(logits)
+OPS_FAMILY(q8) OPS_FAMILY(mmh) OPS_FAMILY(act) OPS_FAMILY(norm) OPS_FAMILY(rope) OPS_FAMILY(attn) OPS_FAMILY(rows) OPS_FAMILY(logits)
 OPS_FAMILY(moe) OPS_FAMILY(delta) OPS_FAMILY(vision)
 #undef OPS_FAMILY
 
@@ -76,6 +76,11 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
  * launching where that kernel does not apply */
 int ops_mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, int n, uint32_t k, uint32_t ntok,
              float eps);
+
+/* ---- matmul_h.c, for matmul and act_q8 (NVIDIA): n (1-3) matrices of any quantized type sharing X
+ * (or act(X) * U: gg) on f16 tensor cores, X made f16 once; _takes: the token counts it runs */
+int ops_mmh_takes(const ops *o, uint32_t ntok);
+int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok);
 
 /* ---- act_q8.c: the int8 hand-off (NVIDIA). A producer of X (norm_fuse, attn_dec) whose next
  * product reads X as int8 writes that form too: *_takes_x says whether it should (rows of k

@@ -44,6 +44,11 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mmq8p_stages = 2,
         /* from two 64-token blocks on; below, mmq8p's per-warp rings measured faster (docs/PERF.md) */
         .mmq8r_min_tok = 65,
+        /* from 17 tokens the int8 products' scale arithmetic per token tile bounds them (docs/PERF.md) */
+        .mmh_min_tok = 17,
+        .mmh_max_tok = OPS_MMQ8_MAXT,
+        /* four groups of 4 warps per compute unit */
+        .mmh_groups = 4 * cu,
         /* the int8 products twice as many: one unit in flight per warp hides less latency */
         .mmq_warps_target = 2048,
         .mmq8p_warps_target = 4096,
@@ -102,6 +107,9 @@ static const struct policy_name {
     F(MMQ8_WARPS, mmq8_warps, 0, 16),
     F(MMQ8P_STAGES, mmq8p_stages, 2, 4),
     F(MMQ8R_MIN_TOK, mmq8r_min_tok, 9, OPS_MMQ8_MAXT + 1),
+    F(MMH_MIN_TOK, mmh_min_tok, 1, 1u << 20),
+    F(MMH_MAX_TOK, mmh_max_tok, 1, 1u << 20),
+    F(MMH_GROUPS, mmh_groups, 1, 1u << 20),
     F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),
     F(MMQ8P_WARPS_TARGET, mmq8p_warps_target, 1, 1u << 20),
     F(MMT_MIN_GROUPS, mmt_min_groups, 0, 1u << 20),

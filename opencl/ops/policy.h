@@ -27,6 +27,11 @@ typedef struct ops_policy {
                                    * many as fit) */
     uint32_t mmq8r_min_tok;       /* MMQ8R_MIN_TOK: q4_k's products on mmq8r (X shared by 4 warps) from this many
                                    * tokens, on mmq8p below */
+    uint32_t mmh_min_tok;         /* MMH_MIN_TOK: batched products on mmh (f16 tensor cores, X shared) from this
+                                   * many tokens ... */
+    uint32_t mmh_max_tok;         /* MMH_MAX_TOK: ... up to this many (past it the prefill tiles) */
+    uint32_t mmh_groups;          /* MMH_GROUPS: an mmh product of few rows splits k across groups until about
+                                   * this many groups */
     uint32_t mmq_warps_target;    /* MMQ_WARPS_TARGET: batched products split k until about this many warps */
     uint32_t mmq8p_warps_target;  /* MMQ8P_WARPS_TARGET: the same for the int8 ones (mmq8, mmq8p) */
     /* prefill products */

@@ -13,16 +13,16 @@ static const dev_type DEV_TYPES[GGML_TYPE_COUNT] = {
     [GGML_TYPE_F16] = { "f16", DT_GEMV | DT_MMA_F16 | DT_TILES },
     [GGML_TYPE_BF16] = { "bf16", ANY },
     /* int8 units: a 32-value block per gemv_q8 piece, two per mma_q8 unit */
-    [GGML_TYPE_Q8_0] = { "q8_0", ANY | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 32, .k_mmq8 = 64 },
-    [GGML_TYPE_Q4_0] = { "q4_0", ANY },
-    [GGML_TYPE_Q4_1] = { "q4_1", ANY },
-    [GGML_TYPE_Q5_0] = { "q5_0", ANY | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 32, .k_mmq8 = 64 },
-    [GGML_TYPE_Q5_1] = { "q5_1", ANY },
+    [GGML_TYPE_Q8_0] = { "q8_0", ANY | DT_MMH | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 32, .k_mmq8 = 64 },
+    [GGML_TYPE_Q4_0] = { "q4_0", ANY | DT_MMH },
+    [GGML_TYPE_Q4_1] = { "q4_1", ANY | DT_MMH },
+    [GGML_TYPE_Q5_0] = { "q5_0", ANY | DT_MMH | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 32, .k_mmq8 = 64 },
+    [GGML_TYPE_Q5_1] = { "q5_1", ANY | DT_MMH },
     /* int8 pieces and units index whole 256-value super-blocks */
-    [GGML_TYPE_Q4_K] = { "q4_k", ANY | DT_GEMV_Q8 | DT_MMQ8_RING, .k_gemv_q8 = 256, .k_mmq8 = 256 },
-    [GGML_TYPE_Q5_K] = { "q5_k", ANY | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 256, .k_mmq8 = 256 },
+    [GGML_TYPE_Q4_K] = { "q4_k", ANY | DT_MMH | DT_GEMV_Q8 | DT_MMQ8_RING, .k_gemv_q8 = 256, .k_mmq8 = 256 },
+    [GGML_TYPE_Q5_K] = { "q5_k", ANY | DT_MMH | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 256, .k_mmq8 = 256 },
     /* q6_k's scale per 16 values: two mmas per sub-block (mma_q8.cl mmq8_mac_q6_k) */
-    [GGML_TYPE_Q6_K] = { "q6_k", ANY | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 256, .k_mmq8 = 256 },
+    [GGML_TYPE_Q6_K] = { "q6_k", ANY | DT_MMH | DT_GEMV_Q8 | DT_MMQ8, .k_gemv_q8 = 256, .k_mmq8 = 256 },
 };
 
 const dev_type *dev_type_of(uint32_t type)

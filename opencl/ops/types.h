@@ -15,6 +15,7 @@ enum dev_family {
     DT_GEMV_Q8 = 1 << 4,   /* mvq, mvqg, mvqn (gemv_q8.cl), mvqe (moe.cl): int8 decode, NVIDIA */
     DT_MMQ8 = 1 << 5,      /* mmq8_<suffix>_{1,2,4,8} (mma_q8.cl): int8 tensor cores at 5-256 tokens */
     DT_MMQ8_RING = 1 << 6, /* the same as kernels of the type's own, mmq8s_<suffix>_1 and mmq8p_<suffix>_{1,2,4,8} */
+    DT_MMH = 1 << 7,       /* mmh_<suffix>_{2,4,8} (mma_h.cl): f16 tensor cores, X shared, NVIDIA (quantized types) */
 };
 
 typedef struct dev_type {

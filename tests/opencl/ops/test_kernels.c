@@ -294,10 +294,12 @@ static void matmul_case(const golden *g, uint32_t ntok)
     cl_mem X = dbuf((size_t)ntok * ldx * 4, x), Y = dbuf(ny * 4, NULL);
     poison(Y, ny * 4);
     char what[96];
-    int q8m = ops_mmq8_fits(&O, g->type, g->rows, g->cols, ntok), mma = O.has_mma && ntok > 4 && !q8m;
+    int mmh = ops_mmh_fits(&O, g->type, g->rows, g->cols, ntok);
+    int q8m = !mmh && ops_mmq8_fits(&O, g->type, g->rows, g->cols, ntok), mma = O.has_mma && ntok > 4 && !q8m;
     uint32_t tp = ops_q8x_tpad(ntok), nt = tp <= 8 ? 0 : tp <= 16 ? 1 : tp <= 32 ? 2 : 3;
     int q8x = q8m || ops_mvq_fits(&O, g->type, g->cols, ntok);
     snprintf(what, sizeof what, "matmul %s %u x %u, ntok %u (%s)", type_name(g->type), g->rows, g->cols, ntok,
+             mmh ? "mmh, f16 tensor cores, X shared" :
              ops_mmt_fits(&O, g->type, g->rows, g->cols, ntok) ?
                  (O.mm.mmtw && O.pol.wgmma && g->type != GGML_TYPE_F16 ? "mmtw, wgmma on bulk-copied tiles" :
                   O.mm.mmta ? "mmta, f16 tiles by cp.async" : "mmt, tiled tensor cores") :
@@ -363,7 +365,9 @@ static void test_matmul_tiles(void)
     uint32_t keep = O.pol.mmt_min_groups;
     cl_kernel mmta = O.mm.mmta, mmtw = O.mm.mmtw;
     uint32_t passes = mmtw ? 3 : mmta ? 2 : 1;
+    uint32_t keep_h = O.pol.mmh_max_tok;
     O.pol.mmt_min_groups = 0;
+    O.pol.mmh_max_tok = 0; /* below 256 tokens a product takes mmh first */
     O.act_int8 = 0; /* prefill forwards: below 256 tokens a decode step's products take mmq8 */
     for (uint32_t i = 0; i < NG * passes; i++) {
         O.mm.mmtw = i < NG ? mmtw : NULL;
@@ -381,6 +385,7 @@ static void test_matmul_tiles(void)
     O.mm.mmta = mmta;
     O.mm.mmtw = mmtw;
     O.pol.mmt_min_groups = keep;
+    O.pol.mmh_max_tok = keep_h;
     O.act_int8 = 1;
 }
 
@@ -425,13 +430,16 @@ static void multi_case_rows(const uint32_t *types, int n, uint32_t ntok, const u
     for (int i = 0; i < n; i++) q8x &= ops_mvq_fits(&O, g[i]->type, g[i]->cols, ntok) && g[i]->cols == g[0]->cols;
     uint32_t rows = 0;
     for (int i = 0; i < n; i++) rows += g[i]->rows;
-    for (int i = 0; i < n; i++) q8m &= ops_mmq8_fits(&O, g[i]->type, rows, g[i]->cols,
+    int hm = 1; /* mmh for all, X made f16 once */
+    for (int i = 0; i < n; i++) hm &= ops_mmh_fits(&O, g[i]->type, rows, g[i]->cols, ntok) && g[i]->cols == g[0]->cols;
+    for (int i = 0; i < n; i++) q8m &= !hm && ops_mmq8_fits(&O, g[i]->type, rows, g[i]->cols,
     ntok) && g[i]->cols == g[0]->cols;
     for (int i = 0; i < n && rc == 0; i++) {
         char w2[200];
         snprintf(w2, sizeof w2, "%s -> output %d", what, i);
         /* mixed sets take each output's own path: mmq8 where it fits, else mmq */
-        int own8 = ops_mmq8_fits(&O, g[i]->type, g[i]->rows, g[i]->cols, ntok);
+        int own8 = !hm && !ops_mmh_fits(&O, g[i]->type, g[i]->rows, g[i]->cols, ntok) &&
+                   ops_mmq8_fits(&O, g[i]->type, g[i]->rows, g[i]->cols, ntok);
         double tol = q8m || own8 || q8x ? TOL_Q8X : O.has_mma && ntok > 4 ? TOL_MMA : TOL_RED;
         check_product(w2, g[i], x, ldx, ntok, Y[i], ldy[i], tol);
     }
@@ -458,18 +466,20 @@ static void test_matmul_geglu(void)
         if (!g) continue;
         /* mvq, mmq8's two token tiles, and a prefill's tiles (on NVIDIA the activation written as the
          * down product's f16 tiles, mmt_cvt_glu), the grid threshold lifted for them */
-        static const uint32_t ntoks[] = { 1, 4, 7, 16, 130 };
-        uint32_t keep_mg = O.pol.mmt_min_groups;
+        static const uint32_t ntoks[] = { 1, 4, 7, 16, 40, 130 };
+        uint32_t keep_mg = O.pol.mmt_min_groups, keep_h = O.pol.mmh_max_tok;
         for (int act = OPS_ACT_GELU; act <= OPS_ACT_SILU; act++)
         for (size_t nj = 0; nj < sizeof ntoks / sizeof *ntoks; nj++) {
             uint32_t ntok = ntoks[nj];
-            int tiles = ntok > 16;
+            int tiles = ntok > 64; /* 40: mmh, the activation applied as X is made f16 */
             O.act_int8 = !tiles;
             O.pol.mmt_min_groups = tiles ? 0 : keep_mg;
+            O.pol.mmh_max_tok = tiles ? 0 : keep_h;
             uint32_t k = g->cols, ldg, u_off = 4 * (uint32_t)irand(9), ldu = 3 * k, ldy = g->rows + 3;
             float *gt = make_x(k, ntok, &ldg);
-            int q8 = ops_mvq_fits(&O, g->type, k, ntok) || ops_mmq8_fits(&O, g->type, g->rows, k, ntok);
-            if (!q8) {
+            int hf = ops_mmh_fits(&O, g->type, g->rows, k, ntok);
+            int q8 = !hf && (ops_mvq_fits(&O, g->type, k, ntok) || ops_mmq8_fits(&O, g->type, g->rows, k, ntok));
+            if (!q8 && !hf) {
                 for (uint32_t t = 1; t < ntok; t++) memmove(gt + (size_t)t * k, gt + (size_t)t * ldg, k * 4);
                 ldg = k;
                 u_off = nj % 2 && act == OPS_ACT_GELU ? k * (uint32_t)irand(3) : 0;
@@ -504,6 +514,7 @@ static void test_matmul_geglu(void)
         }
         O.act_int8 = 1;
         O.pol.mmt_min_groups = keep_mg;
+        O.pol.mmh_max_tok = keep_h;
     }
 }
 
@@ -645,15 +656,16 @@ static void test_mmq8_wide(void)
     reseed(__func__);
     static const uint32_t ntoks[] = { 17, 32, 33, 64, 65, 100, 256 };
     int ran = 0;
-    uint32_t keep_g = O.pol.mmq8g_max_tok;
+    uint32_t keep_g = O.pol.mmq8g_max_tok, keep_h = O.pol.mmh_max_tok;
     O.pol.mmq8g_max_tok = OPS_MMQ8_MAXT; /* every type's kernel at every width, not only q4_k's */
+    O.pol.mmh_max_tok = 0;                /* the int8 kernels, not mmh, at 17-256 tokens */
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < sizeof ntoks / sizeof *ntoks; j++) {
             if (!ops_mmq8_fits(&O, G[i].type, G[i].rows, G[i].cols, ntoks[j])) continue;
             matmul_case(&G[i], ntoks[j]);
             ran++;
         }
-    if (!O.has_mma) { O.pol.mmq8g_max_tok = keep_g; return; }
+    if (!O.has_mma) { O.pol.mmq8g_max_tok = keep_g; O.pol.mmh_max_tok = keep_h; return; }
     CHECK(ran >= 5 * 7, "int8 tensor-core products ran %d cases, want all of q4_k, q5_k, q6_k, q8_0, q5_0", ran);
     const golden *q6 = golden_of(GGML_TYPE_Q6_K);
     CHECK(q6 && !ops_mmq8_fits(&O, q6->type, q6->rows, q6->cols, OPS_MMQ8_MAXT + 1),
@@ -688,6 +700,40 @@ static void test_mmq8_wide(void)
         if (few[j] >= 9) matmul_case(q4, few[j]);
     O.pol = keep;
     O.pol.mmq8g_max_tok = keep_g;
+    O.pol.mmh_max_tok = keep_h;
+}
+
+/* batched decode from 17 tokens on f16 tensor cores (mmh): every quantized type at every token-tile
+ * width (16, 32, 64) and several 64-token blocks with partial tiles and blocks, against float64
+ * within TOL_MMA; matrices sharing X in one launch (warps of one group in different matrices, and
+ * past the last row); k split across groups (the partial Ys added) */
+static void test_mmh_wide(void)
+{
+    reseed(__func__);
+    static const uint32_t ntoks[] = { 17, 32, 33, 64, 65, 100, 256 };
+    int ran = 0;
+    for (uint32_t i = 0; i < NG; i++)
+        for (size_t j = 0; j < sizeof ntoks / sizeof *ntoks; j++) {
+            if (!ops_mmh_fits(&O, G[i].type, G[i].rows, G[i].cols, ntoks[j])) continue;
+            matmul_case(&G[i], ntoks[j]);
+            ran++;
+        }
+    if (!O.has_mma) return;
+    CHECK(ran >= 8 * 7, "mmh ran %d cases, want every quantized type at every width", ran);
+    static const uint32_t q4k3[] = { GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, GGML_TYPE_Q4_K };
+    static const uint32_t q6q8[] = { GGML_TYPE_Q6_K, GGML_TYPE_Q8_0 };
+    static const uint32_t rows[] = { 96, 64, 64 }, odd[] = { 100, 60 };
+    multi_case_rows(q4k3, 3, 70, rows);
+    multi_case_rows(q4k3, 3, 20, rows);
+    multi_case_rows(q6q8, 2, 40, odd); /* of two types: a launch each */
+    ops_policy keep = O.pol;
+    O.pol.mmh_groups = 1u << 20; /* k slices wherever a slice keeps a unit */
+    O.pol.mmq8_slice_units = 1;
+    static const uint32_t few[] = { 17, 40, 64, 130 };
+    for (uint32_t i = 0; i < NG; i++)
+        for (size_t j = 0; j < sizeof few / sizeof *few; j++)
+            if (ops_mmh_fits(&O, G[i].type, G[i].rows, G[i].cols, few[j])) matmul_case(&G[i], few[j]);
+    O.pol = keep;
 }
 
 /* ------------------------------------------------------------------ int8 X hand-offs, fused norm chains */
@@ -875,6 +921,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_matmul_tiles);
     RUN_TEST(test_matmul_multi);
     RUN_TEST(test_mmq8_wide);
+    RUN_TEST(test_mmh_wide);
     RUN_TEST(test_moe_products);
     RUN_TEST(test_matmul_geglu);
     RUN_TEST(test_products_mvqg);

@@ -1,0 +1,183 @@
+/* mma_h.cl — batched decode products (17-256 tokens) on f16 tensor cores, NVIDIA (inline PTX
+ * mma.sync m16n8k16, f32 accumulate): Y[t][r] = sum_k W[r][k] X[t][k].
+ *
+ * The int8 products (mma_q8.cl) spend ~14 issue slots of scale arithmetic on every int8 mma's
+ * result (a scale per 32 values of each weight row and token), so from ~32 tokens the issue rate
+ * bounds them (~100 TFLOP/s). Here each weight is dequantized once per group into f16 A fragments
+ * (rows are the mma's M), its scales spent there once rather than once per token tile, and X, made
+ * f16 once per product (mmh_x), goes to local memory by cp.async and serves the group's MMH_WARPS
+ * warps.
+ *
+ * Warp w of a group takes rows 32 w .. 32 w + 31 of the group's (two 16-row tiles) and all of its
+ * 8 * NT tokens; the warps walk k together, one 64-value unit (two sub-blocks) a pass, X's units in
+ * a ring of MMH_STAGES. The k order inside a 16-step is free as long as A and B agree: lane (g, t)
+ * takes values 4t..4t+3 of a sub-block for step 0 and 16+4t..16+4t+3 for step 1 (deq8_T's lo and
+ * hi), and mmh_x stores each sub-block of X permuted so that its 16-byte chunk t holds those eight
+ * values. Groups, token blocks of 64 and k slices across groups as mmq8's (mma_q8.cl). */
+
+#ifdef CLG_NVIDIA
+
+#define MMH_WARPS 4  /* warps a group: 128 weight rows */
+#define MMH_STAGES 3 /* X units in the ring */
+
+/* X (ntok rows, ldx apart; act: act(X) * U as ld_x4) to f16 rows of k values for mmh, each
+ * 32-value sub-block permuted: chunk t (8 values) = values 4t..4t+3, 16+4t..16+4t+3. Rows from
+ * ntok to tp are zeros. Item (c, tk): chunk c of row tk. */
+kernel void mmh_x(global const float *X, uint ldx, global const float *U, uint u_off, uint ldu, uint act, uint ntok,
+                  uint tp, uint k, global uint4 *Xh)
+{
+    uint c = get_global_id(0), tk = get_global_id(1);
+    if (c >= k / 8 || tk >= tp) return;
+    uint i4 = (c / 4) * 8 + c % 4; /* float4 index of values 4t.. of sub-block c / 4 */
+    float4 lo = (float4)(0.0f), hi = (float4)(0.0f);
+    if (tk < ntok) {
+        lo = ld_x4(X, ldx, U + u_off, ldu, act, tk, i4);
+        hi = ld_x4(X, ldx, U + u_off, ldu, act, tk, i4 + 4);
+    }
+    Xh[(size_t)tk * (k / 8) + c] = (uint4)(pack_h2(lo.x, lo.y), pack_h2(lo.z, lo.w), pack_h2(hi.x, hi.y),
+                                           pack_h2(hi.z, hi.w));
+}
+
+/* A fragments a[s][step][4] of rows p (g) and q (g + 8) for sub-blocks 2u + s: step 0 from values
+ * 4t..4t+3, step 1 from 16+4t..16+4t+3 (registers a0..a3 of mma_16816: row g's first pair, row g +
+ * 8's, row g's second, row g + 8's). Any type, through deq8_T. */
+#define DEFINE_MMH_A(T)                                                                           \
+inline void mmh_a_##T(global const uchar *p, global const uchar *q, int u, int t, uint a[2][2][4])\
+{                                                                                                 \
+    UNROLL for (int s = 0; s < 2; s++) {                                                          \
+        float4 l0, h0, l1, h1;                                                                    \
+        deq8_##T(p, 2 * u + s, t, &l0, &h0);                                                      \
+        deq8_##T(q, 2 * u + s, t, &l1, &h1);                                                      \
+        a[s][0][0] = pack_h2(l0.x, l0.y); a[s][0][1] = pack_h2(l1.x, l1.y);                       \
+        a[s][0][2] = pack_h2(l0.z, l0.w); a[s][0][3] = pack_h2(l1.z, l1.w);                       \
+        a[s][1][0] = pack_h2(h0.x, h0.y); a[s][1][1] = pack_h2(h1.x, h1.y);                       \
+        a[s][1][2] = pack_h2(h0.z, h0.w); a[s][1][3] = pack_h2(h1.z, h1.w);                       \
+    }                                                                                             \
+}
+
+/* unit u's X (tpb tokens x 8 chunks of 16 bytes) into stage st, chunk ch of token tok at tok * 8 +
+ * (ch ^ 4 for odd tokens): the 8 lanes of a quarter-warp read chunk t of two tokens, whose
+ * sub-blocks then lie in different halves of the banks */
+inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, uint tpb, int lid)
+{
+    for (uint c = lid; c < 8 * tpb; c += 32 * MMH_WARPS) {
+        uint tok = c >> 3, ch = c & 7;
+        cp_async16(st + tok * 8 + (ch ^ ((tok & 1) << 2)), Xh + (size_t)tok * k8 + 8 * u + ch);
+    }
+}
+
+/* NT token tiles of 8 (2, 4, 8); group (r, kg * b + kk) takes rows 128 r .. (its warps' 32 each,
+ * across up to three matrices of X whose rows are whole warps'), tokens 64 b .. and slice kk of k's
+ * kg (kg > 1: partial Ys for mmq8_sum, as mmq8). Xh: mmh_x's rows, at least 64 b + 8 NT of them. */
+#define DEFINE_MMH(T, NT)                                                                         \
+kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1)))                                \
+void mmh_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,        \
+                    global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,        \
+                    global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2,        \
+                    uint k, global const uint4 *Xh, uint ntok, uint kg)                           \
+{                                                                                                 \
+    local uint4 xs[MMH_STAGES * 8 * 8 * (NT)];                                                    \
+    int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
+    const uint tpb = 8 * (NT), k8 = k / 8;                                                        \
+    uint r0 = (get_group_id(0) * MMH_WARPS + warp) * 32, kk = get_group_id(1) % kg;               \
+    uint tb = 64 * (get_group_id(1) / kg);                                                        \
+    int idle = r0 >= n0 + n1 + n2; /* warps past the last row still copy X and meet the barriers */ \
+    global const uchar *W = W0;                                                                   \
+    global float *Y = Y0;                                                                         \
+    uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
+    if (idle) r0 = 0;                                                                             \
+    else if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; } \
+    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
+    Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */  \
+    ntok -= tb;                                                                                   \
+    Xh += (size_t)tb * k8;                                                                        \
+    global const uchar *wr[2][2];                                                                 \
+    UNROLL for (int i = 0; i < 2; i++)                                                            \
+        UNROLL for (int h = 0; h < 2; h++) {                                                      \
+            uint r = r0 + 16 * i + 8 * h + g;                                                     \
+            wr[i][h] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                     \
+        }                                                                                         \
+    float4 acc[2][NT];                                                                            \
+    UNROLL for (int i = 0; i < 2; i++)                                                            \
+        UNROLL for (int j = 0; j < (NT); j++) acc[i][j] = (float4)(0.0f);                         \
+    int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), n = (int)((kk + 1) * nu / kg) - u0;         \
+    for (int s = 0; s < MMH_STAGES - 1; s++) {                                                    \
+        if (s < n) mmh_issue(xs + s * 8 * tpb, Xh, k8, u0 + s, tpb, lid);                         \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    for (int i = 0; i < n; i++) {                                                                 \
+        /* this unit's weights first: their loads overlap the wait for X */                      \
+        uint a[2][2][2][4];                                                                       \
+        UNROLL for (int m = 0; m < 2; m++) mmh_a_##T(wr[m][0], wr[m][1], u0 + i, t, a[m]);        \
+        cp_async_wait1(); /* unit i's X landed (MMH_STAGES 3: one younger group in flight) */     \
+        barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
+        if (i + MMH_STAGES - 1 < n)                                                               \
+            mmh_issue(xs + ((i + MMH_STAGES - 1) % MMH_STAGES) * 8 * tpb, Xh, k8, u0 + i + MMH_STAGES - 1, tpb, lid); \
+        cp_async_commit();                                                                        \
+        local const uint4 *xb = xs + (i % MMH_STAGES) * 8 * tpb;                                  \
+        UNROLL for (int s = 0; s < 2; s++)                                                        \
+            UNROLL for (int j = 0; j < (NT); j++) {                                               \
+                int tok = 8 * j + g;                                                              \
+                uint4 x = xb[tok * 8 + ((4 * s + t) ^ ((tok & 1) << 2))];                         \
+                UNROLL for (int m = 0; m < 2; m++) {                                              \
+                    acc[m][j] = mma_16816(acc[m][j], a[m][s][0][0], a[m][s][0][1], a[m][s][0][2],  \
+                                          a[m][s][0][3], x.x, x.y);                               \
+                    acc[m][j] = mma_16816(acc[m][j], a[m][s][1][0], a[m][s][1][1], a[m][s][1][2],  \
+                                          a[m][s][1][3], x.z, x.w);                               \
+                }                                                                                 \
+            }                                                                                     \
+    }                                                                                             \
+    cp_async_wait0();                                                                             \
+    if (idle) return;                                                                             \
+    MMQ8_STORE(2, NT)                                                                             \
+}
+
+/* q4_k's A fragments in f16x2 arithmetic (deq8_q4_k's float path costs ~9 issue slots a value, and at
+ * 16 tokens mmh_q4_k was bound by them): a byte pair's nibbles placed in the low bits of two f16
+ * whose exponent makes them 1024 + q, less 1024 (exact), times d1 less m1 in one fma (one rounding,
+ * as the float path's final one; d1 and m1 are rounded to f16 first). Sub-blocks 2u and 2u + 1 are
+ * the low and high nibbles of the same 32 bytes. */
+inline void mmh_q4k_row(global const uchar *row, int u, int t, uint v[2][2][2])
+{
+    global const uchar *b = row + (u >> 2) * 144;
+    int j = (2 * u) & 7;
+    float d0, m0, d1, m1;
+    kq_sub_scale(b, j, &d0, &m0);
+    kq_sub_scale(b, j + 1, &d1, &m1);
+    uint D[2] = { pack_h2(d0, d0), pack_h2(d1, d1) }, M[2] = { pack_h2(-m0, -m0), pack_h2(-m1, -m1) };
+    global const uint *q = (global const uint *)(b + 16 + 32 * (u & 3) + 4 * t);
+    const uint E = 0x64006400u; /* 1024.0 in both halves */
+    UNROLL for (int st = 0; st < 2; st++) {
+        uint w = q[4 * st];
+        /* bytes 0, 1 and 2, 3 of w as the low bytes of two 16-bit halves */
+        uint x[2] = { (w & 0xFFu) | ((w & 0xFF00u) << 8), ((w >> 16) & 0xFFu) | ((w >> 8) & 0xFF0000u) };
+        UNROLL for (int p = 0; p < 2; p++) {
+            v[0][st][p] = hfma2(hsub2((x[p] & 0x000F000Fu) | E, E), D[0], M[0]);
+            v[1][st][p] = hfma2(hsub2(((x[p] >> 4) & 0x000F000Fu) | E, E), D[1], M[1]);
+        }
+    }
+}
+
+inline void mmh_a_q4_k(global const uchar *p, global const uchar *q, int u, int t, uint a[2][2][4])
+{
+    uint vp[2][2][2], vq[2][2][2]; /* [sub-block][step][pair] */
+    mmh_q4k_row(p, u, t, vp);
+    mmh_q4k_row(q, u, t, vq);
+    UNROLL for (int s = 0; s < 2; s++)
+        UNROLL for (int st = 0; st < 2; st++) {
+            a[s][st][0] = vp[s][st][0];
+            a[s][st][1] = vq[s][st][0];
+            a[s][st][2] = vp[s][st][1];
+            a[s][st][3] = vq[s][st][1];
+        }
+}
+
+/* deq8_T's A fragments for every other type */
+#define DEFINE_MMH_A_ID(T, id) DEFINE_MMH_A(T)
+DEFINE_MMH_A_ID(q8_0, 8) DEFINE_MMH_A_ID(q4_0, 2) DEFINE_MMH_A_ID(q4_1, 3) DEFINE_MMH_A_ID(q5_0, 6)
+DEFINE_MMH_A_ID(q5_1, 7) DEFINE_MMH_A_ID(q5_k, 13) DEFINE_MMH_A_ID(q6_k, 14)
+
+#define DEFINE_MMH_KERNELS(T, id) DEFINE_MMH(T, 2) DEFINE_MMH(T, 4) DEFINE_MMH(T, 8)
+CLG_TYPES_BLOCKS(DEFINE_MMH_KERNELS)
+
+#endif /* CLG_NVIDIA */

@@ -1,0 +1,96 @@
+/* matmul_h.c — batched decode products on f16 tensor cores with X shared in local memory (mma_h.cl,
+ * NVIDIA): X made f16 once per product (mmh_x, the activation applied for a down product), then
+ * mmh_T_NT over up to three matrices of one X. */
+#include "ops_int.h"
+
+#include <stdio.h>
+
+int ops_mmh_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
+{
+    ops_mmh_fam *h = &o->mmh;
+    if (!o->has_mma) return 0;
+    for (uint32_t t = 0; t < GGML_TYPE_COUNT; t++)
+        for (int nt = 0; dev_type_has(t, DT_MMH) && nt < OPS_MMH_NT; nt++) {
+            char name[64];
+            snprintf(name, sizeof name, "mmh_%s_%d", dev_type_of(t)->suffix, 2 << nt);
+            if (!(h->mm[nt][t] = rt_kernel(rt, name, err, errlen))) return -1;
+        }
+    if (!(h->x = rt_kernel(rt, "mmh_x", err, errlen)) || !(h->sum = rt_kernel(rt, "mmq8_sum", err, errlen)))
+        return -1;
+    return 0;
+}
+
+void ops_mmh_release(ops *o)
+{
+    ops_mmh_fam *h = &o->mmh;
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        for (int nt = 0; nt < OPS_MMH_NT; nt++) ops_kernel_release(&h->mm[nt][t]);
+    ops_kernel_release(&h->x);
+    ops_kernel_release(&h->sum);
+    ops_mem_release(&h->xh);
+    ops_mem_release(&h->part);
+}
+
+int ops_mmh_takes(const ops *o, uint32_t ntok)
+{
+    return o->mmh.x && ntok >= o->pol.mmh_min_tok && ntok <= o->pol.mmh_max_tok;
+}
+
+int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
+{
+    return ops_mmh_takes(o, ntok) && type < GGML_TYPE_COUNT && o->mmh.mm[0][type] && k % 64 == 0 &&
+           (size_t)rows * k >= o->pol.mmq8_min_elems;
+}
+
+int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
+{
+    ops_mmh_fam *h = &o->mmh;
+    uint32_t k = outs[0].w->cols, act = gg ? gg->act : 0, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
+    int nt = ntok <= 16 ? 0 : ntok <= 32 ? 1 : 2;
+    uint32_t tpb = 16u << nt, blocks = nt < 2 ? 1 : (ntok + 63) / 64, tp = nt < 2 ? tpb : blocks * 64;
+    cl_mem U = gg ? gg->U : X;
+    size_t xl[2] = { 64, 1 }, xg[2] = { ((size_t)k / 8 + 63) / 64 * 64, tp };
+    if (ops_grow_buf(o, &h->xh, &h->xh_bytes, (size_t)tp * k * 2) ||
+        OPS_LAUNCH(o, K_MMH_X, h->x, 2, xg, xl, 4.0 * ntok * k * (act ? 2 : 1) + 2.0 * tp * k, 0, A(X), A(ldx), A(U),
+                   A(u_off), A(ldu), A(act), A(ntok), A(tp), A(k), A(h->xh)))
+        return -1;
+    /* matrices of one type whose rows are whole warps' go in one launch (Q/K/V, gate/up) */
+    int together = n > 1;
+    for (int i = 0; i < n; i++)
+        together &= outs[i].w->type == outs[0].w->type && outs[i].w->rows % 32 == 0;
+    for (int i = 0; i < n; i++) {
+        const weight *w = outs[i].w;
+        multi_args a;
+        if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
+        size_t rpg = 32 * OPS_MMH_WARPS, groups = (a.rows + rpg - 1) / rpg * blocks;
+        /* few rows against a long k (FFN down, attention output): k slices across groups, each
+         * writing its partial Y for mmq8_sum, until about pol.mmh_groups groups (each slice keeps
+         * pol.mmq8_slice_units units at least) */
+        uint32_t kg = 1, nu = k / 64;
+        while (!together && kg < 16 && groups * kg * 2 <= o->pol.mmh_groups && nu / (kg * 2) >= o->pol.mmq8_slice_units)
+            kg *= 2;
+        cl_mem Y0 = a.Y[0];
+        uint32_t ld0 = a.ld[0];
+        if (kg > 1) {
+            if (ops_grow_buf(o, &h->part, &h->part_bytes, (size_t)kg * ntok * a.rows * sizeof(float))) return -1;
+            Y0 = h->part;
+            ld0 = (uint32_t)a.rows;
+        }
+        size_t lws[2] = { 32 * OPS_MMH_WARPS, 1 }, gws[2] = { groups / blocks * lws[0], (size_t)blocks * kg };
+        double bytes = a.bytes * blocks + 2.0 * tp * k * (groups / blocks) * kg + 4.0 * ntok * a.rows * kg;
+        if (OPS_LAUNCH(o, K_MMH, h->mm[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k, A(a.W[0]),
+                       A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]),
+                       A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(h->xh),
+                       A(ntok), A(kg)))
+            return -1;
+        if (kg > 1) {
+            uint32_t rows = (uint32_t)a.rows;
+            size_t sl[2] = { 64, 1 }, sg[2] = { (rows + 63) / 64 * 64, ntok };
+            if (OPS_LAUNCH(o, K_MMQ8_SUM, h->sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(h->part), A(kg),
+                           A(rows), A(ntok), A(a.Y[0]), A(a.ld[0])))
+                return -1;
+        }
+        if (together) break;
+    }
+    return 0;
+}
