@@ -66,22 +66,15 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
     }
 }
 
-/* NT token tiles of 8 (2, 4, 8); group (r, kg * b + kk) takes rows 128 r .. (its warps' 32 each,
- * across up to three matrices of X whose rows are whole warps'), tokens 64 b .. and slice kk of k's
- * kg (kg > 1: partial Ys for mmq8_sum, as mmq8). Xh: mmh_x's rows, at least 64 b + 8 NT of them. */
-#define DEFINE_MMH(T, NT)                                                                         \
-kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1)))                                \
-void mmh_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,        \
-                    global const uchar *W1, uint rb1, uint n1, global float *Y1, uint ld1,        \
-                    global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2,        \
-                    uint k, global const uint4 *Xh, uint ntok, uint kg)                           \
-{                                                                                                 \
-    local uint4 xs[MMH_STAGES * 8 * 8 * (NT)];                                                    \
+/* the group's prologue: warp w's matrix among up to three of X (rows 32 w .. of the group's 128,
+ * counted across them; idle past the last row), its Y at this k slice and token block, Xh at the
+ * block's first token, the slice's units u0 .. u0 + n - 1 */
+#define MMH_PICK                                                                                  \
     int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
-    const uint tpb = 8 * (NT), k8 = k / 8;                                                        \
+    const uint k8 = k / 8;                                                                        \
     uint r0 = (get_group_id(0) * MMH_WARPS + warp) * 32, kk = get_group_id(1) % kg;               \
     uint tb = 64 * (get_group_id(1) / kg);                                                        \
-    int idle = r0 >= n0 + n1 + n2; /* warps past the last row still copy X and meet the barriers */ \
+    int idle = r0 >= n0 + n1 + n2; /* warps past the last row still copy and meet the barriers */ \
     global const uchar *W = W0;                                                                   \
     global float *Y = Y0;                                                                         \
     uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
@@ -91,6 +84,38 @@ void mmh_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0,
     Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */  \
     ntok -= tb;                                                                                   \
     Xh += (size_t)tb * k8;                                                                        \
+    int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), n = (int)((kk + 1) * nu / kg) - u0;
+
+#define MMH_ARGS                                                                                  \
+    global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0, global const uchar *W1, uint rb1, \
+    uint n1, global float *Y1, uint ld1, global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
+    uint k, global const uint4 *Xh, uint ntok, uint kg, uint pd
+
+/* one unit's products: A fragments a[row tile][sub-block][step][4] against the X stage xb */
+#define MMH_PRODUCTS(NT, xb)                                                                      \
+    UNROLL for (int s = 0; s < 2; s++)                                                            \
+        UNROLL for (int j = 0; j < (NT); j++) {                                                   \
+            int tok = 8 * j + g;                                                                  \
+            uint4 x = (xb)[tok * 8 + ((4 * s + t) ^ ((tok & 1) << 2))];                           \
+            UNROLL for (int m = 0; m < 2; m++) {                                                  \
+                acc[m][j] = mma_16816(acc[m][j], a[m][s][0][0], a[m][s][0][1], a[m][s][0][2],      \
+                                      a[m][s][0][3], x.x, x.y);                                   \
+                acc[m][j] = mma_16816(acc[m][j], a[m][s][1][0], a[m][s][1][1], a[m][s][1][2],      \
+                                      a[m][s][1][3], x.z, x.w);                                   \
+            }                                                                                     \
+        }
+
+/* NT token tiles of 8 (2, 4, 8); group (r, kg * b + kk) takes rows 128 r .. (its warps' 32 each,
+ * across up to three matrices of X whose rows are whole warps'), tokens 64 b .. and slice kk of k's
+ * kg (kg > 1: partial Ys for mmq8_sum, as mmq8). Xh: mmh_x's rows, at least 64 b + 8 NT of them.
+ * Weights are read straight into registers; pd > 0 has each lane ask L2 for the part of its rows'
+ * bytes that unit pd passes ahead holds. */
+#define DEFINE_MMH(T, NT)                                                                         \
+kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T##_##NT(MMH_ARGS)  \
+{                                                                                                 \
+    local uint4 xs[MMH_STAGES * 8 * 8 * (NT)];                                                    \
+    const uint tpb = 8 * (NT);                                                                    \
+    MMH_PICK                                                                                      \
     global const uchar *wr[2][2];                                                                 \
     UNROLL for (int i = 0; i < 2; i++)                                                            \
         UNROLL for (int h = 0; h < 2; h++) {                                                      \
@@ -100,12 +125,16 @@ void mmh_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0,
     float4 acc[2][NT];                                                                            \
     UNROLL for (int i = 0; i < 2; i++)                                                            \
         UNROLL for (int j = 0; j < (NT); j++) acc[i][j] = (float4)(0.0f);                         \
-    int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), n = (int)((kk + 1) * nu / kg) - u0;         \
     for (int s = 0; s < MMH_STAGES - 1; s++) {                                                    \
         if (s < n) mmh_issue(xs + s * 8 * tpb, Xh, k8, u0 + s, tpb, lid);                         \
         cp_async_commit();                                                                        \
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
+        if (pd && i + (int)pd < n) {                                                              \
+            size_t off = min((size_t)(u0 + i + pd) * row_bytes / nu + 32 * t, (size_t)row_bytes - 1); \
+            UNROLL for (int m = 0; m < 2; m++)                                                    \
+                UNROLL for (int h = 0; h < 2; h++) prefetch_l2(wr[m][h] + off);                   \
+        }                                                                                         \
         /* this unit's weights first: their loads overlap the wait for X */                      \
         uint a[2][2][2][4];                                                                       \
         UNROLL for (int m = 0; m < 2; m++) mmh_a_##T(wr[m][0], wr[m][1], u0 + i, t, a[m]);        \
@@ -115,69 +144,103 @@ void mmh_##T##_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0,
             mmh_issue(xs + ((i + MMH_STAGES - 1) % MMH_STAGES) * 8 * tpb, Xh, k8, u0 + i + MMH_STAGES - 1, tpb, lid); \
         cp_async_commit();                                                                        \
         local const uint4 *xb = xs + (i % MMH_STAGES) * 8 * tpb;                                  \
-        UNROLL for (int s = 0; s < 2; s++)                                                        \
-            UNROLL for (int j = 0; j < (NT); j++) {                                               \
-                int tok = 8 * j + g;                                                              \
-                uint4 x = xb[tok * 8 + ((4 * s + t) ^ ((tok & 1) << 2))];                         \
-                UNROLL for (int m = 0; m < 2; m++) {                                              \
-                    acc[m][j] = mma_16816(acc[m][j], a[m][s][0][0], a[m][s][0][1], a[m][s][0][2],  \
-                                          a[m][s][0][3], x.x, x.y);                               \
-                    acc[m][j] = mma_16816(acc[m][j], a[m][s][1][0], a[m][s][1][1], a[m][s][1][2],  \
-                                          a[m][s][1][3], x.z, x.w);                               \
-                }                                                                                 \
-            }                                                                                     \
+        MMH_PRODUCTS(NT, xb)                                                                      \
     }                                                                                             \
     cp_async_wait0();                                                                             \
     if (idle) return;                                                                             \
     MMQ8_STORE(2, NT)                                                                             \
 }
 
-/* q4_k's A fragments in f16x2 arithmetic (deq8_q4_k's float path costs ~9 issue slots a value, and at
- * 16 tokens mmh_q4_k was bound by them): a byte pair's nibbles placed in the low bits of two f16
- * whose exponent makes them 1024 + q, less 1024 (exact), times d1 less m1 in one fma (one rounding,
- * as the float path's final one; d1 and m1 are rounded to f16 first). Sub-blocks 2u and 2u + 1 are
- * the low and high nibbles of the same 32 bytes. */
-inline void mmh_q4k_row(global const uchar *row, int u, int t, uint v[2][2][2])
+/* --- q4_k with its weights in the ring (mmh_q4_k) --------------------------------------------
+ * Read straight into registers, a unit's weights are waited on at every pass (the group's warps
+ * meet at its barrier, so one group's loads overlap only other groups' work). q4_k's blocks are
+ * 16-byte pieces, so a stage holds the unit's weights too: each row's 16-byte header and its 32
+ * bytes of nibbles, copied by the row's own lane, MMH_STAGES - 1 units ahead. The values are made
+ * in f16x2 arithmetic: a byte pair's nibbles placed in the low bits of two f16 whose exponent
+ * makes them 1024 + q, less 1024 (exact), times d1 less m1 in one fma (one rounding, as deq8's
+ * float path's final one; d1 and m1 are rounded to f16 first). Sub-blocks 2p and 2p + 1 of a
+ * super-block are the low and high nibbles of the same 32 bytes. */
+
+#define MMHR_STAGE(tpb) (3 * 32 * MMH_WARPS + 8 * (tpb)) /* uint4 a stage: headers, nibbles, X */
+
+/* unit u of the group into stage st: item lid copies its row's header and nibbles (wrow), then X */
+inline void mmhr_issue(local uint4 *st, global const uchar *wrow, global const uint4 *Xh, uint k8, int u, uint tpb,
+                       int lid)
 {
-    global const uchar *b = row + (u >> 2) * 144;
-    int j = (2 * u) & 7;
+    global const uchar *b = wrow + (u >> 2) * 144;
+    cp_async16(st + lid, (global const uint4 *)b);
+    global const uint4 *q = (global const uint4 *)(b + 16 + 32 * (u & 3));
+    cp_async16(st + 32 * MMH_WARPS + 2 * lid, q);
+    cp_async16(st + 32 * MMH_WARPS + 2 * lid + 1, q + 1);
+    mmh_issue(st + 96 * MMH_WARPS, Xh, k8, u, tpb, lid);
+}
+
+/* one row's values for this lane (header hh, nibble words w[0] = bytes 4t.., w[1] = 16 + 4t..) of
+ * sub-blocks 2p + s: v[s][step][pair], pair 0 = values (4t, 4t + 1) of the step's four, 1 = the next */
+inline void mmh_q4k_v(uint4 hh, const uint w[2], int p, uint v[2][2][2])
+{
     float d0, m0, d1, m1;
-    kq_sub_scale(b, j, &d0, &m0);
-    kq_sub_scale(b, j + 1, &d1, &m1);
+    q4k_scale_min(hh, 2 * p, &d0, &m0);
+    q4k_scale_min(hh, 2 * p + 1, &d1, &m1);
     uint D[2] = { pack_h2(d0, d0), pack_h2(d1, d1) }, M[2] = { pack_h2(-m0, -m0), pack_h2(-m1, -m1) };
-    global const uint *q = (global const uint *)(b + 16 + 32 * (u & 3) + 4 * t);
     const uint E = 0x64006400u; /* 1024.0 in both halves */
     UNROLL for (int st = 0; st < 2; st++) {
-        uint w = q[4 * st];
-        /* bytes 0, 1 and 2, 3 of w as the low bytes of two 16-bit halves */
-        uint x[2] = { (w & 0xFFu) | ((w & 0xFF00u) << 8), ((w >> 16) & 0xFFu) | ((w >> 8) & 0xFF0000u) };
-        UNROLL for (int p = 0; p < 2; p++) {
-            v[0][st][p] = hfma2(hsub2((x[p] & 0x000F000Fu) | E, E), D[0], M[0]);
-            v[1][st][p] = hfma2(hsub2(((x[p] >> 4) & 0x000F000Fu) | E, E), D[1], M[1]);
+        /* bytes 0, 1 and 2, 3 of the word as the low bytes of two 16-bit halves */
+        uint x[2] = { (w[st] & 0xFFu) | ((w[st] & 0xFF00u) << 8), ((w[st] >> 16) & 0xFFu) | ((w[st] >> 8) & 0xFF0000u) };
+        UNROLL for (int q = 0; q < 2; q++) {
+            v[0][st][q] = hfma2(hsub2((x[q] & 0x000F000Fu) | E, E), D[0], M[0]);
+            v[1][st][q] = hfma2(hsub2(((x[q] >> 4) & 0x000F000Fu) | E, E), D[1], M[1]);
         }
     }
 }
 
-inline void mmh_a_q4_k(global const uchar *p, global const uchar *q, int u, int t, uint a[2][2][4])
-{
-    uint vp[2][2][2], vq[2][2][2]; /* [sub-block][step][pair] */
-    mmh_q4k_row(p, u, t, vp);
-    mmh_q4k_row(q, u, t, vq);
-    UNROLL for (int s = 0; s < 2; s++)
-        UNROLL for (int st = 0; st < 2; st++) {
-            a[s][st][0] = vp[s][st][0];
-            a[s][st][1] = vq[s][st][0];
-            a[s][st][2] = vp[s][st][1];
-            a[s][st][3] = vq[s][st][1];
-        }
+#define DEFINE_MMHR(NT)                                                                           \
+kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_q4_k_##NT(MMH_ARGS)   \
+{                                                                                                 \
+    local uint4 ring[MMH_STAGES * MMHR_STAGE(8 * (NT))];                                          \
+    const uint tpb = 8 * (NT), SB = MMHR_STAGE(8 * (NT));                                         \
+    MMH_PICK                                                                                      \
+    global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
+    float4 acc[2][NT];                                                                            \
+    UNROLL for (int i = 0; i < 2; i++)                                                            \
+        UNROLL for (int j = 0; j < (NT); j++) acc[i][j] = (float4)(0.0f);                         \
+    for (int s = 0; s < MMH_STAGES - 1; s++) {                                                    \
+        if (s < n) mmhr_issue(ring + s * SB, wrow, Xh, k8, u0 + s, tpb, lid);                     \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    for (int i = 0; i < n; i++) {                                                                 \
+        cp_async_wait1(); /* unit i landed (MMH_STAGES 3: one younger group in flight) */         \
+        barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
+        if (i + MMH_STAGES - 1 < n)                                                               \
+            mmhr_issue(ring + ((i + MMH_STAGES - 1) % MMH_STAGES) * SB, wrow, Xh, k8, u0 + i + MMH_STAGES - 1, tpb, lid); \
+        cp_async_commit();                                                                        \
+        local const uint4 *st = ring + (i % MMH_STAGES) * SB;                                     \
+        local const uint *nw = (local const uint *)(st + 32 * MMH_WARPS);                         \
+        int p = (u0 + i) & 3;                                                                     \
+        uint a[2][2][2][4];                                                                       \
+        UNROLL for (int m = 0; m < 2; m++)                                                        \
+            UNROLL for (int h = 0; h < 2; h++) {                                                  \
+                int row = 32 * warp + 16 * m + 8 * h + g;                                         \
+                uint w[2] = { nw[row * 8 + t], nw[row * 8 + 4 + t] }, v[2][2][2];                 \
+                mmh_q4k_v(st[row], w, p, v);                                                      \
+                UNROLL for (int s = 0; s < 2; s++)                                                \
+                    UNROLL for (int e = 0; e < 2; e++) {                                          \
+                        a[m][s][e][h] = v[s][e][0];                                               \
+                        a[m][s][e][2 + h] = v[s][e][1];                                           \
+                    }                                                                             \
+            }                                                                                     \
+        local const uint4 *xb = st + 96 * MMH_WARPS;                                              \
+        MMH_PRODUCTS(NT, xb)                                                                      \
+    }                                                                                             \
+    cp_async_wait0();                                                                             \
+    if (idle) return;                                                                             \
+    MMQ8_STORE(2, NT)                                                                             \
 }
 
 /* deq8_T's A fragments for every other type */
-#define DEFINE_MMH_A_ID(T, id) DEFINE_MMH_A(T)
-DEFINE_MMH_A_ID(q8_0, 8) DEFINE_MMH_A_ID(q4_0, 2) DEFINE_MMH_A_ID(q4_1, 3) DEFINE_MMH_A_ID(q5_0, 6)
-DEFINE_MMH_A_ID(q5_1, 7) DEFINE_MMH_A_ID(q5_k, 13) DEFINE_MMH_A_ID(q6_k, 14)
-
-#define DEFINE_MMH_KERNELS(T, id) DEFINE_MMH(T, 2) DEFINE_MMH(T, 4) DEFINE_MMH(T, 8)
-CLG_TYPES_BLOCKS(DEFINE_MMH_KERNELS)
+#define DEFINE_MMH_OF(T, id) DEFINE_MMH_A(T) DEFINE_MMH(T, 2) DEFINE_MMH(T, 4) DEFINE_MMH(T, 8)
+DEFINE_MMH_OF(q8_0, 8) DEFINE_MMH_OF(q4_0, 2) DEFINE_MMH_OF(q4_1, 3) DEFINE_MMH_OF(q5_0, 6)
+DEFINE_MMH_OF(q5_1, 7) DEFINE_MMH_OF(q5_k, 13) DEFINE_MMH_OF(q6_k, 14)
+DEFINE_MMHR(2) DEFINE_MMHR(4) DEFINE_MMHR(8)
 
 #endif /* CLG_NVIDIA */
