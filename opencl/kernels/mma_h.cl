@@ -38,19 +38,21 @@ kernel void mmh_x(global const float *X, uint ldx, global const float *U, uint u
                                            pack_h2(hi.z, hi.w));
 }
 
-/* A fragments a[step][4] of rows p (g) and q (g + 8) for sub-block sb: step 0 from values 4t..4t+3,
- * step 1 from 16+4t..16+4t+3 (registers a0..a3 of mma_16816: row g's first pair, row g + 8's, row
- * g's second, row g + 8's). Any type, through deq8_T. */
+/* A fragments a[s][step][4] of rows p (g) and q (g + 8) for sub-blocks 2u + s: step 0 from values
+ * 4t..4t+3, step 1 from 16+4t..16+4t+3 (registers a0..a3 of mma_16816: row g's first pair, row g +
+ * 8's, row g's second, row g + 8's). Any type, through deq8_T. */
 #define DEFINE_MMH_A(T)                                                                           \
-inline void mmh_a_##T(global const uchar *p, global const uchar *q, int sb, int t, uint a[2][4])  \
+inline void mmh_a_##T(global const uchar *p, global const uchar *q, int u, int t, uint a[2][2][4])\
 {                                                                                                 \
-    float4 l0, h0, l1, h1;                                                                        \
-    deq8_##T(p, sb, t, &l0, &h0);                                                                 \
-    deq8_##T(q, sb, t, &l1, &h1);                                                                 \
-    a[0][0] = pack_h2(l0.x, l0.y); a[0][1] = pack_h2(l1.x, l1.y);                                 \
-    a[0][2] = pack_h2(l0.z, l0.w); a[0][3] = pack_h2(l1.z, l1.w);                                 \
-    a[1][0] = pack_h2(h0.x, h0.y); a[1][1] = pack_h2(h1.x, h1.y);                                 \
-    a[1][2] = pack_h2(h0.z, h0.w); a[1][3] = pack_h2(h1.z, h1.w);                                 \
+    UNROLL for (int s = 0; s < 2; s++) {                                                          \
+        float4 l0, h0, l1, h1;                                                                    \
+        deq8_##T(p, 2 * u + s, t, &l0, &h0);                                                      \
+        deq8_##T(q, 2 * u + s, t, &l1, &h1);                                                      \
+        a[s][0][0] = pack_h2(l0.x, l0.y); a[s][0][1] = pack_h2(l1.x, l1.y);                       \
+        a[s][0][2] = pack_h2(l0.z, l0.w); a[s][0][3] = pack_h2(l1.z, l1.w);                       \
+        a[s][1][0] = pack_h2(h0.x, h0.y); a[s][1][1] = pack_h2(h1.x, h1.y);                       \
+        a[s][1][2] = pack_h2(h0.z, h0.w); a[s][1][3] = pack_h2(h1.z, h1.w);                       \
+    }                                                                                             \
 }
 
 /* unit u's X (tpb tokens x 8 chunks of 16 bytes) into stage st, chunk ch of token tok at tok * 8 +
@@ -89,21 +91,25 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
     uint n1, global float *Y1, uint ld1, global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
     uint k, global const uint4 *Xh, uint ntok, uint kg
 
-/* sub-block s of a unit: A fragments A[row tile][step][4] against the X stage xb */
-#define MMH_PRODUCTS(NT, xb, s, A)                                                                \
-    UNROLL for (int j = 0; j < (NT); j++) {                                                       \
-        int tok = 8 * j + g;                                                                      \
-        uint4 x = (xb)[tok * 8 + ((4 * (s) + t) ^ ((tok & 1) << 2))];                             \
-        UNROLL for (int m = 0; m < 2; m++) {                                                      \
-            acc[m][j] = mma_16816(acc[m][j], (A)[m][0][0], (A)[m][0][1], (A)[m][0][2], (A)[m][0][3], x.x, x.y); \
-            acc[m][j] = mma_16816(acc[m][j], (A)[m][1][0], (A)[m][1][1], (A)[m][1][2], (A)[m][1][3], x.z, x.w); \
-        }                                                                                         \
-    }
+/* one unit's products: A fragments a[row tile][sub-block][step][4] against the X stage xb */
+#define MMH_PRODUCTS(NT, xb)                                                                      \
+    UNROLL for (int s = 0; s < 2; s++)                                                            \
+        UNROLL for (int j = 0; j < (NT); j++) {                                                   \
+            int tok = 8 * j + g;                                                                  \
+            uint4 x = (xb)[tok * 8 + ((4 * s + t) ^ ((tok & 1) << 2))];                           \
+            UNROLL for (int m = 0; m < 2; m++) {                                                  \
+                acc[m][j] = mma_16816(acc[m][j], a[m][s][0][0], a[m][s][0][1], a[m][s][0][2],      \
+                                      a[m][s][0][3], x.x, x.y);                                   \
+                acc[m][j] = mma_16816(acc[m][j], a[m][s][1][0], a[m][s][1][1], a[m][s][1][2],      \
+                                      a[m][s][1][3], x.z, x.w);                                   \
+            }                                                                                     \
+        }
 
 /* NT token tiles of 8 (2, 4, 8); group (r, kg * b + kk) takes rows 128 r .. (its warps' 32 each,
  * across up to three matrices of X whose rows are whole warps'), tokens 64 b .. and slice kk of k's
  * kg (kg > 1: partial Ys for mmq8_sum, as mmq8). Xh: mmh_x's rows, at least 64 b + 8 NT of them.
- * Weights are read straight into registers. */
+ * Weights are read straight into registers (an L2 prefetch of the bytes of units ahead measured no
+ * gain). */
 #define DEFINE_MMH(T, NT)                                                                         \
 kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T##_##NT(MMH_ARGS)  \
 {                                                                                                 \
@@ -125,16 +131,15 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T#
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
         /* this unit's weights first: their loads overlap the wait for X */                      \
-        uint a[2][2][2][4]; /* [sub-block][row tile][step][4] */                                  \
-        UNROLL for (int s = 0; s < 2; s++)                                                        \
-            UNROLL for (int m = 0; m < 2; m++) mmh_a_##T(wr[m][0], wr[m][1], 2 * (u0 + i) + s, t, a[s][m]); \
+        uint a[2][2][2][4];                                                                       \
+        UNROLL for (int m = 0; m < 2; m++) mmh_a_##T(wr[m][0], wr[m][1], u0 + i, t, a[m]);        \
         cp_async_wait1(); /* unit i's X landed (MMH_STAGES 3: one younger group in flight) */     \
         barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
         if (i + MMH_STAGES - 1 < n)                                                               \
             mmh_issue(xs + ((i + MMH_STAGES - 1) % MMH_STAGES) * 8 * tpb, Xh, k8, u0 + i + MMH_STAGES - 1, tpb, lid); \
         cp_async_commit();                                                                        \
         local const uint4 *xb = xs + (i % MMH_STAGES) * 8 * tpb;                                  \
-        UNROLL for (int s = 0; s < 2; s++) { MMH_PRODUCTS(NT, xb, s, a[s]) }                      \
+        MMH_PRODUCTS(NT, xb)                                                                      \
     }                                                                                             \
     cp_async_wait0();                                                                             \
     if (idle) return;                                                                             \
@@ -145,11 +150,11 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T#
  * Read straight into registers, a unit's weights are waited on at every pass (the group's warps
  * meet at its barrier, so one group's loads overlap only other groups' work). q4_k's blocks are
  * 16-byte pieces, so a stage holds the unit's weights too: each row's 16-byte header and its 32
- * bytes of nibbles, copied by the row's own lane, MMH_STAGES - 1 units ahead; the lane then decodes
- * its row's two scales once. The values are made in f16x2 arithmetic (mmh_nib2: one rounding, as
- * deq8's float path's final one; d1 and m1 are rounded to f16 first, and deq8's float path measured
- * ~2.3x the issue slots). Sub-blocks 2p and 2p + 1 of a super-block are the low and high nibbles of
- * the same 32 bytes. */
+ * bytes of nibbles, copied by the row's own lane, MMH_STAGES - 1 units ahead. The values are made
+ * in f16x2 arithmetic: a byte pair's nibbles placed in the low bits of two f16 whose exponent
+ * makes them 1024 + q, less 1024 (exact), times d1 less m1 in one fma (one rounding, as deq8's
+ * float path's final one; d1 and m1 are rounded to f16 first). Sub-blocks 2p and 2p + 1 of a
+ * super-block are the low and high nibbles of the same 32 bytes. */
 
 #define MMHR_STAGE(tpb) (3 * 32 * MMH_WARPS + 8 * (tpb)) /* uint4 a stage: headers, nibbles, X */
 
@@ -165,12 +170,23 @@ inline void mmhr_issue(local uint4 *st, global const uchar *wrow, global const u
     mmh_issue(st + 96 * MMH_WARPS, Xh, k8, u, tpb, lid);
 }
 
-/* a byte pair's nibbles (low: sh 0, high: sh 4) as f16x2 q * d - m: placed in the low bits of two
- * f16 whose exponent makes them 1024 + q, less 1024 (exact), then one fma */
-inline uint mmh_nib2(uint x, int sh, uint d, uint m)
+/* one row's values for this lane (header hh, nibble words w[0] = bytes 4t.., w[1] = 16 + 4t..) of
+ * sub-blocks 2p + s: v[s][step][pair], pair 0 = values (4t, 4t + 1) of the step's four, 1 = the next */
+inline void mmh_q4k_v(uint4 hh, const uint w[2], int p, uint v[2][2][2])
 {
+    float d0, m0, d1, m1;
+    q4k_scale_min(hh, 2 * p, &d0, &m0);
+    q4k_scale_min(hh, 2 * p + 1, &d1, &m1);
+    uint D[2] = { pack_h2(d0, d0), pack_h2(d1, d1) }, M[2] = { pack_h2(-m0, -m0), pack_h2(-m1, -m1) };
     const uint E = 0x64006400u; /* 1024.0 in both halves */
-    return hfma2(hsub2(((x >> sh) & 0x000F000Fu) | E, E), d, m);
+    UNROLL for (int st = 0; st < 2; st++) {
+        /* bytes 0, 1 and 2, 3 of the word as the low bytes of two 16-bit halves */
+        uint x[2] = { (w[st] & 0xFFu) | ((w[st] & 0xFF00u) << 8), ((w[st] >> 16) & 0xFFu) | ((w[st] >> 8) & 0xFF0000u) };
+        UNROLL for (int q = 0; q < 2; q++) {
+            v[0][st][q] = hfma2(hsub2((x[q] & 0x000F000Fu) | E, E), D[0], M[0]);
+            v[1][st][q] = hfma2(hsub2(((x[q] >> 4) & 0x000F000Fu) | E, E), D[1], M[1]);
+        }
+    }
 }
 
 #define DEFINE_MMHR(NT)                                                                           \
@@ -193,42 +209,23 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_q4_k
         if (i + MMH_STAGES - 1 < n)                                                               \
             mmhr_issue(ring + ((i + MMH_STAGES - 1) % MMH_STAGES) * SB, wrow, Xh, k8, u0 + i + MMH_STAGES - 1, tpb, lid); \
         cp_async_commit();                                                                        \
-        local uint4 *st = ring + (i % MMH_STAGES) * SB;                                           \
+        local const uint4 *st = ring + (i % MMH_STAGES) * SB;                                     \
         local const uint *nw = (local const uint *)(st + 32 * MMH_WARPS);                         \
-        { /* the lane's row's two sub-block scales, once, as f16x2 (d0, -m0, d1, -m1) in place of \
-           * its header: the 4 lanes that read a row would each decode them */                   \
-            int p = (u0 + i) & 3;                                                                 \
-            float d0, m0, d1, m1;                                                                 \
-            uint4 hh = st[lid];                                                                   \
-            q4k_scale_min(hh, 2 * p, &d0, &m0);                                                   \
-            q4k_scale_min(hh, 2 * p + 1, &d1, &m1);                                               \
-            st[lid] = (uint4)(pack_h2(d0, d0), pack_h2(-m0, -m0), pack_h2(d1, d1), pack_h2(-m1, -m1)); \
-        }                                                                                         \
-        bar_warp();                                                                               \
-        /* nibble bytes 4t.. (step 0) and 16 + 4t.. (step 1) of each of the lane's 4 rows, bytes 0, 1 \
-         * and 2, 3 of each word as the low bytes of two 16-bit halves */                         \
-        uint x[2][2][2][2];                                                                       \
+        int p = (u0 + i) & 3;                                                                     \
+        uint a[2][2][2][4];                                                                       \
         UNROLL for (int m = 0; m < 2; m++)                                                        \
-            UNROLL for (int h = 0; h < 2; h++)                                                    \
-                UNROLL for (int e = 0; e < 2; e++) {                                              \
-                    uint w = nw[(32 * warp + 16 * m + 8 * h + g) * 8 + 4 * e + t];                \
-                    x[m][h][e][0] = (w & 0xFFu) | ((w & 0xFF00u) << 8);                           \
-                    x[m][h][e][1] = ((w >> 16) & 0xFFu) | ((w >> 8) & 0xFF0000u);                 \
-                }                                                                                 \
-        local const uint4 *xb = st + 96 * MMH_WARPS;                                              \
-        UNROLL for (int s = 0; s < 2; s++) { /* low nibbles: sub-block 2p, high: 2p + 1 */        \
-            uint a[2][2][4];                                                                      \
-            UNROLL for (int m = 0; m < 2; m++)                                                    \
-                UNROLL for (int h = 0; h < 2; h++) {                                              \
-                    uint4 dm = st[32 * warp + 16 * m + 8 * h + g];                                \
-                    uint d = s ? dm.z : dm.x, mn = s ? dm.w : dm.y;                               \
+            UNROLL for (int h = 0; h < 2; h++) {                                                  \
+                int row = 32 * warp + 16 * m + 8 * h + g;                                         \
+                uint w[2] = { nw[row * 8 + t], nw[row * 8 + 4 + t] }, v[2][2][2];                 \
+                mmh_q4k_v(st[row], w, p, v);                                                      \
+                UNROLL for (int s = 0; s < 2; s++)                                                \
                     UNROLL for (int e = 0; e < 2; e++) {                                          \
-                        a[m][e][h] = mmh_nib2(x[m][h][e][0], 4 * s, d, mn);                       \
-                        a[m][e][2 + h] = mmh_nib2(x[m][h][e][1], 4 * s, d, mn);                   \
+                        a[m][s][e][h] = v[s][e][0];                                               \
+                        a[m][s][e][2 + h] = v[s][e][1];                                           \
                     }                                                                             \
-                }                                                                                 \
-            MMH_PRODUCTS(NT, xb, s, a)                                                            \
-        }                                                                                         \
+            }                                                                                     \
+        local const uint4 *xb = st + 96 * MMH_WARPS;                                              \
+        MMH_PRODUCTS(NT, xb)                                                                      \
     }                                                                                             \
     cp_async_wait0();                                                                             \
     if (idle) return;                                                                             \
