@@ -13,7 +13,10 @@
  * a ring of MMH_STAGES. The k order inside a 16-step is free as long as A and B agree: lane (g, t)
  * takes values 4t..4t+3 of a sub-block for step 0 and 16+4t..16+4t+3 for step 1 (deq8_T's lo and
  * hi), and mmh_x stores each sub-block of X permuted so that its 16-byte chunk t holds those eight
- * values. Groups, token blocks of 64 and k slices across groups as mmq8's (mma_q8.cl). */
+ * values. Groups, token blocks of 64 and k slices across groups as mmq8's (mma_q8.cl). q4_k's
+ * kernels (below) copy the weights into the ring with X; the others read them into registers.
+ * At 16 tokens the int8 products stay faster (the dequantization's issue slots are not shared by
+ * enough token tiles), so the host takes mmh from 17. */
 
 #ifdef CLG_NVIDIA
 
@@ -89,7 +92,7 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
 #define MMH_ARGS                                                                                  \
     global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0, global const uchar *W1, uint rb1, \
     uint n1, global float *Y1, uint ld1, global const uchar *W2, uint rb2, uint n2, global float *Y2, uint ld2, \
-    uint k, global const uint4 *Xh, uint ntok, uint kg
+    uint k, global const uint4 *Xh, uint ntok, uint kg, uint pd
 
 /* one unit's products: A fragments a[row tile][sub-block][step][4] against the X stage xb */
 #define MMH_PRODUCTS(NT, xb)                                                                      \
@@ -108,8 +111,9 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
 /* NT token tiles of 8 (2, 4, 8); group (r, kg * b + kk) takes rows 128 r .. (its warps' 32 each,
  * across up to three matrices of X whose rows are whole warps'), tokens 64 b .. and slice kk of k's
  * kg (kg > 1: partial Ys for mmq8_sum, as mmq8). Xh: mmh_x's rows, at least 64 b + 8 NT of them.
- * Weights are read straight into registers (an L2 prefetch of the bytes of units ahead measured no
- * gain). */
+ * Weights are read straight into registers; pd > 0 has each lane ask L2 for the part of its rows'
+ * bytes that unit pd passes ahead holds. (pd 0 and 2 measured the same, but the build without this
+ * code ran 10-14% slower: the driver's compiler then batches fewer of a unit's loads; PERF.md.) */
 #define DEFINE_MMH(T, NT)                                                                         \
 kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T##_##NT(MMH_ARGS)  \
 {                                                                                                 \
@@ -130,6 +134,11 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T#
         cp_async_commit();                                                                        \
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
+        if (pd && i + (int)pd < n) {                                                              \
+            size_t off = min((size_t)(u0 + i + pd) * row_bytes / nu + 32 * t, (size_t)row_bytes - 1); \
+            UNROLL for (int m = 0; m < 2; m++)                                                    \
+                UNROLL for (int h = 0; h < 2; h++) prefetch_l2(wr[m][h] + off);                   \
+        }                                                                                         \
         /* this unit's weights first: their loads overlap the wait for X */                      \
         uint a[2][2][2][4];                                                                       \
         UNROLL for (int m = 0; m < 2; m++) mmh_a_##T(wr[m][0], wr[m][1], u0 + i, t, a[m]);        \

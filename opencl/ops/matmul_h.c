@@ -81,7 +81,7 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         if (OPS_LAUNCH(o, K_MMH, h->mm[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k, A(a.W[0]),
                        A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]),
                        A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(h->xh),
-                       A(ntok), A(kg)))
+                       A(ntok), A(kg), A(o->pol.mmh_prefetch)))
             return -1;
         if (kg > 1) {
             uint32_t rows = (uint32_t)a.rows;

@@ -44,9 +44,12 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mmq8p_stages = 2,
         /* from two 64-token blocks on; below, mmq8p's per-warp rings measured faster (docs/PERF.md) */
         .mmq8r_min_tok = 65,
-        /* from 17 tokens the int8 products' scale arithmetic per token tile bounds them (docs/PERF.md) */
+        /* from 17 tokens: at 16 the int8 products ran faster (31B 727 against 553 tok/s), at 32 and 64
+         * slower (docs/PERF.md) */
         .mmh_min_tok = 17,
         .mmh_max_tok = OPS_MMQ8_MAXT,
+        /* 0 and 2 measured the same (31B B=64 1,633 / 1,624 tok/s, E4B 4,329 / 4,304) */
+        .mmh_prefetch = 2,
         /* four groups of 4 warps per compute unit */
         .mmh_groups = 4 * cu,
         /* the int8 products twice as many: one unit in flight per warp hides less latency */
@@ -110,6 +113,7 @@ static const struct policy_name {
     F(MMH_MIN_TOK, mmh_min_tok, 1, 1u << 20),
     F(MMH_MAX_TOK, mmh_max_tok, 1, 1u << 20),
     F(MMH_GROUPS, mmh_groups, 1, 1u << 20),
+    F(MMH_PREFETCH, mmh_prefetch, 0, 64),
     F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),
     F(MMQ8P_WARPS_TARGET, mmq8p_warps_target, 1, 1u << 20),
     F(MMT_MIN_GROUPS, mmt_min_groups, 0, 1u << 20),

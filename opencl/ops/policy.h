@@ -30,6 +30,8 @@ typedef struct ops_policy {
     uint32_t mmh_min_tok;         /* MMH_MIN_TOK: batched products on mmh (f16 tensor cores, X shared) from this
                                    * many tokens ... */
     uint32_t mmh_max_tok;         /* MMH_MAX_TOK: ... up to this many (past it the prefill tiles) */
+    uint32_t mmh_prefetch;        /* MMH_PREFETCH: mmh_T's lanes ask L2 for their rows' bytes this many units
+                                   * ahead (0: not; q4_k's ring kernel copies them ahead anyway) */
     uint32_t mmh_groups;          /* MMH_GROUPS: an mmh product of few rows splits k across groups until about
                                    * this many groups */
     uint32_t mmq_warps_target;    /* MMQ_WARPS_TARGET: batched products split k until about this many warps */
