@@ -77,15 +77,7 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
     const uint k8 = k / 8;                                                                        \
     uint r0 = (get_group_id(0) * MMH_WARPS + warp) * 32, kk = get_group_id(1) % kg;               \
     uint tb = 64 * (get_group_id(1) / kg);                                                        \
-    int idle = r0 >= n0 + n1 + n2; /* warps past the last row still copy and meet the barriers */ \
-    global const uchar *W = W0;                                                                   \
-    global float *Y = Y0;                                                                         \
-    uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
-    if (idle) r0 = 0;                                                                             \
-    else if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; } \
-    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
-    Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */  \
-    ntok -= tb;                                                                                   \
+    MMQ8_PICK                                                                                     \
     Xh += (size_t)tb * k8;                                                                        \
     int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), n = (int)((kk + 1) * nu / kg) - u0;
 

@@ -312,6 +312,21 @@ inline void mqp_issue(local uchar *st, int u, int id, int R, global const uchar 
     }
 }
 
+/* the matrix holding rows r0.. of up to three of X (W0..W2, rows counted across them; past the last
+ * row idle, r0 then 0 of W0: such warps still copy and meet the barriers), Y moved to k slice kk's
+ * partial Y at the token block from tb, and ntok counted from tb (needs r0, kk, tb, ntok; mmq8p,
+ * mmq8r and mma_h.cl's mmh) */
+#define MMQ8_PICK                                                                                 \
+    int idle = r0 >= n0 + n1 + n2;                                                                \
+    global const uchar *W = W0;                                                                   \
+    global float *Y = Y0;                                                                         \
+    uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
+    if (idle) r0 = 0;                                                                             \
+    else if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; } \
+    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
+    Y += ((size_t)kk * ntok + tb) * ldy;                                                          \
+    ntok -= tb;
+
 /* RW warps share a stage (1: mmq8p, each warp its own ring; 4: mmq8r); nst stages in flight */
 #define DEFINE_MMQ8P(NAME, NT, RW)                                                                \
 kernel void NAME##_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global float *Y0, uint ld0,\
@@ -326,15 +341,7 @@ kernel void NAME##_q4_k_##NT(global const uchar *W0, uint rb0, uint n0, global f
     const int kw = (RW) > 1 ? 0 : warp, kn = (RW) > 1 ? 1 : nw; /* this warp's share of k's units */ \
     uint r0 = (get_group_id(0) * (RW) + rw) * (16 * MMQ8_MT), kk = get_group_id(1) % kg;          \
     uint tb = 64 * (get_group_id(1) / kg), tpb = 8 * NT, SB = MQP_STAGE(R, 8 * NT);              \
-    int idle = r0 >= n0 + n1 + n2; /* mmq8r's warps past the last row still copy and wait */      \
-    global const uchar *W = W0;                                                                   \
-    global float *Y = Y0;                                                                         \
-    uint row_bytes = rb0, n_rows = n0, ldy = ld0;                                                 \
-    if (idle) r0 = 0;                                                                             \
-    else if (r0 >= n0 + n1) { r0 -= n0 + n1; W = W2; Y = Y2; row_bytes = rb2; n_rows = n2; ldy = ld2; } \
-    else if (r0 >= n0) { r0 -= n0; W = W1; Y = Y1; row_bytes = rb1; n_rows = n1; ldy = ld1; }       \
-    Y += ((size_t)kk * ntok + tb) * ldy; /* this k slice's partial Y, this group's token block */  \
-    ntok -= tb;                                                                                   \
+    MMQ8_PICK                                                                                     \
     Xq += (size_t)tb * (k / 4);                                                                   \
     Xs += tb / 2;                                                                                 \
     global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
