@@ -1,6 +1,7 @@
 /* matmul_h.c — batched decode products on f16 tensor cores with X shared in local memory (mma_h.cl,
- * NVIDIA): X made f16 once per product (mmh_x, the activation applied for a down product), then
- * mmh_T_NT over up to three matrices of one X. */
+ * NVIDIA): X made f16 once per product (mmh_x, the activation applied for a down product) into
+ * matmul's f16 X buffer, then mmh_T_NT over up to three matrices of one X; k slices go through
+ * matmul_q8's partial Ys and mmq8_sum, as the int8 products' do. */
 #include "ops_int.h"
 
 #include <stdio.h>
@@ -15,9 +16,7 @@ int ops_mmh_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
             snprintf(name, sizeof name, "mmh_%s_%d", dev_type_of(t)->suffix, 2 << nt);
             if (!(h->mm[nt][t] = rt_kernel(rt, name, err, errlen))) return -1;
         }
-    if (!(h->x = rt_kernel(rt, "mmh_x", err, errlen)) || !(h->sum = rt_kernel(rt, "mmq8_sum", err, errlen)))
-        return -1;
-    return 0;
+    return (h->x = rt_kernel(rt, "mmh_x", err, errlen)) ? 0 : -1;
 }
 
 void ops_mmh_release(ops *o)
@@ -26,9 +25,6 @@ void ops_mmh_release(ops *o)
     for (int t = 0; t < GGML_TYPE_COUNT; t++)
         for (int nt = 0; nt < OPS_MMH_NT; nt++) ops_kernel_release(&h->mm[nt][t]);
     ops_kernel_release(&h->x);
-    ops_kernel_release(&h->sum);
-    ops_mem_release(&h->xh);
-    ops_mem_release(&h->part);
 }
 
 int ops_mmh_takes(const ops *o, uint32_t ntok)
@@ -50,9 +46,10 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
     uint32_t tpb = 16u << nt, blocks = nt < 2 ? 1 : (ntok + 63) / 64, tp = nt < 2 ? tpb : blocks * 64;
     cl_mem U = gg ? gg->U : X;
     size_t xl[2] = { 64, 1 }, xg[2] = { ((size_t)k / 8 + 63) / 64 * 64, tp };
-    if (ops_grow_buf(o, &h->xh, &h->xh_bytes, (size_t)tp * k * 2) ||
+    cl_mem *xh = &o->mm.xh;
+    if (ops_grow_buf(o, xh, &o->mm.xh_bytes, (size_t)tp * k * 2) ||
         OPS_LAUNCH(o, K_MMH_X, h->x, 2, xg, xl, 4.0 * ntok * k * (act ? 2 : 1) + 2.0 * tp * k, 0, A(X), A(ldx), A(U),
-                   A(u_off), A(ldu), A(act), A(ntok), A(tp), A(k), A(h->xh)))
+                   A(u_off), A(ldu), A(act), A(ntok), A(tp), A(k), A(*xh)))
         return -1;
     /* matrices of one type whose rows are whole warps' go in one launch (Q/K/V, gate/up) */
     int together = n > 1;
@@ -72,21 +69,22 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         cl_mem Y0 = a.Y[0];
         uint32_t ld0 = a.ld[0];
         if (kg > 1) {
-            if (ops_grow_buf(o, &h->part, &h->part_bytes, (size_t)kg * ntok * a.rows * sizeof(float))) return -1;
-            Y0 = h->part;
+            if (ops_grow_buf(o, &o->q8.part, &o->q8.part_bytes, (size_t)kg * ntok * a.rows * sizeof(float)))
+                return -1;
+            Y0 = o->q8.part;
             ld0 = (uint32_t)a.rows;
         }
         size_t lws[2] = { 32 * OPS_MMH_WARPS, 1 }, gws[2] = { groups / blocks * lws[0], (size_t)blocks * kg };
         double bytes = a.bytes * blocks + 2.0 * tp * k * (groups / blocks) * kg + 4.0 * ntok * a.rows * kg;
         if (OPS_LAUNCH(o, K_MMH, h->mm[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k, A(a.W[0]),
                        A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]),
-                       A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(h->xh),
+                       A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(*xh),
                        A(ntok), A(kg), A(o->pol.mmh_prefetch)))
             return -1;
         if (kg > 1) {
             uint32_t rows = (uint32_t)a.rows;
             size_t sl[2] = { 64, 1 }, sg[2] = { (rows + 63) / 64 * 64, ntok };
-            if (OPS_LAUNCH(o, K_MMQ8_SUM, h->sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(h->part), A(kg),
+            if (OPS_LAUNCH(o, K_MMQ8_SUM, o->q8.mmq8_sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(o->q8.part), A(kg),
                            A(rows), A(ntok), A(a.Y[0]), A(a.ld[0])))
                 return -1;
         }

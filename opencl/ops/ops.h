@@ -85,7 +85,7 @@ typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products
     cl_kernel mmt[OPS_T];      /* 128 x 128 tiled prefill products (NVIDIA) */
     cl_kernel mmte[OPS_T];     /* the same over expert tiles of 128 pairs */
     cl_kernel mmt_cvt;         /* X to f16: rows for mmt and mmte, tiles for mmta and mmtw */
-    cl_mem xh;                 /* those rows (grown on demand) */
+    cl_mem xh;                 /* those rows (grown on demand; mmh's X too, each product writing it first) */
     size_t xh_bytes;
     cl_kernel mmta;            /* the tiles on f16 rows staged by cp.async */
     cl_kernel mmtw;            /* the same tiles on wgmma, bulk copies (sm_90a; NULL elsewhere) */
@@ -117,10 +117,7 @@ typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVI
 
 typedef struct ops_mmh_fam {       /* matmul_h.c: batched decode on f16 tensor cores, X shared (NVIDIA) */
     cl_kernel mm[OPS_MMH_NT][OPS_T]; /* mmh_T_{2,4,8}: up to 16, 32 and 64 tokens a group */
-    cl_kernel x;               /* mmh_x: X (or the activation) to f16 in mmh's order */
-    cl_kernel sum;             /* mmq8_sum: the k slices' partial Ys added */
-    cl_mem xh, part;           /* that X, and the partial Ys (grown on demand) */
-    size_t xh_bytes, part_bytes;
+    cl_kernel x;               /* mmh_x: X (or the activation) to f16 in mmh's order, into ops_mm's xh */
 } ops_mmh_fam;
 
 typedef struct ops_act {       /* act_q8.c: the int8 form of the next product's X (NVIDIA) */

@@ -78,7 +78,8 @@ int ops_mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, in
              float eps);
 
 /* ---- matmul_h.c, for matmul and act_q8 (NVIDIA): n (1-3) matrices of any quantized type sharing X
- * (or act(X) * U: gg) on f16 tensor cores, X made f16 once; _takes: the token counts it runs */
+ * (or act(X) * U: gg) on f16 tensor cores, X made f16 once (into ops_mm's xh; k slices through
+ * ops_q8's part and mmq8_sum); _takes: the token counts it runs */
 int ops_mmh_takes(const ops *o, uint32_t ntok);
 int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok);
 
