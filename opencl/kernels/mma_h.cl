@@ -13,8 +13,9 @@
  * a ring of MMH_STAGES. The k order inside a 16-step is free as long as A and B agree: lane (g, t)
  * takes values 4t..4t+3 of a sub-block for step 0 and 16+4t..16+4t+3 for step 1 (deq8_T's lo and
  * hi), and mmh_x stores each sub-block of X permuted so that its 16-byte chunk t holds those eight
- * values. Groups, token blocks of 64 and k slices across groups as mmq8's (mma_q8.cl). q4_k's
- * kernels (below) copy the weights into the ring with X; the others read them into registers.
+ * values. Groups, token blocks of 64 and k slices across groups as mmq8's (mma_q8.cl). q4_k's,
+ * q8_0's and q6_k's kernels (below) copy the weights into the ring with X; the other types' read
+ * them into registers.
  * At 16 tokens the int8 products stay faster (the dequantization's issue slots are not shared by
  * enough token tiles), so the host takes mmh from 17. */
 
@@ -70,13 +71,13 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
 }
 
 /* the group's prologue: warp w's matrix among up to three of X (rows 32 w .. of the group's 128,
- * counted across them; idle past the last row), its Y at this k slice and token block, Xh at the
- * block's first token, the slice's units u0 .. u0 + n - 1 */
+ * counted across them; idle past the last row), its Y at this k slice and token block of tpb, Xh
+ * at the block's first token, the slice's units u0 .. u0 + n - 1 */
 #define MMH_PICK                                                                                  \
     int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, t = lane & 3;     \
     const uint k8 = k / 8;                                                                        \
     uint r0 = (get_group_id(0) * MMH_WARPS + warp) * 32, kk = get_group_id(1) % kg;               \
-    uint tb = 64 * (get_group_id(1) / kg);                                                        \
+    uint tb = tpb * (get_group_id(1) / kg);                                                       \
     MMQ8_PICK                                                                                     \
     Xh += (size_t)tb * k8;                                                                        \
     int nu = (int)(k / 64), u0 = (int)(kk * nu / kg), n = (int)((kk + 1) * nu / kg) - u0;
@@ -100,9 +101,32 @@ inline void mmh_issue(local uint4 *st, global const uint4 *Xh, uint k8, int u, u
             }                                                                                     \
         }
 
+/* the lane's rows 16 m + 8 h + g of the warp's 32 (wr[m][h], the last row past the matrix's end) */
+#define MMH_LANE_ROWS                                                                             \
+    global const uchar *wr[2][2];                                                                 \
+    UNROLL for (int i = 0; i < 2; i++)                                                            \
+        UNROLL for (int h = 0; h < 2; h++) {                                                      \
+            uint r = r0 + 16 * i + 8 * h + g;                                                     \
+            wr[i][h] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                     \
+        }
+
+/* the accumulators of the warp's 2 row tiles x NT token tiles */
+#define MMH_ACC(NT)                                                                               \
+    float4 acc[2][NT];                                                                            \
+    UNROLL for (int i = 0; i < 2; i++)                                                            \
+        UNROLL for (int j = 0; j < (NT); j++) acc[i][j] = (float4)(0.0f);
+
+/* unit i + pd's part of the lane's rows asked of L2 (pd > 0) */
+#define MMH_PREFETCH_ROWS                                                                         \
+        if (pd && i + (int)pd < n) {                                                              \
+            size_t off = min((size_t)(u0 + i + pd) * row_bytes / nu + 32 * t, (size_t)row_bytes - 1); \
+            UNROLL for (int m = 0; m < 2; m++)                                                    \
+                UNROLL for (int h = 0; h < 2; h++) prefetch_l2(wr[m][h] + off);                   \
+        }
+
 /* NT token tiles of 8 (2, 4, 8); group (r, kg * b + kk) takes rows 128 r .. (its warps' 32 each,
- * across up to three matrices of X whose rows are whole warps'), tokens 64 b .. and slice kk of k's
- * kg (kg > 1: partial Ys for mmq8_sum, as mmq8). Xh: mmh_x's rows, at least 64 b + 8 NT of them.
+ * across up to three matrices of X whose rows are whole warps'), tokens 8 NT b .. and slice kk of
+ * k's kg (kg > 1: partial Ys for mmq8_sum). Xh: mmh_x's rows, at least 8 NT (b + 1) of them.
  * Weights are read straight into registers; pd > 0 has each lane ask L2 for the part of its rows'
  * bytes that unit pd passes ahead holds. (pd 0 and 2 measured the same, but the build without this
  * code ran 10-14% slower: the driver's compiler then batches fewer of a unit's loads; PERF.md.) */
@@ -112,25 +136,14 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T#
     local uint4 xs[MMH_STAGES * 8 * 8 * (NT)];                                                    \
     const uint tpb = 8 * (NT);                                                                    \
     MMH_PICK                                                                                      \
-    global const uchar *wr[2][2];                                                                 \
-    UNROLL for (int i = 0; i < 2; i++)                                                            \
-        UNROLL for (int h = 0; h < 2; h++) {                                                      \
-            uint r = r0 + 16 * i + 8 * h + g;                                                     \
-            wr[i][h] = W + (size_t)(r < n_rows ? r : n_rows - 1) * row_bytes;                     \
-        }                                                                                         \
-    float4 acc[2][NT];                                                                            \
-    UNROLL for (int i = 0; i < 2; i++)                                                            \
-        UNROLL for (int j = 0; j < (NT); j++) acc[i][j] = (float4)(0.0f);                         \
+    MMH_LANE_ROWS                                                                                 \
+    MMH_ACC(NT)                                                                                   \
     for (int s = 0; s < MMH_STAGES - 1; s++) {                                                    \
         if (s < n) mmh_issue(xs + s * 8 * tpb, Xh, k8, u0 + s, tpb, lid);                         \
         cp_async_commit();                                                                        \
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
-        if (pd && i + (int)pd < n) {                                                              \
-            size_t off = min((size_t)(u0 + i + pd) * row_bytes / nu + 32 * t, (size_t)row_bytes - 1); \
-            UNROLL for (int m = 0; m < 2; m++)                                                    \
-                UNROLL for (int h = 0; h < 2; h++) prefetch_l2(wr[m][h] + off);                   \
-        }                                                                                         \
+        MMH_PREFETCH_ROWS                                                                         \
         /* this unit's weights first: their loads overlap the wait for X */                      \
         uint a[2][2][2][4];                                                                       \
         UNROLL for (int m = 0; m < 2; m++) mmh_a_##T(wr[m][0], wr[m][1], u0 + i, t, a[m]);        \
@@ -197,14 +210,14 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_q4_k
     const uint tpb = 8 * (NT), SB = MMHR_STAGE(8 * (NT));                                         \
     MMH_PICK                                                                                      \
     global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
-    float4 acc[2][NT];                                                                            \
-    UNROLL for (int i = 0; i < 2; i++)                                                            \
-        UNROLL for (int j = 0; j < (NT); j++) acc[i][j] = (float4)(0.0f);                         \
+    MMH_ACC(NT)                                                                                   \
     for (int s = 0; s < MMH_STAGES - 1; s++) {                                                    \
         if (s < n) mmhr_issue(ring + s * SB, wrow, Xh, k8, u0 + s, tpb, lid);                     \
         cp_async_commit();                                                                        \
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
+        if (pd && i + (int)pd < n) /* the nibbles pd units ahead into L2 */                       \
+            prefetch_l2(wrow + ((u0 + i + pd) >> 2) * 144 + 16 + 32 * ((u0 + i + pd) & 3));       \
         cp_async_wait1(); /* unit i landed (MMH_STAGES 3: one younger group in flight) */         \
         barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
         if (i + MMH_STAGES - 1 < n)                                                               \
@@ -233,10 +246,149 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_q4_k
     MMQ8_STORE(2, NT)                                                                             \
 }
 
+/* --- q8_0 and q6_k with their weights in the ring (mmhw) -------------------------------------
+ * Their blocks are 34 and 210 bytes, so a unit's bytes of a row are 4-byte (q8_0: 68 bytes) or
+ * only 2-byte aligned (q6_k: the half-block's 64 bytes of ql and 32 of qh, 4 scales and d). They
+ * come by 4-byte cp.async, the four lanes of a row's quad taking its words in turn: each warp
+ * copies its own 32 rows, and the lanes that copy a row are those that read it. q6_k copies the
+ * aligned words around its bytes (29 a row) and picks them out by prmt with the block's offset
+ * (0 or 2); d's word reads 2 bytes only where it would run past the block (and the buffer). A
+ * row's words lie MMHW_RS_T words apart in a stage: q8_0's 20 keep a quad's reads of 8 rows on
+ * distinct banks; q6_k's 29 leave 2-way conflicts but fit two stages at 64 tokens in the 48 KB a
+ * group may have. The values are made in f16x2 arithmetic as q4_k's: a byte under an f16 exponent
+ * (1024 + q, exact), less the offset (exact), times the block's scale in one rounding (q6_k's d *
+ * sc rounded to f16 first). */
+
+#define MMHW_RS_q8_0 20
+#define MMHW_RS_q6_k 29
+#define MMHW_NS_q8_0(NT) ((NT) == 8 ? 2 : 3) /* stages: three do not fit at 64 tokens */
+#define MMHW_NS_q6_k(NT) 2
+#define MMHW_STAGE(T, NT) (8 * MMH_WARPS * MMHW_RS_##T + 8 * 8 * (NT)) /* uint4 a stage: weights, X */
+
+/* bytes b0 b1 b2 b3 as f16 halves 1024 + b0, 1024 + b1 (sel 0x4140) or b2, b3 (0x4342) */
+#define MMHW_H2(x, sel) prmt((x), 0x64646464u, (sel))
+
+/* unit u of this lane's rows (wr[m][h]: rows 16 m + 8 h + g of the warp's) into ws, the stage at
+ * the lane's first row: word i of a row by lane i % 4 of its quad */
+inline void mmhw_copy_q8_0(local uint *ws, global const uchar *wr[2][2], int u, int t)
+{
+    UNROLL for (int m = 0; m < 2; m++)
+        UNROLL for (int h = 0; h < 2; h++) {
+            local uint *d = ws + (16 * m + 8 * h) * MMHW_RS_q8_0 + t;
+            global const uint *s = (global const uint *)(wr[m][h] + u * 68) + t;
+            UNROLL for (int i = 0; i < 4; i++) cp_async4(d + 4 * i, s + 4 * i, 4);
+            if (t == 0) cp_async4(d + 16, s + 16, 4);
+        }
+}
+
+/* a row's unit: words 0-16 ql's half-block, 17-25 qh's, 26-27 the unit's 4 scales, 28 d, each run
+ * from the aligned word at or before its first byte */
+inline void mmhw_copy_q6_k(local uint *ws, global const uchar *wr[2][2], int u, int t)
+{
+    int hb = (u >> 1) & 1, jj = u & 1;
+    UNROLL for (int m = 0; m < 2; m++)
+        UNROLL for (int h = 0; h < 2; h++) {
+            local uint *d = ws + (16 * m + 8 * h) * MMHW_RS_q6_k;
+            global const uchar *b = wr[m][h] + (u >> 2) * 210;
+            uint sh = (uint)(size_t)b & 2;
+            global const uint *a = (global const uint *)(b - sh), *ql = a + 16 * hb, *qh = a + 32 + 8 * hb;
+            UNROLL for (int i = 0; i < 4; i++) cp_async4(d + t + 4 * i, ql + t + 4 * i, 4);
+            if (t == 0) cp_async4(d + 16, ql + 16, 4);
+            UNROLL for (int i = 0; i < 2; i++) cp_async4(d + 17 + t + 4 * i, qh + t + 4 * i, 4);
+            if (t == 0) cp_async4(d + 25, qh + 8, 4);
+            /* lane 0 the scales' first word, 1 their second (none at offset 0), 2 d's */
+            if (t < 3)
+                cp_async4(d + 26 + t, a + (t < 2 ? 48 + 2 * hb + jj + t : 52), t == 0 ? 4 : sh ? 4 : t == 1 ? 0 : 2);
+        }
+}
+
+/* A fragments of this lane's rows for the stage's unit u (as mmh_a_T's) */
+inline void mmhw_a_q8_0(local const uint *ws, global const uchar *wr[2][2], int u, int t, uint a[2][2][2][4])
+{
+    UNROLL for (int m = 0; m < 2; m++)
+        UNROLL for (int h = 0; h < 2; h++) {
+            local const uint *w = ws + (16 * m + 8 * h) * MMHW_RS_q8_0;
+            uint w0 = w[0], w8 = w[8];
+            /* block 0 at byte 0 (d, then values from byte 2), block 1 at byte 34 */
+            uint D[2] = { prmt(w0, w0, 0x1010), prmt(w8, w8, 0x3232) };
+            uint q[2][2] = { { prmt(w[t], w[t + 1], 0x5432), prmt(w[4 + t], w[5 + t], 0x5432) },
+                             { w[9 + t], w[13 + t] } };
+            UNROLL for (int s = 0; s < 2; s++)
+                UNROLL for (int e = 0; e < 2; e++) {
+                    uint x = q[s][e] ^ 0x80808080u; /* 128 + q: 1152 + q under the exponent */
+                    a[m][s][e][h] = hmul2(hsub2(MMHW_H2(x, 0x4140), 0x64806480u), D[s]);
+                    a[m][s][e][2 + h] = hmul2(hsub2(MMHW_H2(x, 0x4342), 0x64806480u), D[s]);
+                }
+        }
+}
+
+inline void mmhw_a_q6_k(local const uint *ws, global const uchar *wr[2][2], int u, int t, uint a[2][2][2][4])
+{
+    int jj = u & 1; /* ql's high nibbles and qh's bits 4-7 for odd units */
+    UNROLL for (int m = 0; m < 2; m++)
+        UNROLL for (int h = 0; h < 2; h++) {
+            local const uint *w = ws + (16 * m + 8 * h) * MMHW_RS_q6_k;
+            uint sh = (uint)(size_t)(wr[m][h] + (u >> 2) * 210) & 2, sel = 0x3210 + sh * 0x1111;
+            uint qh[2] = { prmt(w[17 + t], w[18 + t], sel), prmt(w[21 + t], w[22 + t], sel) };
+            uint sc = prmt(w[26], w[27], sel) ^ 0x80808080u, dd = prmt(w[28], w[28], 0x1010 + sh * 0x1111);
+            /* d * sc for sub-block s's two 16-value halves: scales 2 s, 2 s + 1 */
+            uint S[2] = { hmul2(hsub2(MMHW_H2(sc, 0x4140), 0x64806480u), dd),
+                          hmul2(hsub2(MMHW_H2(sc, 0x4342), 0x64806480u), dd) };
+            UNROLL for (int s = 0; s < 2; s++)
+                UNROLL for (int e = 0; e < 2; e++) {
+                    uint ql = prmt(w[8 * s + 4 * e + t], w[8 * s + 4 * e + t + 1], sel);
+                    uint q = ((ql >> (4 * jj)) & 0x0F0F0F0Fu) | (((qh[e] >> (2 * s + 4 * jj)) & 0x03030303u) << 4);
+                    uint se = prmt(S[s], S[s], e ? 0x3232 : 0x1010);
+                    a[m][s][e][h] = hmul2(hsub2(MMHW_H2(q, 0x4140), 0x64206420u), se); /* less 1056 */
+                    a[m][s][e][2 + h] = hmul2(hsub2(MMHW_H2(q, 0x4342), 0x64206420u), se);
+                }
+        }
+}
+
+#define DEFINE_MMHW(T, NT)                                                                        \
+kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T##_##NT(MMH_ARGS)  \
+{                                                                                                 \
+    local uint4 ring[MMHW_NS_##T(NT) * MMHW_STAGE(T, NT)];                                        \
+    const uint tpb = 8 * (NT), SB = MMHW_STAGE(T, NT), XO = 8 * MMH_WARPS * MMHW_RS_##T;          \
+    const int NS = MMHW_NS_##T(NT);                                                               \
+    MMH_PICK                                                                                      \
+    MMH_LANE_ROWS                                                                                 \
+    const int wo = (32 * warp + g) * MMHW_RS_##T; /* the lane's first row in a stage */          \
+    MMH_ACC(NT)                                                                                   \
+    for (int s = 0; s < NS - 1; s++) {                                                            \
+        if (s < n) {                                                                              \
+            mmhw_copy_##T((local uint *)(ring + s * SB) + wo, wr, u0 + s, t);                     \
+            mmh_issue(ring + s * SB + XO, Xh, k8, u0 + s, tpb, lid);                              \
+        }                                                                                         \
+        cp_async_commit();                                                                        \
+    }                                                                                             \
+    for (int i = 0; i < n; i++) {                                                                 \
+        MMH_PREFETCH_ROWS                                                                         \
+        if (NS == 3) cp_async_wait1(); /* unit i landed: one younger group in flight */           \
+        else cp_async_wait0();                                                                    \
+        barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
+        if (i + NS - 1 < n) {                                                                     \
+            local uint4 *nx = ring + ((i + NS - 1) % NS) * SB;                                    \
+            mmhw_copy_##T((local uint *)nx + wo, wr, u0 + i + NS - 1, t);                         \
+            mmh_issue(nx + XO, Xh, k8, u0 + i + NS - 1, tpb, lid);                                \
+        }                                                                                         \
+        cp_async_commit();                                                                        \
+        local const uint4 *st = ring + (i % NS) * SB;                                             \
+        uint a[2][2][2][4];                                                                       \
+        mmhw_a_##T((local const uint *)st + wo, wr, u0 + i, t, a);                                \
+        local const uint4 *xb = st + XO;                                                          \
+        MMH_PRODUCTS(NT, xb)                                                                      \
+    }                                                                                             \
+    cp_async_wait0();                                                                             \
+    if (idle) return;                                                                             \
+    MMQ8_STORE(2, NT)                                                                             \
+}
+
 /* deq8_T's A fragments for every other type */
 #define DEFINE_MMH_OF(T, id) DEFINE_MMH_A(T) DEFINE_MMH(T, 2) DEFINE_MMH(T, 4) DEFINE_MMH(T, 8)
-DEFINE_MMH_OF(q8_0, 8) DEFINE_MMH_OF(q4_0, 2) DEFINE_MMH_OF(q4_1, 3) DEFINE_MMH_OF(q5_0, 6)
-DEFINE_MMH_OF(q5_1, 7) DEFINE_MMH_OF(q5_k, 13) DEFINE_MMH_OF(q6_k, 14)
+DEFINE_MMH_OF(q4_0, 2) DEFINE_MMH_OF(q4_1, 3) DEFINE_MMH_OF(q5_0, 6) DEFINE_MMH_OF(q5_1, 7) DEFINE_MMH_OF(q5_k, 13)
 DEFINE_MMHR(2) DEFINE_MMHR(4) DEFINE_MMHR(8)
+DEFINE_MMHW(q8_0, 2) DEFINE_MMHW(q8_0, 4) DEFINE_MMHW(q8_0, 8)
+DEFINE_MMHW(q6_k, 2) DEFINE_MMHW(q6_k, 4) DEFINE_MMHW(q6_k, 8)
 
 #endif /* CLG_NVIDIA */

@@ -54,6 +54,19 @@ inline uint hfma2(uint a, uint b, uint c)
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 }
+inline uint hmul2(uint a, uint b)
+{
+    uint d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+/* bytes of {b, a} (a's 0-3, b's 4-7) picked by the four nibbles of s, result byte 0 first */
+inline uint prmt(uint a, uint b, uint s)
+{
+    uint d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+    return d;
+}
 
 /* tensor-core product D = A (16x16 f16) . B (16x8 f16) + C (f32). Not volatile: it is pure, so the
  * compiler may schedule loads across it. */
@@ -108,6 +121,13 @@ inline void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;" ::: "me
 inline void cp_async_wait0(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 inline void cp_async_wait2(void) { asm volatile("cp.async.wait_group 2;" ::: "memory"); }
 
+/* 4 bytes global -> local through L1, of which the first n (0, 2 or 4) are read and the rest zeroed:
+ * for data only 4-byte aligned, and a word that would run past its buffer */
+inline void cp_async4(local uint *dst, global const uint *src, uint n)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint)(size_t)dst), "l"((ulong)src), "r"(n)
+                 : "memory");
+}
 /* cp_async16 through L1 (.ca), for data the groups of a compute unit share */
 inline void cp_async16_ca(local uint4 *dst, global const uint4 *src)
 {

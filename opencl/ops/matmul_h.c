@@ -38,12 +38,28 @@ int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_
            (size_t)rows * k >= o->pol.mmq8_min_elems;
 }
 
+/* k slices for g groups of nu units each: the kg (1-16, each slice keeping pol.mmq8_slice_units
+ * units) with the least time counted in units, a group's slice taking as long in a wave of
+ * pol.mmh_slots groups however full the wave is, and the partial Ys (4 * ntok * rows bytes a
+ * slice, written and read, and Y) costing their bytes at pol.mmh_unit_bytes a unit */
+static uint32_t mmh_slices(const ops *o, size_t g, uint32_t nu, uint32_t ntok, size_t rows)
+{
+    uint32_t best = 1, slots = o->pol.mmh_slots;
+    double best_t = 0;
+    for (uint32_t kg = 1; kg <= 16 && (kg == 1 || nu / kg >= o->pol.mmq8_slice_units); kg++) {
+        double waves = (double)((g * kg + slots - 1) / slots), units = (nu + kg - 1) / kg;
+        double t = waves * units + (kg > 1 ? 4.0 * ntok * rows * (2 * kg + 1) / o->pol.mmh_unit_bytes : 0.0);
+        if (kg == 1 || t < best_t) best = kg, best_t = t;
+    }
+    return best;
+}
+
 int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geglu_in *gg, uint32_t ntok)
 {
     ops_mmh_fam *h = &o->mmh;
     uint32_t k = outs[0].w->cols, act = gg ? gg->act : 0, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
-    int nt = ntok <= 16 ? 0 : ntok <= 32 ? 1 : 2;
-    uint32_t tpb = 16u << nt, blocks = nt < 2 ? 1 : (ntok + 63) / 64, tp = nt < 2 ? tpb : blocks * 64;
+    int nt = ntok <= 16 ? 0 : ntok <= 32 ? 1 : 2; /* past 64 tokens, blocks of 64 */
+    uint32_t tpb = 16u << nt, blocks = (ntok + tpb - 1) / tpb, tp = blocks * tpb;
     cl_mem U = gg ? gg->U : X;
     size_t xl[2] = { 64, 1 }, xg[2] = { ((size_t)k / 8 + 63) / 64 * 64, tp };
     cl_mem *xh = &o->mm.xh;
@@ -60,12 +76,9 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         multi_args a;
         if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
         size_t rpg = 32 * OPS_MMH_WARPS, groups = (a.rows + rpg - 1) / rpg * blocks;
-        /* few rows against a long k (FFN down, attention output): k slices across groups, each
-         * writing its partial Y for mmq8_sum, until about pol.mmh_groups groups (each slice keeps
-         * pol.mmq8_slice_units units at least) */
-        uint32_t kg = 1, nu = k / 64;
-        while (!together && kg < 16 && groups * kg * 2 <= o->pol.mmh_groups && nu / (kg * 2) >= o->pol.mmq8_slice_units)
-            kg *= 2;
+        /* matrices sharing X take no slices: the sums of their many rows cost more than the slices
+         * gain (31B B=64: gate/up 178 us a launch either way, plus 2 x 18 us of mmq8_sum) */
+        uint32_t kg = together ? 1 : mmh_slices(o, groups, k / 64, ntok, a.rows);
         cl_mem Y0 = a.Y[0];
         uint32_t ld0 = a.ld[0];
         if (kg > 1) {

@@ -48,10 +48,13 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
          * slower (docs/PERF.md) */
         .mmh_min_tok = 17,
         .mmh_max_tok = OPS_MMQ8_MAXT,
-        /* 0 and 2 measured the same (31B B=64 1,633 / 1,624 tok/s, E4B 4,329 / 4,304) */
-        .mmh_prefetch = 2,
-        /* four groups of 4 warps per compute unit */
-        .mmh_groups = 4 * cu,
+        /* with q8_0 and q6_k in the ring, 0 measured ahead of 2, 4 and 6 (31B B=64 1,777 against 1,707;
+         * E4B 6,007 against 5,714; docs/PERF.md) */
+        .mmh_prefetch = 0,
+        /* the 64-token kernels' registers (210-235) leave two groups a compute unit */
+        .mmh_slots = 2 * cu,
+        /* a 64-token unit took ~1 us a group (31B, H200), while the GPU moves ~3 MB */
+        .mmh_unit_bytes = 3u << 20,
         /* the int8 products twice as many: one unit in flight per warp hides less latency */
         .mmq_warps_target = 2048,
         .mmq8p_warps_target = 4096,
@@ -112,7 +115,8 @@ static const struct policy_name {
     F(MMQ8R_MIN_TOK, mmq8r_min_tok, 9, OPS_MMQ8_MAXT + 1),
     F(MMH_MIN_TOK, mmh_min_tok, 1, 1u << 20),
     F(MMH_MAX_TOK, mmh_max_tok, 1, 1u << 20),
-    F(MMH_GROUPS, mmh_groups, 1, 1u << 20),
+    F(MMH_SLOTS, mmh_slots, 1, 1u << 20),
+    F(MMH_UNIT_BYTES, mmh_unit_bytes, 1, 1u << 30),
     F(MMH_PREFETCH, mmh_prefetch, 0, 64),
     F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),
     F(MMQ8P_WARPS_TARGET, mmq8p_warps_target, 1, 1u << 20),

@@ -31,9 +31,11 @@ typedef struct ops_policy {
                                    * many tokens ... */
     uint32_t mmh_max_tok;         /* MMH_MAX_TOK: ... up to this many (past it the prefill tiles) */
     uint32_t mmh_prefetch;        /* MMH_PREFETCH: mmh_T's lanes ask L2 for their rows' bytes this many units
-                                   * ahead (0: not; q4_k's ring kernel copies them ahead anyway) */
-    uint32_t mmh_groups;          /* MMH_GROUPS: an mmh product of few rows splits k across groups until about
-                                   * this many groups */
+                                   * ahead (0: not) */
+    uint32_t mmh_slots;           /* MMH_SLOTS: mmh groups that run at once; k slices are chosen against waves
+                                   * of this many */
+    uint32_t mmh_unit_bytes;      /* MMH_UNIT_BYTES: partial-Y bytes whose writing and adding cost as long as
+                                   * one 64-value unit of an mmh group */
     uint32_t mmq_warps_target;    /* MMQ_WARPS_TARGET: batched products split k until about this many warps */
     uint32_t mmq8p_warps_target;  /* MMQ8P_WARPS_TARGET: the same for the int8 ones (mmq8, mmq8p) */
     /* prefill products */

@@ -727,7 +727,7 @@ static void test_mmh_wide(void)
     multi_case_rows(q4k3, 3, 20, rows);
     multi_case_rows(q6q8, 2, 40, odd); /* of two types: a launch each */
     ops_policy keep = O.pol;
-    O.pol.mmh_groups = 1u << 20; /* k slices wherever a slice keeps a unit */
+    O.pol.mmh_slots = 1u << 20; /* k slices wherever a slice keeps a unit */
     O.pol.mmq8_slice_units = 1;
     static const uint32_t few[] = { 17, 40, 64, 130 };
     for (uint32_t i = 0; i < NG; i++)
