@@ -164,13 +164,16 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T#
  * Read straight into registers, a unit's weights are waited on at every pass (the group's warps
  * meet at its barrier, so one group's loads overlap only other groups' work). q4_k's blocks are
  * 16-byte pieces, so a stage holds the unit's weights too: each row's 16-byte header and its 32
- * bytes of nibbles, copied by the row's own lane, MMH_STAGES - 1 units ahead. The values are made
+ * bytes of nibbles, copied by the row's own lane, MMHR_NS - 1 units ahead. The values are made
  * in f16x2 arithmetic: a byte pair's nibbles placed in the low bits of two f16 whose exponent
  * makes them 1024 + q, less 1024 (exact), times d1 less m1 in one fma (one rounding, as deq8's
  * float path's final one; d1 and m1 are rounded to f16 first). Sub-blocks 2p and 2p + 1 of a
  * super-block are the low and high nibbles of the same 32 bytes. */
 
 #define MMHR_STAGE(tpb) (3 * 32 * MMH_WARPS + 8 * (tpb)) /* uint4 a stage: headers, nibbles, X */
+/* stages: at 16 tokens a unit's products are few, so more units in flight hide the loads (five:
+ * 40 KB, under the 48 KB a group may have) */
+#define MMHR_NS(NT) ((NT) == 2 ? 5 : MMH_STAGES)
 
 /* unit u of the group into stage st: item lid copies its row's header and nibbles (wrow), then X */
 inline void mmhr_issue(local uint4 *st, global const uchar *wrow, global const uint4 *Xh, uint k8, int u, uint tpb,
@@ -206,24 +209,25 @@ inline void mmh_q4k_v(uint4 hh, const uint w[2], int p, uint v[2][2][2])
 #define DEFINE_MMHR(NT)                                                                           \
 kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_q4_k_##NT(MMH_ARGS)   \
 {                                                                                                 \
-    local uint4 ring[MMH_STAGES * MMHR_STAGE(8 * (NT))];                                          \
+    local uint4 ring[MMHR_NS(NT) * MMHR_STAGE(8 * (NT))];                                         \
     const uint tpb = 8 * (NT), SB = MMHR_STAGE(8 * (NT));                                         \
+    const int NS = MMHR_NS(NT);                                                                   \
     MMH_PICK                                                                                      \
     global const uchar *wrow = W + (size_t)min(r0 + lane, n_rows - 1) * row_bytes; /* lane's row */ \
     MMH_ACC(NT)                                                                                   \
-    for (int s = 0; s < MMH_STAGES - 1; s++) {                                                    \
+    for (int s = 0; s < NS - 1; s++) {                                                            \
         if (s < n) mmhr_issue(ring + s * SB, wrow, Xh, k8, u0 + s, tpb, lid);                     \
         cp_async_commit();                                                                        \
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
         if (pd && i + (int)pd < n) /* the nibbles pd units ahead into L2 */                       \
             prefetch_l2(wrow + ((u0 + i + pd) >> 2) * 144 + 16 + 32 * ((u0 + i + pd) & 3));       \
-        cp_async_wait1(); /* unit i landed (MMH_STAGES 3: one younger group in flight) */         \
+        cp_async_wait_n(NS - 2); /* unit i landed: NS - 2 younger groups may be in flight */      \
         barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
-        if (i + MMH_STAGES - 1 < n)                                                               \
-            mmhr_issue(ring + ((i + MMH_STAGES - 1) % MMH_STAGES) * SB, wrow, Xh, k8, u0 + i + MMH_STAGES - 1, tpb, lid); \
+        if (i + NS - 1 < n)                                                                       \
+            mmhr_issue(ring + ((i + NS - 1) % NS) * SB, wrow, Xh, k8, u0 + i + NS - 1, tpb, lid); \
         cp_async_commit();                                                                        \
-        local const uint4 *st = ring + (i % MMH_STAGES) * SB;                                     \
+        local const uint4 *st = ring + (i % NS) * SB;                                             \
         local const uint *nw = (local const uint *)(st + 32 * MMH_WARPS);                         \
         int p = (u0 + i) & 3;                                                                     \
         uint a[2][2][2][4];                                                                       \
@@ -364,8 +368,7 @@ kernel __attribute__((reqd_work_group_size(32 * MMH_WARPS, 1, 1))) void mmh_##T#
     }                                                                                             \
     for (int i = 0; i < n; i++) {                                                                 \
         MMH_PREFETCH_ROWS                                                                         \
-        if (NS == 3) cp_async_wait1(); /* unit i landed: one younger group in flight */           \
-        else cp_async_wait0();                                                                    \
+        cp_async_wait_n(NS - 2); /* unit i landed: NS - 2 younger groups may be in flight */      \
         barrier(CLK_LOCAL_MEM_FENCE); /* ... for every item, and unit i - 1's stage read by all */ \
         if (i + NS - 1 < n) {                                                                     \
             local uint4 *nx = ring + ((i + NS - 1) % NS) * SB;                                    \

@@ -120,6 +120,16 @@ inline void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "m
 inline void cp_async_wait1(void) { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 inline void cp_async_wait0(void) { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 inline void cp_async_wait2(void) { asm volatile("cp.async.wait_group 2;" ::: "memory"); }
+/* at most n (0-3, a constant where it is inlined) committed groups still in flight */
+inline void cp_async_wait_n(int n)
+{
+    switch (n) {
+    case 0: cp_async_wait0(); break;
+    case 1: cp_async_wait1(); break;
+    case 2: cp_async_wait2(); break;
+    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    }
+}
 
 /* 4 bytes global -> local through L1, of which the first n (0, 2 or 4) are read and the rest zeroed:
  * for data only 4-byte aligned, and a word that would run past its buffer */

@@ -706,7 +706,7 @@ static void test_mmq8_wide(void)
 /* batched decode from 17 tokens on f16 tensor cores (mmh): every quantized type at every token-tile
  * width (16, 32, 64) and several 64-token blocks with partial tiles and blocks, against float64
  * within TOL_MMA; matrices sharing X in one launch (warps of one group in different matrices, and
- * past the last row); k split across groups (the partial Ys added) */
+ * past the last row); k split across groups (the partial Ys added); 9 and 16 tokens (16 a group) */
 static void test_mmh_wide(void)
 {
     reseed(__func__);
@@ -733,6 +733,11 @@ static void test_mmh_wide(void)
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < sizeof few / sizeof *few; j++)
             if (ops_mmh_fits(&O, G[i].type, G[i].rows, G[i].cols, few[j])) matmul_case(&G[i], few[j]);
+    O.pol = keep;
+    O.pol.mmh_min_tok = 9; /* the 16-token kernels, which the defaults leave to the int8 products */
+    for (uint32_t i = 0; i < NG; i++)
+        for (uint32_t nt = 9; nt <= 16; nt += 7)
+            if (ops_mmh_fits(&O, G[i].type, G[i].rows, G[i].cols, nt)) matmul_case(&G[i], nt);
     O.pol = keep;
 }
 
