@@ -98,8 +98,9 @@ MODEL ?=
 run: setup all model
 	build/clgemma generate -m $(or $(MODEL),models/gemma-3-270m-q4_k_m.gguf) -p "The sky is blue because" -n 96
 
-gpu-prep:
-	@bash ../shared/tools/gpu-prep.sh
+# .gpu/ for a device call: runtime libraries, the stripped binary, vocabulary, llama.cpp's source
+gpu-prep: all
+	@bash tools/gpu_prep.sh
 
 clean:
 	rm -rf build
