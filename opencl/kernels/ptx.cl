@@ -41,32 +41,27 @@ inline float round_f16(float x)
     return y;
 }
 
-/* f16x2 arithmetic on packed halves (NVIDIA's OpenCL has no cl_khr_fp16): a - b, a * b + c */
-inline uint hsub2(uint a, uint b)
-{
-    uint d;
-    asm("sub.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
+/* one 32-bit PTX instruction of two or three register operands (f16x2 on packed halves: NVIDIA's
+ * OpenCL has no cl_khr_fp16) */
+#define DEFINE_PTX2(NAME, INSTR)                                                                  \
+inline uint NAME(uint a, uint b)                                                                  \
+{                                                                                                 \
+    uint d;                                                                                       \
+    asm(INSTR " %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));                                         \
+    return d;                                                                                     \
 }
-inline uint hfma2(uint a, uint b, uint c)
-{
-    uint d;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
+#define DEFINE_PTX3(NAME, INSTR)                                                                  \
+inline uint NAME(uint a, uint b, uint c)                                                          \
+{                                                                                                 \
+    uint d;                                                                                       \
+    asm(INSTR " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));                             \
+    return d;                                                                                     \
 }
-inline uint hmul2(uint a, uint b)
-{
-    uint d;
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-/* bytes of {b, a} (a's 0-3, b's 4-7) picked by the four nibbles of s, result byte 0 first */
-inline uint prmt(uint a, uint b, uint s)
-{
-    uint d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
-    return d;
-}
+DEFINE_PTX2(hsub2, "sub.f16x2")     /* a - b */
+DEFINE_PTX2(hmul2, "mul.rn.f16x2")  /* a * b */
+DEFINE_PTX3(hfma2, "fma.rn.f16x2")  /* a * b + c */
+/* bytes of {b, a} (a's 0-3, b's 4-7) picked by the four nibbles of c, result byte 0 first */
+DEFINE_PTX3(prmt, "prmt.b32")
 
 /* tensor-core product D = A (16x16 f16) . B (16x8 f16) + C (f32). Not volatile: it is pure, so the
  * compiler may schedule loads across it. */
