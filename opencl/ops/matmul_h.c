@@ -34,8 +34,9 @@ int ops_mmh_takes(const ops *o, uint32_t ntok)
 
 int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
-    return ops_mmh_takes(o, ntok) && type < GGML_TYPE_COUNT && o->mmh.mm[0][type] && k % 64 == 0 &&
-           (size_t)rows * k >= o->pol.mmq8_min_elems;
+    if (type >= GGML_TYPE_COUNT || !o->mmh.x || !o->mmh.mm[0][type] || ntok > o->pol.mmh_max_tok) return 0;
+    uint32_t from = type == GGML_TYPE_Q6_K ? o->pol.mmh_min_tok_q6k : o->pol.mmh_min_tok;
+    return ntok >= from && k % 64 == 0 && (size_t)rows * k >= o->pol.mmq8_min_elems;
 }
 
 /* k slices for g groups of nu units each: the kg (1-16, each slice keeping pol.mmq8_slice_units
@@ -76,29 +77,31 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         multi_args a;
         if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
         size_t rpg = 32 * OPS_MMH_WARPS, groups = (a.rows + rpg - 1) / rpg * blocks;
-        /* matrices sharing X take no slices: the sums of their many rows cost more than the slices
-         * gain (31B B=64: gate/up 178 us a launch either way, plus 2 x 18 us of mmq8_sum) */
-        uint32_t kg = together ? 1 : mmh_slices(o, groups, k / 64, ntok, a.rows);
-        cl_mem Y0 = a.Y[0];
-        uint32_t ld0 = a.ld[0];
-        if (kg > 1) {
-            if (ops_grow_buf(o, &o->q8.part, &o->q8.part_bytes, (size_t)kg * ntok * a.rows * sizeof(float)))
+        /* matrices sharing X take slices only in 16-token tiles (MMH_SLICE_SHARED_MAX_TOK): at 64 tokens the
+         * sums of their many rows cost more than the slices gain (31B: gate/up 178 us a launch either
+         * way, plus 2 x 18 us of mmq8_sum) */
+        uint32_t kg = together && tpb > o->pol.mmh_slice_shared_max_tok ? 1 : mmh_slices(o, groups, k / 64, ntok, a.rows);
+        int parts = together ? n : 1;
+        cl_mem Y[3] = { a.Y[0], a.Y[1], a.Y[2] };
+        uint32_t ld[3] = { a.ld[0], a.ld[1], a.ld[2] };
+        for (int j = 0; kg > 1 && j < parts; j++) { /* each matrix's partial Ys in a buffer of its own */
+            if (ops_grow_buf(o, &o->q8.part[j], &o->q8.part_bytes[j], (size_t)kg * ntok * a.nr[j] * sizeof(float)))
                 return -1;
-            Y0 = o->q8.part;
-            ld0 = (uint32_t)a.rows;
+            Y[j] = o->q8.part[j];
+            ld[j] = a.nr[j];
         }
         size_t lws[2] = { 32 * OPS_MMH_WARPS, 1 }, gws[2] = { groups / blocks * lws[0], (size_t)blocks * kg };
         double bytes = a.bytes * blocks + 2.0 * tp * k * (groups / blocks) * kg + 4.0 * ntok * a.rows * kg;
         if (OPS_LAUNCH(o, K_MMH, h->mm[nt][w->type], 2, gws, lws, bytes, 2.0 * ntok * a.rows * k, A(a.W[0]),
-                       A(a.rb[0]), A(a.nr[0]), A(Y0), A(ld0), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]),
-                       A(a.ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(*xh),
+                       A(a.rb[0]), A(a.nr[0]), A(Y[0]), A(ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(Y[1]),
+                       A(ld[1]), A(a.W[2]), A(a.rb[2]), A(a.nr[2]), A(Y[2]), A(ld[2]), A(k), A(*xh),
                        A(ntok), A(kg), A(o->pol.mmh_prefetch)))
             return -1;
-        if (kg > 1) {
-            uint32_t rows = (uint32_t)a.rows;
+        for (int j = 0; kg > 1 && j < parts; j++) {
+            uint32_t rows = a.nr[j];
             size_t sl[2] = { 64, 1 }, sg[2] = { (rows + 63) / 64 * 64, ntok };
-            if (OPS_LAUNCH(o, K_MMQ8_SUM, o->q8.mmq8_sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(o->q8.part), A(kg),
-                           A(rows), A(ntok), A(a.Y[0]), A(a.ld[0])))
+            if (OPS_LAUNCH(o, K_MMQ8_SUM, o->q8.mmq8_sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(o->q8.part[j]),
+                           A(kg), A(rows), A(ntok), A(a.Y[j]), A(a.ld[j])))
                 return -1;
         }
         if (together) break;

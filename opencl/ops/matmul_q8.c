@@ -53,7 +53,7 @@ void ops_q8_release(ops *o)
         }
     }
     ops_kernel_release(&q->mmq8_sum);
-    ops_mem_release(&q->part);
+    for (int i = 0; i < 3; i++) ops_mem_release(&q->part[i]);
 }
 
 /* local bytes of mvq's staged X: int8 values, a scale per 32 and a sum per 16 */
@@ -237,8 +237,8 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         cl_mem Y0 = a.Y[0];
         uint32_t ld0 = a.ld[0];
         if (kg > 1) {
-            if (ops_grow_buf(o, &o->q8.part, &o->q8.part_bytes, (size_t)kg * ntok * a.rows * sizeof(float))) return -1;
-            Y0 = o->q8.part;
+            if (ops_grow_buf(o, &o->q8.part[0], &o->q8.part_bytes[0], (size_t)kg * ntok * a.rows * sizeof(float))) return -1;
+            Y0 = o->q8.part[0];
             ld0 = a.rows;
         }
         size_t lws[2] = { 32 * ks, 1 }, gws[2] = { tiles * lws[0], (size_t)blocks * kg };
@@ -264,7 +264,7 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
         if (kg > 1) {
             uint32_t rows = (uint32_t)a.rows;
             size_t sl[2] = { 64, 1 }, sg[2] = { (rows + 63) / 64 * 64, ntok };
-            if (OPS_LAUNCH(o, K_MMQ8_SUM, o->q8.mmq8_sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(o->q8.part),
+            if (OPS_LAUNCH(o, K_MMQ8_SUM, o->q8.mmq8_sum, 2, sg, sl, 4.0 * (kg + 1) * ntok * rows, 0, A(o->q8.part[0]),
                            A(kg), A(rows), A(ntok), A(a.Y[0]), A(a.ld[0])))
                 return -1;
         }

@@ -47,10 +47,13 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         /* from 17 tokens: at 16 the int8 products ran faster (31B 727 against 553 tok/s), at 32 and 64
          * slower (docs/PERF.md) */
         .mmh_min_tok = 17,
+        /* 31B B=16 723 -> 759 tok/s, B=12 539 -> 564; q8_0 the same way lost (E4B B=16 2,160 -> 2,101) */
+        .mmh_min_tok_q6k = 9,
         .mmh_max_tok = OPS_MMQ8_MAXT,
         /* with q8_0 and q6_k in the ring, 0 measured ahead of 2, 4 and 6 (31B B=64 1,777 against 1,707;
          * E4B 6,007 against 5,714; docs/PERF.md) */
         .mmh_prefetch = 0,
+        .mmh_slice_shared_max_tok = 0,
         /* the 64-token kernels' registers (210-235) leave two groups a compute unit */
         .mmh_slots = 2 * cu,
         /* a 64-token unit took ~1 us a group (31B, H200), while the GPU moves ~3 MB */
@@ -114,8 +117,10 @@ static const struct policy_name {
     F(MMQ8P_STAGES, mmq8p_stages, 2, 4),
     F(MMQ8R_MIN_TOK, mmq8r_min_tok, 9, OPS_MMQ8_MAXT + 1),
     F(MMH_MIN_TOK, mmh_min_tok, 1, 1u << 20),
+    F(MMH_MIN_TOK_Q6K, mmh_min_tok_q6k, 1, 1u << 20),
     F(MMH_MAX_TOK, mmh_max_tok, 1, 1u << 20),
     F(MMH_SLOTS, mmh_slots, 1, 1u << 20),
+    F(MMH_SLICE_SHARED_MAX_TOK, mmh_slice_shared_max_tok, 0, 256),
     F(MMH_UNIT_BYTES, mmh_unit_bytes, 1, 1u << 30),
     F(MMH_PREFETCH, mmh_prefetch, 0, 64),
     F(MMQ_WARPS_TARGET, mmq_warps_target, 1, 1u << 20),

@@ -29,9 +29,13 @@ typedef struct ops_policy {
                                    * tokens, on mmq8p below */
     uint32_t mmh_min_tok;         /* MMH_MIN_TOK: batched products on mmh (f16 tensor cores, X shared) from this
                                    * many tokens ... */
+    uint32_t mmh_min_tok_q6k;     /* MMH_MIN_TOK_Q6K: ... and q6_k's from this many (its int8 products read
+                                   * the 2-byte-aligned blocks unstaged, mmh through its ring) */
     uint32_t mmh_max_tok;         /* MMH_MAX_TOK: ... up to this many (past it the prefill tiles) */
     uint32_t mmh_prefetch;        /* MMH_PREFETCH: mmh_T's lanes ask L2 for their rows' bytes this many units
                                    * ahead (0: not) */
+    uint32_t mmh_slice_shared_max_tok; /* MMH_SLICE_SHARED_MAX_TOK: products sharing X (gate/up, Q/K/V) take k
+                                        * slices in mmh token tiles of at most this many (0: never) */
     uint32_t mmh_slots;           /* MMH_SLOTS: mmh groups that run at once; k slices are chosen against waves
                                    * of this many */
     uint32_t mmh_unit_bytes;      /* MMH_UNIT_BYTES: partial-Y bytes whose writing and adding cost as long as

@@ -733,6 +733,12 @@ static void test_mmh_wide(void)
     for (uint32_t i = 0; i < NG; i++)
         for (size_t j = 0; j < sizeof few / sizeof *few; j++)
             if (ops_mmh_fits(&O, G[i].type, G[i].rows, G[i].cols, few[j])) matmul_case(&G[i], few[j]);
+    O.pol.mmh_slice_shared_max_tok = 64; /* matrices sharing X, each with its partial Ys */
+    multi_case_rows(q4k3, 3, 70, rows);
+    multi_case_rows(q4k3, 3, 20, rows);
+    O.pol.mmh_min_tok = 9;
+    multi_case_rows(q4k3, 3, 16, rows);
+    multi_case_rows(q4k3, 3, 9, rows);
     O.pol = keep;
     O.pol.mmh_min_tok = 9; /* the 16-token kernels, which the defaults leave to the int8 products */
     for (uint32_t i = 0; i < NG; i++)
