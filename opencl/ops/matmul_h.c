@@ -77,9 +77,8 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         multi_args a;
         if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
         size_t rpg = 32 * OPS_MMH_WARPS, groups = (a.rows + rpg - 1) / rpg * blocks;
-        /* matrices sharing X take slices only in 16-token tiles (MMH_SLICE_SHARED_MAX_TOK): at 64 tokens the
-         * sums of their many rows cost more than the slices gain (31B: gate/up 178 us a launch either
-         * way, plus 2 x 18 us of mmq8_sum) */
+        /* matrices sharing X take slices only in tiles of up to pol.mmh_slice_shared_max_tok tokens (none by
+         * default): the sums of their many rows cost more than the slices gain */
         uint32_t kg = together && tpb > o->pol.mmh_slice_shared_max_tok ? 1 : mmh_slices(o, groups, k / 64, ntok, a.rows);
         int parts = together ? n : 1;
         cl_mem Y[3] = { a.Y[0], a.Y[1], a.Y[2] };

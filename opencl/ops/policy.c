@@ -53,6 +53,8 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         /* with q8_0 and q6_k in the ring, 0 measured ahead of 2, 4 and 6 (31B B=64 1,777 against 1,707;
          * E4B 6,007 against 5,714; docs/PERF.md) */
         .mmh_prefetch = 0,
+        /* 31B gate/up at 64 tokens 178 us either way plus 2 x 18 us of sums; at 16, 138 -> 119.5 us plus
+         * 2 x 8, still behind mmq8p's 95.6 (docs/PERF.md) */
         .mmh_slice_shared_max_tok = 0,
         /* the 64-token kernels' registers (210-235) leave two groups a compute unit */
         .mmh_slots = 2 * cu,
