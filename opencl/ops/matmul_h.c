@@ -35,7 +35,12 @@ int ops_mmh_takes(const ops *o, uint32_t ntok)
 int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
     if (type >= GGML_TYPE_COUNT || !o->mmh.x || !o->mmh.mm[0][type] || ntok > o->pol.mmh_max_tok) return 0;
-    uint32_t from = type == GGML_TYPE_Q6_K ? o->pol.mmh_min_tok_q6k : o->pol.mmh_min_tok;
+    uint32_t from = o->pol.mmh_min_tok;
+    /* q6_k's few-row products (FFN down) from fewer tokens: mmq8 reads q6_k unstaged, mmh through its
+     * ring in k slices; its many-row ones (the head) ran no faster there */
+    if (type == GGML_TYPE_Q6_K && (rows + 32 * OPS_MMH_WARPS - 1) / (32 * OPS_MMH_WARPS) < o->pol.mmh_slots &&
+        o->pol.mmh_min_tok_q6k < from)
+        from = o->pol.mmh_min_tok_q6k;
     return ntok >= from && k % 64 == 0 && (size_t)rows * k >= o->pol.mmq8_min_elems;
 }
 

@@ -47,7 +47,8 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         /* from 17 tokens: at 16 the int8 products ran faster (31B 727 against 553 tok/s), at 32 and 64
          * slower (docs/PERF.md) */
         .mmh_min_tok = 17,
-        /* 31B B=16 723 -> 759 tok/s, B=12 539 -> 564; q8_0 the same way lost (E4B B=16 2,160 -> 2,101) */
+        /* 31B B=16 723 -> 759 tok/s, B=12 539 -> 564 (the down products 144.5 -> 105.4 us; the head 1,127
+         * -> 1,197, so it stays); q8_0 the same way lost (E4B B=16 2,160 -> 2,101) */
         .mmh_min_tok_q6k = 9,
         .mmh_max_tok = OPS_MMQ8_MAXT,
         /* with q8_0 and q6_k in the ring, 0 measured ahead of 2, 4 and 6 (31B B=64 1,777 against 1,707;

@@ -29,8 +29,9 @@ typedef struct ops_policy {
                                    * tokens, on mmq8p below */
     uint32_t mmh_min_tok;         /* MMH_MIN_TOK: batched products on mmh (f16 tensor cores, X shared) from this
                                    * many tokens ... */
-    uint32_t mmh_min_tok_q6k;     /* MMH_MIN_TOK_Q6K: ... and q6_k's from this many (its int8 products read
-                                   * the 2-byte-aligned blocks unstaged, mmh through its ring) */
+    uint32_t mmh_min_tok_q6k;     /* MMH_MIN_TOK_Q6K: ... and q6_k's from this many where its rows make fewer
+                                   * groups than MMH_SLOTS (its int8 products read the 2-byte-aligned blocks
+                                   * unstaged, mmh through its ring in k slices) */
     uint32_t mmh_max_tok;         /* MMH_MAX_TOK: ... up to this many (past it the prefill tiles) */
     uint32_t mmh_prefetch;        /* MMH_PREFETCH: mmh_T's lanes ask L2 for their rows' bytes this many units
                                    * ahead (0: not) */
