@@ -32,16 +32,18 @@ int ops_mmh_takes(const ops *o, uint32_t ntok)
     return o->mmh.x && ntok >= o->pol.mmh_min_tok && ntok <= o->pol.mmh_max_tok;
 }
 
+/* the groups of 32 * OPS_MMH_WARPS rows that cover rows */
+static size_t mmh_row_groups(size_t rows) { return (rows + 32 * OPS_MMH_WARPS - 1) / (32 * OPS_MMH_WARPS); }
+
 int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok)
 {
-    if (type >= GGML_TYPE_COUNT || !o->mmh.x || !o->mmh.mm[0][type] || ntok > o->pol.mmh_max_tok) return 0;
-    uint32_t from = o->pol.mmh_min_tok;
+    if (type >= GGML_TYPE_COUNT || !o->mmh.mm[0][type] || k % 64 || (size_t)rows * k < o->pol.mmq8_min_elems)
+        return 0;
     /* q6_k's few-row products (FFN down) from fewer tokens: mmq8 reads q6_k unstaged, mmh through its
      * ring in k slices; its many-row ones (the head) ran no faster there */
-    if (type == GGML_TYPE_Q6_K && (rows + 32 * OPS_MMH_WARPS - 1) / (32 * OPS_MMH_WARPS) < o->pol.mmh_slots &&
-        o->pol.mmh_min_tok_q6k < from)
-        from = o->pol.mmh_min_tok_q6k;
-    return ntok >= from && k % 64 == 0 && (size_t)rows * k >= o->pol.mmq8_min_elems;
+    int q6_early = type == GGML_TYPE_Q6_K && mmh_row_groups(rows) < o->pol.mmh_slots;
+    return ops_mmh_takes(o, ntok) || (q6_early && o->mmh.x && ntok >= o->pol.mmh_min_tok_q6k &&
+                                      ntok <= o->pol.mmh_max_tok);
 }
 
 /* k slices for g groups of nu units each: the kg (1-16, each slice keeping pol.mmq8_slice_units
@@ -81,7 +83,7 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         const weight *w = outs[i].w;
         multi_args a;
         if (ops_gather_multi(o, together ? outs : &outs[i], together ? n : 1, &a)) return -1;
-        size_t rpg = 32 * OPS_MMH_WARPS, groups = (a.rows + rpg - 1) / rpg * blocks;
+        size_t groups = mmh_row_groups(a.rows) * blocks;
         /* matrices sharing X take slices only in tiles of up to pol.mmh_slice_shared_max_tok tokens (none by
          * default): the sums of their many rows cost more than the slices gain */
         uint32_t kg = together && tpb > o->pol.mmh_slice_shared_max_tok ? 1 : mmh_slices(o, groups, k / 64, ntok, a.rows);

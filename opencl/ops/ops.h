@@ -262,7 +262,8 @@ int ops_int8_decode(const ops *o);
  * kernels (mmq8: X rounded to int8 per 32 values) */
 int ops_mmq8_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* 1 if they run it on f16 tensor cores with X shared (mmh, NVIDIA: the policy's mmh_min_tok, q6_k's
- * few-row products mmh_min_tok_q6k, to mmh_max_tok tokens, any quantized type), which the dispatchers try before mmq8 */
+ * few-row products mmh_min_tok_q6k, to mmh_max_tok tokens, any quantized type), which the dispatchers
+ * try before mmq8 */
 int ops_mmh_fits(const ops *o, uint32_t type, uint32_t rows, uint32_t k, uint32_t ntok);
 /* the tokens mmq8's int8 X is padded to: 8, 16, 32, then multiples of 64 (its kernels' token tiles) */
 uint32_t ops_q8x_tpad(uint32_t ntok);

@@ -44,22 +44,18 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mmq8p_stages = 2,
         /* from two 64-token blocks on; below, mmq8p's per-warp rings measured faster (docs/PERF.md) */
         .mmq8r_min_tok = 65,
-        /* from 17 tokens: at 16 the int8 products ran faster (31B 727 against 553 tok/s), at 32 and 64
-         * slower (docs/PERF.md) */
+        /* from 17 tokens: at 16 the int8 products run faster, at 32 and up slower (docs/PERF.md) */
         .mmh_min_tok = 17,
-        /* 31B B=16 723 -> 759 tok/s, B=12 539 -> 564 (the down products 144.5 -> 105.4 us; the head 1,127
-         * -> 1,197, so it stays); q8_0 the same way lost (E4B B=16 2,160 -> 2,101) */
+        /* q6_k's few-row products run faster through mmh's ring than unstaged on mmq8 (docs/PERF.md) */
         .mmh_min_tok_q6k = 9,
         .mmh_max_tok = OPS_MMQ8_MAXT,
-        /* with q8_0 and q6_k in the ring, 0 measured ahead of 2, 4 and 6 (31B B=64 1,777 against 1,707;
-         * E4B 6,007 against 5,714; docs/PERF.md) */
+        /* with every ring type the prefetch only slows mmh (docs/PERF.md) */
         .mmh_prefetch = 0,
-        /* 31B gate/up at 64 tokens 178 us either way plus 2 x 18 us of sums; at 16, 138 -> 119.5 us plus
-         * 2 x 8, still behind mmq8p's 95.6 (docs/PERF.md) */
+        /* the sums of the shared products' many rows cost more than their slices gain (docs/PERF.md) */
         .mmh_slice_shared_max_tok = 0,
         /* the 64-token kernels' registers (210-235) leave two groups a compute unit */
         .mmh_slots = 2 * cu,
-        /* a 64-token unit took ~1 us a group (31B, H200), while the GPU moves ~3 MB */
+        /* about the bytes the GPU moves in one group's unit time (docs/PERF.md) */
         .mmh_unit_bytes = 3u << 20,
         /* the int8 products twice as many: one unit in flight per warp hides less latency */
         .mmq_warps_target = 2048,
