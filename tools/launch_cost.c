@@ -1,27 +1,18 @@
 /* launch_cost.c — host cost of one kernel launch on the default OpenCL device, split into argument
  * setting and enqueue (measures what bounds launch-heavy decode steps; docs/PERF.md).
- *   cc -O2 -DCL_TARGET_OPENCL_VERSION=120 tools/launch_cost.c -o build/launch_cost -lOpenCL
+ *   cc -O2 -std=c11 -DCL_TARGET_OPENCL_VERSION=120 tools/launch_cost.c -o build/launch_cost -lOpenCL
  *   build/launch_cost [launches]
  * Prints µs per launch for: enqueue with arguments set once; 4 arguments set + enqueue; 24 set +
  * enqueue; the same 24 through one kernel object per call site (arguments set once each). */
-#include <CL/cl.h>
-#include <stdio.h>
+#define _POSIX_C_SOURCE 199309L
+#include "cl_probe.h"
+
 #include <stdlib.h>
-#include <time.h>
 
 static const char *src =
     "kernel void k24(global float *a, global float *b, global float *c, global float *d, uint e, uint f,"
     " uint g, uint h, uint i, uint j, uint k, uint l, uint m, uint n, uint o, uint p, uint q, uint r,"
     " uint s, uint t, uint u, uint v, uint w, uint x) { if (get_global_id(0) == 0 && e == 12345u) a[0] = 1.0f; }\n";
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { fprintf(stderr, "%s: %d\n", #x, e_); return 1; } } while (0)
 
 static int set_all(cl_kernel k, cl_mem m, cl_uint from, cl_uint to, cl_uint salt)
 {
@@ -37,18 +28,12 @@ static int set_all(cl_kernel k, cl_mem m, cl_uint from, cl_uint to, cl_uint salt
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 20000;
-    cl_platform_id pl;
     cl_device_id dev;
+    cl_context ctx;
+    cl_command_queue q;
+    cl_program p;
     cl_int e;
-    CK(clGetPlatformIDs(1, &pl, NULL));
-    CK(clGetDeviceIDs(pl, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
-    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &e);
-    CK(e);
-    cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &e);
-    CK(e);
-    cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &e);
-    CK(e);
-    CK(clBuildProgram(p, 1, &dev, "", NULL, NULL));
+    if (probe_open(src, "", &dev, &ctx, &q, &p)) return 1;
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &e);
     CK(e);
     enum { SITES = 64 };
