@@ -88,7 +88,7 @@ int ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t err
     /* CPU devices run a work-group as a loop; small groups avoid barrier overhead there */
     o->wg = rt->is_cpu ? 16 : 256;
     if (o->wg > rt->max_wg) o->wg = rt->max_wg;
-    if (ops_mm_init(o, rt, scratch_elems, err, errlen)) return -1;
+    if (!(o->nop = rt_kernel(rt, "nop", err, errlen)) || ops_mm_init(o, rt, scratch_elems, err, errlen)) return -1;
     for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++)
         if (FAMILIES[i].init(o, rt, err, errlen)) return -1;
     return 0;
@@ -98,6 +98,7 @@ void ops_destroy(ops *o)
 {
     for (size_t i = sizeof FAMILIES / sizeof *FAMILIES; i-- > 0;) FAMILIES[i].release(o);
     ops_mm_release(o);
+    ops_kernel_release(&o->nop);
     ops_profile_release(o);
     memset(o, 0, sizeof *o);
 }
@@ -126,6 +127,12 @@ void ops_clear(ops *o)
     o->err[0] = 0;
 }
 
+/* the kinds whose outputs steer other launches' reads (expert and token ids): LAUNCH_EMPTY refuses them */
+static const unsigned char WRITES_INDICES[K_COUNT] = { [K_ROUTER] = 1, [K_MOE_SORT] = 1, [K_ARGMAX] = 1,
+                                                       [K_SAMPLE_TOPK] = 1 };
+
+int ops_kind_writes_indices(int kind) { return kind >= 0 && kind < K_COUNT && WRITES_INDICES[kind]; }
+
 int ops_launch_args(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, const size_t *lws, double bytes,
                     double flop, const karg *args, size_t nargs)
 {
@@ -137,6 +144,7 @@ int ops_launch_args(ops *o, int kind, cl_kernel k, int dims, const size_t *gws, 
     size_t g[3];
     for (int i = 0; i < dims; i++) g[i] = lws ? (gws[i] + lws[i] - 1) / lws[i] * lws[i] : gws[i];
     ops_xq_launched(o, kind);
+    if (o->pol.launch_empty == (uint32_t)kind + 1 && !WRITES_INDICES[kind]) k = o->nop; /* policy.c refuses the rest */
     cl_event ev = NULL;
     cl_int e = clEnqueueNDRangeKernel(o->rt->q, k, (cl_uint)dims, NULL, g, lws, 0, NULL,
                                       o->rt->profiling ? &ev : NULL);

@@ -198,6 +198,7 @@ typedef struct ops {
     uint32_t n_cu;
     size_t wg;                 /* default work-group size for row kernels */
     ops_policy pol;            /* thresholds and launch geometry (policy.h): defaults from ops_init */
+    cl_kernel nop;             /* the empty kernel LAUNCH_EMPTY runs in a kind's place */
     ops_mm mm;
     ops_q8 q8;
     ops_mmh_fam mmh;
@@ -246,6 +247,8 @@ int  ops_type_supported(uint32_t type);
 int  ops_init(ops *o, cl_runtime *rt, size_t scratch_elems, char *err, size_t errlen);
 void ops_destroy(ops *o);
 const char *ops_kernel_name(int k);
+/* 1 for the kinds whose outputs steer later launches' reads (expert and token ids) */
+int ops_kind_writes_indices(int kind);
 
 /* Y[t][r] (ldy) = sum_k W[r][k] X[t][k] (ldx, a multiple of 4) for t < ntok. Uses mv for ntok <= 4;
  * above that the tensor-core mmq kernels where the device has them, else mv up to OPS_MV_MAXT,

@@ -139,6 +139,7 @@ static const struct policy_name {
     F(DELTA_SCAN_COLS, delta_scan_cols, 1, 256),
     F(VIS_FA, vis_fa, 0, 1),
     F(LAUNCH_TWICE, launch_twice, 0, 255),
+    F(LAUNCH_EMPTY, launch_empty, 0, 255),
 #undef F
 };
 
@@ -155,6 +156,9 @@ int ops_policy_set(ops_policy *p, const char *setting, char *err, size_t errlen)
         if (!eq || !end || end == eq + 1 || *end || errno || v < f->min || v > f->max)
             return errf(err, errlen, "setting '%s': %s takes a whole number from %u to %u", setting, f->name, f->min,
                         f->max);
+        if (f->off == offsetof(ops_policy, launch_empty) && v > 0 && ops_kind_writes_indices((int)v - 1))
+            return errf(err, errlen, "setting '%s': %s writes indices that later launches read, so it cannot run empty",
+                        setting, ops_kernel_name((int)v - 1));
         *(uint32_t *)((char *)p + f->off) = (uint32_t)v;
         return 0;
     }

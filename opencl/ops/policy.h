@@ -72,6 +72,9 @@ typedef struct ops_policy {
     uint32_t launch_twice;        /* LAUNCH_TWICE: N > 0 enqueues every launch of the kind whose bench
                                    * --profile row says N under "twice" twice: with bench --hold the added
                                    * device time is that kind's cost, gaps included (events overstate it) */
+    uint32_t launch_empty;        /* LAUNCH_EMPTY: N > 0 runs an empty kernel of the same grid in place of every
+                                   * launch of that kind (its outputs are left as they were): with bench --hold
+                                   * the time saved is its work, what remains its launches' cost */
 } ops_policy;
 
 /* the defaults for the device of rt (some scale with its compute units) */

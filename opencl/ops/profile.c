@@ -111,7 +111,7 @@ void ops_profile_print(ops *o, double wall_ms, int steps)
     double total = 0;
     long launches = 0;
     for (int i = 0; i < K_COUNT; i++) { total += o->prof_ms[i]; launches += o->prof_n[i]; }
-    /* twice: the kind's LAUNCH_TWICE value (bench --hold --set LAUNCH_TWICE=N: its device cost) */
+    /* twice: the kind's LAUNCH_TWICE / LAUNCH_EMPTY value (bench --hold --set LAUNCH_TWICE=N: its device cost) */
     fprintf(stderr, "%-20s %9s %7s %8s %10s %10s %10s %6s\n", "kernel", "ms", "share", "launches", "GB/s", "TFLOP/s",
             "us/launch", "twice");
     for (int i = 0; i < K_COUNT; i++) {

@@ -90,6 +90,12 @@ if awk -v h="$held" -v f="$free" 'BEGIN { exit !(h > 0 && f == 0) }'; then echo 
 else echo "FAIL hold_device_time: device_ms_per_step $held with --hold, $free without"; fails=1; fi
 err_case launch_twice_range "LAUNCH_TWICE takes a whole number from 0 to 255" \
   bench --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1 --set LAUNCH_TWICE=256
+# LAUNCH_EMPTY=N runs an empty kernel in place of kind N - 1 (here 11: norm_fuse, which PoCL runs too):
+# the step still runs; kinds that write indices other launches read are refused by name
+bench launch_empty "synthetic gemma4-e4b q8_0 (2 layers)" "" \
+  --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1 --hold --set LAUNCH_EMPTY=11
+err_case launch_empty_indices "setting 'LAUNCH_EMPTY=8': argmax writes indices" \
+  bench --synthetic gemma4-e4b --type q8_0 --layers 2 -p 8 -n 3 -r 1 --set LAUNCH_EMPTY=8
 err_case unknown_model "unknown synthetic model" bench --synthetic gemma4-7b --type q8_0
 err_case unknown_type "unknown synthetic weight type" bench --synthetic gemma4-e2b --type q3_k
 err_case not_bench "only for bench" generate --synthetic gemma4-e2b -p hi
