@@ -1,6 +1,6 @@
 /* cl_probe.h — what the standalone OpenCL probes in tools/ share: a clock, a check that returns 1 from
- * main with the failing call on stderr, and the first device's context, queue and program (the build log
- * on stderr when the program fails). */
+ * main with the failing call on stderr, the first device, and its context, queue and program (the build
+ * log on stderr when the program fails). */
 #ifndef CLGEMMA_CL_PROBE_H
 #define CLGEMMA_CL_PROBE_H
 
@@ -17,14 +17,20 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* the first device of the first platform with an in-order queue, and src built with opts */
-static int probe_open(const char *src, const char *opts, cl_device_id *dev, cl_context *ctx, cl_command_queue *q,
-                      cl_program *p)
+/* the first device of the first platform */
+static int probe_device(cl_device_id *dev)
 {
     cl_platform_id pl;
-    cl_int e;
     CK(clGetPlatformIDs(1, &pl, NULL));
     CK(clGetDeviceIDs(pl, CL_DEVICE_TYPE_ALL, 1, dev, NULL));
+    return 0;
+}
+
+/* dev's context with an in-order queue, and src built with opts */
+static int probe_open(cl_device_id *dev, const char *src, const char *opts, cl_context *ctx, cl_command_queue *q,
+                      cl_program *p)
+{
+    cl_int e;
     *ctx = clCreateContext(NULL, 1, dev, NULL, NULL, &e);
     CK(e);
     *q = clCreateCommandQueue(*ctx, *dev, 0, &e);

@@ -57,13 +57,11 @@ int main(int argc, char **argv)
     cl_int e;
     char vendor[128] = "";
     cl_uint cu = 1;
-    cl_platform_id pl;
-    CK(clGetPlatformIDs(1, &pl, NULL));
-    CK(clGetDeviceIDs(pl, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+    if (probe_device(&dev)) return 1;
     clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor, vendor, NULL);
     clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     int nv = vendor[0] == 'N' && vendor[1] == 'V';
-    if (probe_open(src, nv ? "-DNV=1" : "", &dev, &ctx, &q, &p)) return 1;
+    if (probe_open(&dev, src, nv ? "-DNV=1" : "", &ctx, &q, &p)) return 1;
     cl_kernel k1 = clCreateKernel(p, "one", &e), kf = clCreateKernel(p, "fused", &e);
     CK(e);
     printf("%s, %u compute units, %u phases\n", vendor, cu, phases);

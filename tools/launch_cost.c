@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     cl_command_queue q;
     cl_program p;
     cl_int e;
-    if (probe_open(src, "", &dev, &ctx, &q, &p)) return 1;
+    if (probe_device(&dev) || probe_open(&dev, src, "", &ctx, &q, &p)) return 1;
     cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &e);
     CK(e);
     enum { SITES = 64 };
