@@ -120,6 +120,12 @@ build/tools/constrain_walk: tools/constrain_walk.c build/libclgemma.a
 	$(CC) $(CFLAGS) -Iopencl/include -o $@ $^ $(LDLIBS)
 all: build/tools/constrain_walk
 
+# a decode norm chain's device time by row and group width (a GPU-machine probe; docs/PERF.md)
+build/tools/norm_cost: tools/norm_cost.c build/libclgemma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iopencl -Iopencl/include -Iopencl/io -Iopencl/models -Iopencl/ops -o $@ $^ $(LDLIBS)
+all: build/tools/norm_cost
+
 # the engine's side of the Qwen 3.5 state drift test (tests/suites/qwen35_drift.sh)
 build/tools/qwen35_drift: tools/qwen35_drift.c build/libclgemma.a
 	@mkdir -p $(dir $@)

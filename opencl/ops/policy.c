@@ -27,8 +27,9 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mvqg_rpg = 8,
         /* every mvq group stages X once: fewer groups stage it fewer times, more hide latency */
         .mvq_groups_per_cu = 4,
-        /* shorter rows' products stay on mmqs, which needs no int8 X */
-        .q8x_min_k = 2048,
+        /* E2B's 1536-wide X takes mmq8 for its FFN (gate/up of 18M weights): one q8x_quant a layer
+         * fewer; Gemma 3's 640-wide products stay on mmqs, which needs no int8 X */
+        .q8x_min_k = 1024,
         /* small products stay on mmqs: its X conversion takes no launch of its own, and a step of
          * small matrices is bound by host enqueue */
         .mmq8_min_elems = 4u << 20,
