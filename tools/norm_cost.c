@@ -38,13 +38,15 @@ static const char *touch_src =
     "kernel void touch(global const uint *b, global uint *sink, uint stride)\n"
     "{ uint v = b[(size_t)get_global_id(0) * stride]; if (v == 12345u) sink[0] = v; }\n";
 
-/* what: 0 an empty launch of lws items, 1 the chain, 2 a copy then the chain, 3 the copy alone,
- * 4 the page walk then the chain, 5 the page walk alone */
+/* what each timed launch is: an empty launch of lws items, the chain, or the chain after a copy or a
+ * page walk, or those alone */
+enum { EMPTY, CHAIN, COPY_CHAIN, COPY, WALK_CHAIN, WALK };
+
 static int enqueue(probe *p, int what, uint32_t n, size_t lws)
 {
-    if (what == 2 || what == 3)
+    if (what == COPY_CHAIN || what == COPY)
         if (clEnqueueCopyBuffer(p->rt.q, p->big, p->big2, 0, 0, 128u << 20, 0, NULL, NULL) != CL_SUCCESS) return -1;
-    if (what == 4 || what == 5) {
+    if (what == WALK_CHAIN || what == WALK) {
         cl_uint stride = 16384;
         size_t g = FAR_BYTES / 4 / stride;
         for (int i = 0; i < p->n_far; i++)
@@ -54,8 +56,8 @@ static int enqueue(probe *p, int what, uint32_t n, size_t lws)
                 clEnqueueNDRangeKernel(p->rt.q, p->touch, 1, NULL, &g, NULL, 0, NULL, NULL))
                 return -1;
     }
-    if (what == 0) return clEnqueueNDRangeKernel(p->rt.q, p->o.nop, 1, NULL, &lws, &lws, 0, NULL, NULL);
-    if (what == 3 || what == 5) return 0;
+    if (what == EMPTY) return clEnqueueNDRangeKernel(p->rt.q, p->o.nop, 1, NULL, &lws, &lws, 0, NULL, NULL);
+    if (what == COPY || what == WALK) return 0;
     norm_chain c = { .x = p->x, .wx = p->wx, .res = p->res, .scale = 1.0f, .out = { { p->w0, p->y } }, .nout = 1 };
     return op_norm_chain(&p->o, &c, 1, n, 1e-6f);
 }
@@ -119,8 +121,8 @@ int main(int argc, char **argv)
     if (!(p->sink = filled(p, 64, 0.0f))) return 1;
     clFinish(p->rt.q);
     printf("device: %s, %d launches each, held\n", p->rt.device_name, reps);
-    for (int i = 0; i < 5; i++) held_us(p, 3, 0, 0, reps / 10); /* clocks up */
-    double copy = held_us(p, 3, 0, 0, reps / 10), walk = held_us(p, 5, 0, 0, reps / 10);
+    for (int i = 0; i < 5; i++) held_us(p, COPY, 0, 0, reps / 10); /* clocks up */
+    double copy = held_us(p, COPY, 0, 0, reps / 10), walk = held_us(p, WALK, 0, 0, reps / 10);
     printf("128 MiB copy alone: %.1f us; a touch of %d GiB of pages alone: %.1f us\n", copy,
            (int)(p->n_far * (FAR_BYTES >> 30)), walk);
     printf("%6s %6s %10s %10s %10s %10s\n", "n", "wg", "empty us", "chain us", "cold us", "walked us");
@@ -131,10 +133,10 @@ int main(int argc, char **argv)
         for (int j = 0; j < 3; j++) {
             if (wgs[j] > p->rt.max_wg) continue;
             p->o.norm.wg_max = wgs[j];
-            held_us(p, 1, ns[i], 0, 20); /* warm */
-            double em = held_us(p, 0, 0, wgs[j], reps), ch = held_us(p, 1, ns[i], 0, reps),
-                   cold = held_us(p, 2, ns[i], 0, reps / 10) - copy,
-                   walked = held_us(p, 4, ns[i], 0, reps / 10) - walk;
+            held_us(p, CHAIN, ns[i], 0, 20); /* warm */
+            double em = held_us(p, EMPTY, 0, wgs[j], reps), ch = held_us(p, CHAIN, ns[i], 0, reps),
+                   cold = held_us(p, COPY_CHAIN, ns[i], 0, reps / 10) - copy,
+                   walked = held_us(p, WALK_CHAIN, ns[i], 0, reps / 10) - walk;
             char es[256];
             if (ops_status(&p->o, es, sizeof es)) { fprintf(stderr, "norm_cost: %s\n", es); return 1; }
             printf("%6u %6zu %10.2f %10.2f %10.2f %10.2f\n", ns[i], wgs[j], em, ch, cold, walked);
