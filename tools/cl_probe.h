@@ -1,6 +1,6 @@
-/* cl_probe.h — what the standalone OpenCL probes in tools/ share: a clock, a check that returns 1 from
- * main with the failing call on stderr, the first device, and its context, queue and program (the build
- * log on stderr when the program fails). */
+/* cl_probe.h — what the OpenCL probes in tools/ share: a clock, a check that returns 1 from main with
+ * the failing call on stderr, the first device, and its context, queue and program (the build log on
+ * stderr when the program fails), and a gate that holds a queue so only device time is timed. */
 #ifndef CLGEMMA_CL_PROBE_H
 #define CLGEMMA_CL_PROBE_H
 
@@ -10,7 +10,7 @@
 
 #define CK(x) do { cl_int e_ = (x); if (e_ != CL_SUCCESS) { fprintf(stderr, "%s: %d\n", #x, e_); return 1; } } while (0)
 
-static double now(void)
+static inline double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -18,7 +18,7 @@ static double now(void)
 }
 
 /* the first device of the first platform */
-static int probe_device(cl_device_id *dev)
+static inline int probe_device(cl_device_id *dev)
 {
     cl_platform_id pl;
     CK(clGetPlatformIDs(1, &pl, NULL));
@@ -27,7 +27,7 @@ static int probe_device(cl_device_id *dev)
 }
 
 /* dev's context with an in-order queue, and src built with opts */
-static int probe_open(cl_device_id *dev, const char *src, const char *opts, cl_context *ctx, cl_command_queue *q,
+static inline int probe_open(cl_device_id *dev, const char *src, const char *opts, cl_context *ctx, cl_command_queue *q,
                       cl_program *p)
 {
     cl_int e;
@@ -44,6 +44,30 @@ static int probe_open(cl_device_id *dev, const char *src, const char *opts, cl_c
         return 1;
     }
     return 0;
+}
+
+/* a user event holding q: what is enqueued after it waits until probe_gate_open, which returns the
+ * seconds from then until q has finished (NULL: the gate could not be made) */
+static inline cl_event probe_gate(cl_context ctx, cl_command_queue q)
+{
+    cl_int e;
+    cl_event gate = clCreateUserEvent(ctx, &e);
+    if (gate && clEnqueueMarkerWithWaitList(q, 1, &gate, NULL) != CL_SUCCESS) {
+        clSetUserEventStatus(gate, CL_COMPLETE);
+        clReleaseEvent(gate);
+        return NULL;
+    }
+    return gate;
+}
+
+static inline double probe_gate_open(cl_event gate, cl_command_queue q)
+{
+    double t = now();
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    clFinish(q);
+    t = now() - t;
+    clReleaseEvent(gate);
+    return t;
 }
 
 #endif

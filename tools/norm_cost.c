@@ -6,20 +6,11 @@
  * "us a launch"; "cold" puts a 128 MiB copy before each chain (the weights' stream in a real step
  * evicts the norm weights from L2) and subtracts the copies timed alone; "walked" puts a touch of one
  * word per 64 KiB of GIB GiB (default 16) before it instead (the address translations evicted). */
-#include <CL/cl.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "cl_probe.h"
 #include "ops.h"
 #include "runtime.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 #define N_FAR_MAX 16 /* buffers of FAR_BYTES whose pages touch visits */
 #define FAR_BYTES ((size_t)1 << 30)
@@ -62,20 +53,17 @@ static int enqueue(probe *p, int what, uint32_t n, size_t lws)
     return op_norm_chain(&p->o, &c, 1, n, 1e-6f);
 }
 
-/* us a launch of what, n launches held behind a gate */
+/* us a launch of what, reps launches held behind a gate */
 static double held_us(probe *p, int what, uint32_t n, size_t lws, int reps)
 {
-    cl_int e;
-    cl_event gate = clCreateUserEvent(p->rt.ctx, &e);
-    if (!gate || clEnqueueMarkerWithWaitList(p->rt.q, 1, &gate, NULL) != CL_SUCCESS) return -1;
+    cl_event gate = probe_gate(p->rt.ctx, p->rt.q);
+    if (!gate) return -1;
     for (int i = 0; i < reps; i++)
-        if (enqueue(p, what, n, lws)) { clSetUserEventStatus(gate, CL_COMPLETE); clFinish(p->rt.q); return -1; }
-    double t = now();
-    clSetUserEventStatus(gate, CL_COMPLETE);
-    clFinish(p->rt.q);
-    t = now() - t;
-    clReleaseEvent(gate);
-    return 1e6 * t / reps;
+        if (enqueue(p, what, n, lws)) {
+            probe_gate_open(gate, p->rt.q);
+            return -1;
+        }
+    return 1e6 * probe_gate_open(gate, p->rt.q) / reps;
 }
 
 static cl_mem filled(probe *p, size_t bytes, float v)

@@ -41,21 +41,14 @@ static const char *src =
 /* us a launch of k over gws items in groups of lws, reps launches held behind a gate */
 static double held_us(cl_context ctx, cl_command_queue q, cl_kernel k, size_t gws, size_t lws, int reps)
 {
-    cl_int e;
-    cl_event gate = clCreateUserEvent(ctx, &e);
-    if (e || clEnqueueMarkerWithWaitList(q, 1, &gate, NULL)) return -1;
+    cl_event gate = probe_gate(ctx, q);
+    if (!gate) return -1;
     for (int r = 0; r < reps; r++)
         if (clEnqueueNDRangeKernel(q, k, 1, NULL, &gws, &lws, 0, NULL, NULL)) {
-            clSetUserEventStatus(gate, CL_COMPLETE);
-            clFinish(q);
+            probe_gate_open(gate, q);
             return -1;
         }
-    double t = now();
-    clSetUserEventStatus(gate, CL_COMPLETE);
-    clFinish(q);
-    t = now() - t;
-    clReleaseEvent(gate);
-    return 1e6 * t / reps;
+    return 1e6 * probe_gate_open(gate, q) / reps;
 }
 
 int main(int argc, char **argv)
