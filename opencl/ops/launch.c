@@ -206,8 +206,9 @@ int ops_gather_multi(ops *o, const mm_out *outs, int n, multi_args *a)
     for (int i = 0; i < 3; i++) {
         const mm_out *m = &outs[i < n ? i : 0];
         if (m->w->cols != k) return ops_fail(o, "mv_multi: matrices differ in columns (%u vs %u)", m->w->cols, k);
-        a->W[i] = m->w->buf; a->Y[i] = m->y;
+        a->W[i] = NULL; a->Y[i] = NULL; /* unused slots: a NULL argument costs the launch less than a buffer */
         if (i < n) {
+            a->W[i] = m->w->buf; a->Y[i] = m->y;
             a->ty[i] = m->w->type; a->rb[i] = m->w->row_bytes; a->nr[i] = m->w->rows; a->ld[i] = m->ldy;
             a->rows += a->nr[i];
             a->bytes += (double)a->rb[i] * a->nr[i];

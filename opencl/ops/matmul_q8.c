@@ -98,7 +98,7 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
     uint32_t k = outs[0].w->cols, type = outs[0].w->type;
     if (ops_gather_multi(o, outs, n, &a)) return -1;
     uint32_t geglu = gg ? gg->act : 0, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
-    cl_mem U = gg ? gg->U : X;
+    cl_mem U = gg ? gg->U : NULL; /* unread without geglu; NULL costs the launch less than a buffer */
     if (!mvq_staged(o, type, a.rows, k, ntok)) {
         /* X as its producer (norm_fuse, attn_dec) left it, else quantized here */
         int given = !gg && ops_xq_holds(o, X, ldx, ntok, k);
@@ -150,13 +150,12 @@ int ops_mvqn(ops *o, const norm_chain *c, cl_mem res_out, const mm_out *outs, in
     if (ops_gather_multi(o, outs, n, &a)) return -1;
     cl_mem w0in = c->nout ? c->out[0].w : NULL;
     uint32_t rpg = mvq_rpg(o, a.rows), raw = w0in == NULL;
-    cl_mem w0 = raw ? c->x : w0in; /* any buffer when unused */
     size_t lws = 256, gws = (a.rows + rpg - 1) / rpg * lws;
     return OPS_LAUNCH(o, K_MVQ, o->q8.mvqn[type], 1, &gws, &lws, a.bytes + 4.0 * ntok * (4.0 * k + a.rows),
                       2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
                       A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
                       A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(c->x), A(c->wx), A(c->res),
-                      A(res_out), A(c->scale), A(w0), A(raw), A(eps), LOCAL((size_t)ntok * k),
+                      A(res_out), A(c->scale), A(w0in), A(raw), A(eps), LOCAL((size_t)ntok * k),
                       LOCAL((size_t)ntok * k / 32 * 4), LOCAL((size_t)ntok * k / 16 * 4),
                             LOCAL(32 * sizeof(cl_float2)));
 }
@@ -179,7 +178,7 @@ int ops_mmq8(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const ge
     uint32_t k = outs[0].w->cols, tp = ops_q8x_tpad(ntok), geglu = gg ? gg->act : 0;
     uint32_t nt = tp <= 8 ? 0 : tp <= 16 ? 1 : tp <= 32 ? 2 : 3, tpb = 8u << nt, blocks = tp / tpb;
     uint32_t ldu = gg ? gg->ldu : 0, u_off = gg ? gg->u_off : 0;
-    cl_mem U = gg ? gg->U : X;
+    cl_mem U = gg ? gg->U : NULL; /* unread without geglu; NULL costs the launch less than a buffer */
     /* X as its producer (norm_fuse) left it, else quantized here; padded tokens' values only
      * reach their own (unstored) output columns */
     int given = !gg && ops_xq_holds(o, X, ldx, ntok, k);
