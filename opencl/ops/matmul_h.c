@@ -68,7 +68,7 @@ int ops_mmh(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
     uint32_t k = outs[0].w->cols, act = gg ? gg->act : 0, u_off = gg ? gg->u_off : 0, ldu = gg ? gg->ldu : 0;
     int nt = ntok <= 16 ? 0 : ntok <= 32 ? 1 : 2; /* past 64 tokens, blocks of 64 */
     uint32_t tpb = 16u << nt, blocks = (ntok + tpb - 1) / tpb, tp = blocks * tpb;
-    cl_mem U = gg ? gg->U : X;
+    cl_mem U = gg ? gg->U : NULL; /* unread without an activation */
     size_t xl[2] = { 64, 1 }, xg[2] = { ((size_t)k / 8 + 63) / 64 * 64, tp };
     cl_mem *xh = &o->mm.xh;
     if (ops_grow_buf(o, xh, &o->mm.xh_bytes, (size_t)tp * k * 2) ||

@@ -101,12 +101,11 @@ static int mvqe(ops *o, const weight *w, uint32_t rows_e, uint32_t rpg, cl_mem X
 {
     const ops_moe *g = &o->moe;
     uint32_t k = w->cols, use_w = wsel != NULL;
-    cl_mem ws = use_w ? wsel : sel; /* any buffer when unused */
     size_t lws = 256, gws = (size_t)ngg * rows_e / rpg * lws, nsel = (size_t)ngg * nj;
     return OPS_LAUNCH(o, kind, g->mvqe[w->type], 1, &gws, &lws,
                       (double)nsel * rows_e * w->row_bytes + 4.0 * nsel * k * (geglu ? 2 : 1),
                       2.0 * nsel * rows_e * k, A(w->buf), A(w->row_bytes), A(rows_e), A(k), A(X),
-                      A(ldx), A(xdiv), A(geglu), A(sel), A(ws), A(use_w), A(nj), A(Y), A(rpg),
+                      A(ldx), A(xdiv), A(geglu), A(sel), A(wsel), A(use_w), A(nj), A(Y), A(rpg),
                       KLOCAL((size_t)nj * k), KLOCAL((size_t)nj * k / 32 * 4), KLOCAL((size_t)nj * k / 16 * 4));
 }
 

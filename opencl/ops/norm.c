@@ -32,7 +32,7 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     if (c->nout < 0 || c->nout > 3 || (!c->wx && (c->x2 || c->wt)) || (c->x2 && !c->wx2) || (!c->res && c->nout == 0))
         return ops_fail(o, "norm chain: unsupported arguments (n = %u, %d outputs)", n, c->nout);
     uint32_t flags = (c->wx ? 0 : 1) | (c->x2 ? 2 : 0) | (c->wt ? 4 : 0) | (c->res ? 8 : 0);
-    cl_mem x = c->x, dflt = c->x; /* unused buffer arguments point at x */
+    cl_mem x = c->x, dflt = NULL; /* unused buffer arguments: NULL costs the launch less than a buffer */
 #define OR_X(m) ((m) ? (m) : dflt)
     cl_mem wx = OR_X(c->wx), x2 = OR_X(c->x2), wx2 = OR_X(c->wx2), wt = OR_X(c->wt), res = OR_X(c->res);
     cl_mem w[3], y[3];
@@ -52,7 +52,7 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     uint32_t tpad = ops_q8x_tpad(rows);
     if ((q8 && ops_xq_reserve(o, rows, n)) || (q8x && ops_q8x_reserve(o, rows, n)))
         return -1;
-    cl_mem xq = q8 || q8x ? o->act.xq : x, xqs = q8 || q8x ? o->act.xqs : x;
+    cl_mem xq = q8 || q8x ? o->act.xq : NULL, xqs = q8 || q8x ? o->act.xqs : NULL;
     flags |= q8 ? 16 : q8x ? 32 : 0;
     double streams = 1 + (c->wx ? 1 : 0) + (c->x2 ? 2 : 0) + (c->wt ? 1 : 0) + (c->res ? 2 : 0) + 2.0 * nout;
     if (OPS_LAUNCH(o, K_NORM_FUSE, o->norm.fuse, 1, &gws, &lws, 4.0 * streams * rows * n,

@@ -50,13 +50,12 @@ int op_norm_rope(ops *o, cl_mem x, uint32_t ntok, uint32_t nh, uint32_t hd, cl_m
 {
     size_t lws = o->wg, gws = (size_t)ntok * nh * lws;
     int has_w = w != NULL;
-    cl_mem wb = w ? w : x; /* any valid buffer when unused */
     int to_cache = kv != NULL;
-    cl_mem cache = kv ? kv->cache : x, bt = kv ? kv->block_table : tok_pos;
+    cl_mem cache = kv ? kv->cache : NULL, bt = kv ? kv->block_table : NULL; /* NULL: unread */
     uint32_t mb = kv ? kv->max_blocks : 1, bs = kv ? kv->block_size : 1;
     if (kv && kv->type != ENGINE_KV_F16 && hd % KV_QK) return ops_fail(o, "norm_rope: a quantized KV row needs hd %% 32 == 0");
     return OPS_LAUNCH(o, K_NORM_ROPE, o->rope.norm_rope, 1, &gws, &lws, (to_cache ? 6.0 : 8.0) * ntok * nh * hd,
-                  8.0 * ntok * nh * hd, A(x), A(nh), A(hd), A(wb), A(norm), A(has_w), A(eps),
+                  8.0 * ntok * nh * hd, A(x), A(nh), A(hd), A(w), A(norm), A(has_w), A(eps),
                   A(freq), A(rot), A(tok_pos), A(tok_seq), A(to_cache), A(cache), A(bt), A(mb), A(bs),
                   LOCAL(hd * sizeof(float)), LOCAL(lws * sizeof(float)), LOCAL(hd * sizeof(float)));
 }
