@@ -95,10 +95,16 @@ inline float2 wg_sum2(float2 v, local float2 *red)
 inline float seg_sum(float v, int n, local float *red)
 {
 #ifdef CLG_NVIDIA
-    if (n <= 32) {
-        for (int m = n / 2; m > 0; m >>= 1) v += shfl_xor_f(v, m);
-        return v;
-    }
+    for (int m = (n < 32 ? n : 32) / 2; m > 0; m >>= 1) v += shfl_xor_f(v, m);
+    if (n <= 32) return v;
+    /* whole warps: their sums meet in local memory behind one barrier, not log2(n) */
+    int id = get_local_id(0), w0 = (id - id % n) / 32;
+    if (id % 32 == 0) red[id / 32] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    v = 0.0f;
+    for (int w = 0; w < n / 32; w++) v += red[w0 + w];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
 #endif
     int lid = get_local_id(0), sub = lid % n;
     red[lid] = v;

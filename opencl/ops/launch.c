@@ -163,7 +163,11 @@ void ops_mv_geometry(const ops *o, uint32_t k, size_t rows, uint32_t rows_per_se
     uint32_t cap = o->pol.mv_tpr < wg ? o->pol.mv_tpr : (uint32_t)wg;
     *tpr = 1;
     while (*tpr < cap && *tpr * 2 < nu + 1) *tpr *= 2;
-    *lws = wg;
+    /* few rows (the 128-row MoE router): each row over more items until the grid has its warps */
+    size_t segs = (rows + rows_per_seg - 1) / rows_per_seg;
+    while (*tpr * 2 <= o->rt->max_wg && *tpr * 2 < nu + 1 && segs * *tpr / 32 < (size_t)o->pol.mv_warps_per_cu * o->n_cu)
+        *tpr *= 2;
+    *lws = wg > *tpr ? wg : *tpr;
     size_t per = *lws / *tpr * rows_per_seg;
     *gws = (rows + per - 1) / per * *lws;
 }

@@ -11,6 +11,7 @@ typedef struct ops_policy {
     /* decode products (1-16 tokens) */
     uint32_t mv_wg;               /* MV_WG: work-group of the float GEMV (mv4, mv16, mv_multi; capped by the device) */
     uint32_t mv_tpr;              /* MV_TPR: items per row in it at most (capped by mv_wg) */
+    uint32_t mv_warps_per_cu;     /* MV_WARPS_PER_CU: past MV_TPR, items per row double until the grid has this many warps a CU */
     uint32_t mvqg_min_elems;      /* MVQG_MIN_ELEMS: int8 GEMV products of at least this many weights quantize X
                                    * once beforehand (mvqg) instead of per group (mvq) ... */
     uint32_t mvqg_min_k;          /* MVQG_MIN_K: ... when their rows hold at least this many values */
