@@ -5,7 +5,8 @@
  * takes a piece of a weight row per step (16 bytes of q4_k, a 34-byte q8_0 block: types_q8.cl) and
  * dots it with X four bytes per dp4a, applying the block scales once per piece.
  *   mvq_T   each work-group quantizes the tokens' X into local memory first;
- *   mvqg_T  X quantized once beforehand (mvq_xq, or left by its producer): the weights stream at once;
+ *   mvqg_T  X quantized once beforehand (mvq_xq, or left by its producer): the weights stream at once
+ *           (mvqg_q4_k2: q4_k a sub-block pair, 32 bytes, a piece);
  *   mvqn_T  mvq_T whose staging runs the RMSNorm chain before it (one launch fewer per chain).
  * Rows: up to three matrices of one type sharing X (Q/K/V, gate/up) numbered across them. A group
  * of 8 warps covers rpg rows, each warp MVQ_R rows per pass with its lanes striding over the
@@ -35,7 +36,7 @@ inline int mvq_row(uint r, global const uchar *W0, uint rb0, uint n0, global flo
 #define MVQ_ROWS(T, MVQ_R, SFX, NT, PF)                                                           \
     int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;                                  \
     uint nrows = n0 + n1 + n2, g0 = get_group_id(0) * rpg, g1 = min(nrows, g0 + rpg);             \
-    int npc = (int)(k / 32);                                                                      \
+    int npc = (int)(k / MVQ_VPP_##T);                                                             \
     for (uint rb = g0 + warp * MVQ_R; rb < g1; rb += (get_local_size(0) / 32) * MVQ_R) {         \
         global const uchar *p[MVQ_R];                                                             \
         global float *y[MVQ_R];                                                                   \
@@ -110,5 +111,8 @@ void mvqn_##T(MVQ_MATS, uint k, uint ntok, uint rpg, global const float *x, glob
 /* 4 rows per warp pass in mvqg: measured best against 2 and 8 rows and a one-token build */
 #define DEFINE_GEMV_Q8(T, id, MMA) DEFINE_MVQ(T) DEFINE_MVQG(T, 4, 4, mvqg) DEFINE_MVQN(T)
 CLG_TYPES_Q8(DEFINE_GEMV_Q8)
+
+/* q4_k's sub-block-pair pieces on global X (mvqg_q4_k2), 4 rows a warp pass too (2 measured 1% slower) */
+DEFINE_MVQG(q4_k2, 4, 4, mvqg)
 
 #endif /* CLG_NVIDIA */

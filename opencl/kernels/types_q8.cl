@@ -1,9 +1,11 @@
 /* types_q8.cl — the int8 forms of the types the int8 paths take (CLG_TYPES_Q8; NVIDIA): per type,
- *   mvqp_T, mvq_ld_T    the piece of a row a gemv_q8 lane loads: piece pc (k / 32 of them per row) of
+ *   mvqp_T, mvq_ld_T    the piece of a row a gemv_q8 lane loads: piece pc (k / MVQ_VPP_T of them per row) of
  *                       q4_k is qs bytes 16pc'..16pc'+15 of super-block pc / 8 (pc' = pc % 8), values
  *                       16h..16h+15 (h = pc' & 1) of sub-blocks 2p (low nibbles) and 2p + 1 (high
  *                       nibbles), p = pc' / 2; q5_k's the same; of q8_0 and q5_0 block pc; of q6_k half
- *                       of two sub-blocks of super-block pc / 8 (mvq_ld_q6_k);
+ *                       of two sub-blocks of super-block pc / 8 (mvq_ld_q6_k); q4_k2 (mvqg's q4_k for
+ *                       long rows) a q4_k sub-block pair whole: qs bytes 32pc'..32pc'+31 of super-block
+ *                       pc / 4 (pc' = pc % 4), sub-blocks 2pc' (low nibbles) and 2pc' + 1 (high);
  *   mvq_dot_T_l / _g    the piece against one token's int8 X (quant_q8.cl's layout) in local or
  *                       global memory, block scales applied once per piece;
  *   mvq_at_T, MVQG_PF_T the piece's bytes, and how many passes ahead mvqg prefetches them into L2;
@@ -24,6 +26,14 @@ inline void q4k_scale_min(uint4 h, int j, float *dw, float *mw)
     *dw = h2f(h.x) * (float)sc;
     *mw = h2f(h.x >> 16) * (float)mn;
 }
+
+/* values a piece: 32, and 64 for q4_k2 */
+#define MVQ_VPP_q4_k 32
+#define MVQ_VPP_q8_0 32
+#define MVQ_VPP_q5_0 32
+#define MVQ_VPP_q5_k 32
+#define MVQ_VPP_q6_k 32
+#define MVQ_VPP_q4_k2 64
 
 typedef struct mvqp_q4_k { uint4 q; float da, ma, db, mb; } mvqp_q4_k;
 
@@ -78,6 +88,45 @@ inline float mvq_dot_##T##_g(const mvqp_##T *p, int pc, global const uint *xq, g
 #define Q4K_HI(c) ((p->q.c >> 4) & M)
 DEFINE_DOT_KQ(q4_k, local, _l, Q4K_LO, Q4K_HI)
 DEFINE_DOT_KQ_G(q4_k, Q4K_LO, Q4K_HI)
+
+/* q4_k2: one header load and scale decode for both halves of a sub-block pair, half the passes of a
+ * row (+3% on the 31B's B=1, whose 5,376-value rows fill the passes either way) */
+typedef struct mvqp_q4_k2 { uint4 q0, q1; float da, ma, db, mb; } mvqp_q4_k2;
+
+inline mvqp_q4_k2 mvq_ld_q4_k2(global const uchar *row, int pc)
+{
+    global const uchar *b = row + (pc >> 2) * 144;
+    int c = pc & 3;
+    uint4 h = *(global const uint4 *)b;
+    mvqp_q4_k2 p;
+    p.q0 = *(global const uint4 *)(b + 16 + 32 * c);
+    p.q1 = *(global const uint4 *)(b + 32 + 32 * c);
+    q4k_scale_min(h, 2 * c, &p.da, &p.ma);
+    q4k_scale_min(h, 2 * c + 1, &p.db, &p.mb);
+    return p;
+}
+
+/* against global X: sub-block sa's 32 int8 values are the 8 words from 8 sa, a pair's 16 words one
+ * run; xs holds a sum per 16 values */
+inline float mvq_dot_q4_k2_g(const mvqp_q4_k2 *p, int pc, global const uint *xq, global const float *xd,
+                             global const float *xs)
+{
+    int sa = (pc >> 2) * 8 + 2 * (pc & 3);
+    global const uint4 *x = (global const uint4 *)(xq + sa * 8);
+    uint4 a0 = x[0], a1 = x[1], b0 = x[2], b1 = x[3];
+    const uint M = 0x0F0F0F0Fu;
+    int ia = dp4a_us(p->q0.x & M, a0.x, 0), ib = dp4a_us((p->q0.x >> 4) & M, b0.x, 0);
+    ia = dp4a_us(p->q0.y & M, a0.y, ia); ib = dp4a_us((p->q0.y >> 4) & M, b0.y, ib);
+    ia = dp4a_us(p->q0.z & M, a0.z, ia); ib = dp4a_us((p->q0.z >> 4) & M, b0.z, ib);
+    ia = dp4a_us(p->q0.w & M, a0.w, ia); ib = dp4a_us((p->q0.w >> 4) & M, b0.w, ib);
+    ia = dp4a_us(p->q1.x & M, a1.x, ia); ib = dp4a_us((p->q1.x >> 4) & M, b1.x, ib);
+    ia = dp4a_us(p->q1.y & M, a1.y, ia); ib = dp4a_us((p->q1.y >> 4) & M, b1.y, ib);
+    ia = dp4a_us(p->q1.z & M, a1.z, ia); ib = dp4a_us((p->q1.z >> 4) & M, b1.z, ib);
+    ia = dp4a_us(p->q1.w & M, a1.w, ia); ib = dp4a_us((p->q1.w >> 4) & M, b1.w, ib);
+    float2 d = vload2(0, xd + sa);
+    float4 m = vload4(0, xs + 2 * sa);
+    return p->da * d.x * (float)ia + p->db * d.y * (float)ib - p->ma * (m.x + m.y) - p->mb * (m.z + m.w);
+}
 
 /* ---- q5_k: 176-byte super-blocks: d, dmin (f16), scales[12] (q4_k's packing), qh[32], qs[128]; a
  * piece is q4_k's (qs bytes 16pc'.., sub-blocks 2p and 2p + 1) with bits 2p and 2p + 1 of qh bytes
@@ -245,12 +294,14 @@ inline float mvq_dot_q6_k_g(const mvqp_q6_k *p, int pc, global const uint *xq, g
 /* the passes ahead whose pieces each mvqg lane prefetches into L2, per type: one pays on q4_k, q8_0
  * lost, and mvq (X staged) has no long weight stream */
 #define MVQG_PF_q4_k 1
+#define MVQG_PF_q4_k2 1
 #define MVQG_PF_q8_0 0
 #define MVQG_PF_q5_0 0
 #define MVQG_PF_q6_k 0
 #define MVQG_PF_q5_k 0
 /* the bytes of piece pc of a row (for the L2 prefetch): its nibbles or values */
 inline global const uchar *mvq_at_q4_k(global const uchar *row, int pc) { return row + (pc >> 3) * 144 + 16 + 16 * (pc & 7); }
+inline global const uchar *mvq_at_q4_k2(global const uchar *row, int pc) { return row + (pc >> 2) * 144 + 16 + 32 * (pc & 3); }
 inline global const uchar *mvq_at_q8_0(global const uchar *row, int pc) { return row + pc * 34; }
 inline global const uchar *mvq_at_q5_0(global const uchar *row, int pc) { return row + pc * 22; }
 inline global const uchar *mvq_at_q5_k(global const uchar *row, int pc) { return row + (pc >> 3) * 176 + 48 + 16 * (pc & 7); }

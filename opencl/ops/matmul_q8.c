@@ -24,6 +24,7 @@ int ops_q8_init(ops *o, cl_runtime *rt, char *err, size_t errlen)
                                             ops_type_kernel(rt, &q->mvqn[t], "mvqn", t, err, errlen) ||
                                             ops_type_kernel(rt, &q->mvqg[t], "mvqg", t, err, errlen)))
             return -1;
+    if (q->mvqg[GGML_TYPE_Q4_K] && !(q->mvqg_q4k2 = rt_kernel(rt, "mvqg_q4_k2", err, errlen))) return -1;
     if (o->has_mma && !(q->mmq8_sum = rt_kernel(rt, "mmq8_sum", err, errlen))) return -1;
     for (uint32_t t = 0; o->has_mma && t < GGML_TYPE_COUNT; t++)
         for (int nt = 0; nt < OPS_MMQ8_NT; nt++) {
@@ -53,6 +54,7 @@ void ops_q8_release(ops *o)
         }
     }
     ops_kernel_release(&q->mmq8_sum);
+    ops_kernel_release(&q->mvqg_q4k2);
     for (int i = 0; i < 3; i++) ops_mem_release(&q->part[i]);
 }
 
@@ -114,7 +116,11 @@ int ops_mvq(ops *o, const mm_out *outs, int n, cl_mem X, uint32_t ldx, const geg
         }
         uint32_t rpg = o->pol.mvqg_rpg / 4 * 4; /* whole warps of 4 rows */
         size_t lws = 32 * (size_t)(rpg / 4), gws = (a.rows + rpg - 1) / rpg * lws;
-        return OPS_LAUNCH(o, K_MVQG, o->q8.mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
+        /* a warp's passes over a row: ceil(pieces / 32) */
+        uint32_t halves = (k / 32 + 31) / 32, pairs = (k / 64 + 31) / 32;
+        int pair = type == GGML_TYPE_Q4_K && o->q8.mvqg_q4k2 &&
+                   (o->pol.mvqg_pair == 2 || (o->pol.mvqg_pair == 1 && 2 * pairs <= halves));
+        return OPS_LAUNCH(o, K_MVQG, pair ? o->q8.mvqg_q4k2 : o->q8.mvqg[type], 1, &gws, &lws, a.bytes + ntok * (1.4 * k + 4.0 * a.rows),
                           2.0 * ntok * a.rows * k, A(a.W[0]), A(a.rb[0]), A(a.nr[0]), A(a.Y[0]),
                           A(a.ld[0]), A(a.W[1]), A(a.rb[1]), A(a.nr[1]), A(a.Y[1]), A(a.ld[1]), A(a.W[2]), A(a.rb[2]),
                           A(a.nr[2]), A(a.Y[2]), A(a.ld[2]), A(k), A(ntok), A(rpg), A(o->act.xq), A(o->act.xqs));

@@ -100,6 +100,7 @@ typedef struct ops_mm {        /* matmul.c: float, f16 and dequantizing products
 typedef struct ops_q8 {        /* matmul_q8.c: products on int8 activations (NVIDIA) */
     cl_kernel mvq[OPS_T];      /* int8 dot-product decode products (q4_k, q8_0, q5_0) */
     cl_kernel mvqg[OPS_T];     /* the same with X quantized beforehand (act_q8) */
+    cl_kernel mvqg_q4k2;       /* mvqg of q4_k in sub-block pairs (policy mvqg_pair) */
     cl_kernel mvqn[OPS_T];     /* mvq with the norm chain before it fused in */
     cl_kernel mmq8[OPS_MMQ8_NT][OPS_T]; /* int8 tensor-core products for 5-8, 9-16, 17-32 and 33-256 tokens
                                          * (DT_MMQ8 types) */

@@ -27,6 +27,9 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
         .mvqg_min_k = 4096,
         /* 2 warps of 4 rows measured best */
         .mvqg_rpg = 8,
+        /* pairs halve the header loads and scale decodes a row; a row of 2,816 values (88 halves, 3 passes
+         * of 32 lanes) would leave 20 of 64 lanes idle as 44 pairs in 2 passes (26B -2%) */
+        .mvqg_pair = 1,
         /* every mvq group stages X once: fewer groups stage it fewer times, more hide latency */
         .mvq_groups_per_cu = 4,
         /* E2B's 1536-wide X takes mmq8 for its FFN (gate/up of 18M weights): one q8x_quant a layer
@@ -109,6 +112,7 @@ static const struct policy_name {
     F(MVQG_MIN_ELEMS, mvqg_min_elems, 0, UINT32_MAX),
     F(MVQG_MIN_K, mvqg_min_k, 0, UINT32_MAX),
     F(MVQG_RPG, mvqg_rpg, 4, 128),
+    F(MVQG_PAIR, mvqg_pair, 0, 2),
     F(MVQ_GROUPS_PER_CU, mvq_groups_per_cu, 1, 64),
     F(Q8X_MIN_K, q8x_min_k, 0, UINT32_MAX),
     F(MMQ8_MIN_ELEMS, mmq8_min_elems, 0, UINT32_MAX),

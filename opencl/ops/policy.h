@@ -16,6 +16,8 @@ typedef struct ops_policy {
                                    * once beforehand (mvqg) instead of per group (mvq) ... */
     uint32_t mvqg_min_k;          /* MVQG_MIN_K: ... when their rows hold at least this many values */
     uint32_t mvqg_rpg;            /* MVQG_RPG: rows per mvqg group (rounded down to whole warps of 4 rows) */
+    uint32_t mvqg_pair;           /* MVQG_PAIR: q4_k on mvqg in sub-block pairs (mvqg_q4_k2): 0 never, 1 where a
+                                   * row takes no more of a warp's passes than in halves, 2 always */
     uint32_t mvq_groups_per_cu;   /* MVQ_GROUPS_PER_CU: mvq / mvqn groups a compute unit gets (rows per group follow) */
     uint32_t q8x_min_k;           /* Q8X_MIN_K: producers leave mmq8's int8 X for rows at least this long */
     uint32_t mmq8_min_elems;      /* MMQ8_MIN_ELEMS: int8 tensor-core products (mmq8) from this many weights */

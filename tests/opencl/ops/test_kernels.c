@@ -755,10 +755,13 @@ static void test_mmh_wide(void)
 static void test_products_mvqg(void)
 {
     if (!O.act.mvq_xq) return;
-    uint32_t keep = O.pol.mvqg_min_elems, keep_k = O.pol.mvqg_min_k;
+    uint32_t keep = O.pol.mvqg_min_elems, keep_k = O.pol.mvqg_min_k, keep_pair = O.pol.mvqg_pair;
     O.pol.mvqg_min_elems = 0;
     O.pol.mvqg_min_k = 0;
     test_mv_all_types();
+    O.pol.mvqg_pair = 2; /* q4_k in sub-block pairs at every row length, then by the rule again */
+    test_mv_all_types();
+    O.pol.mvqg_pair = keep_pair;
     test_matmul_multi();
     test_matmul_geglu();
     /* rows of 8,192+ values (a 2-byte aligned q6_k row is many super-blocks of each alignment) */
