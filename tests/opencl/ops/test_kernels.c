@@ -335,6 +335,24 @@ static void test_mv_all_types(void)
     }
 }
 
+/* the float GEMV over few rows (the MoE router's geometry): items a row doubled past MV_TPR until
+ * the grid has its warps, here to the largest group, so a row's sums cross warps (mv4 at 1 token,
+ * mv16 at 5) */
+static void test_mv_few_rows(void)
+{
+    reseed(__func__);
+    uint32_t keep = O.pol.mv_warps_per_cu;
+    O.pol.mv_warps_per_cu = 1u << 20;
+    for (uint32_t i = 0; i < NG; i++) {
+        for (uint32_t ntok = 1; ntok <= 5; ntok += 4) matmul_case(&G[i], ntok);
+        /* rows of 8,192+ values: segments of up to a whole group */
+        golden g = golden_wide(&G[i], 37, (8192 + G[i].cols - 1) / G[i].cols);
+        matmul_case(&g, 1 + irand(4));
+        free(g.raw); free(g.exp);
+    }
+    O.pol.mv_warps_per_cu = keep;
+}
+
 static void test_matmul_gemm_path(void)
 {
     reseed(__func__);
@@ -930,6 +948,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_golden_complete);
     RUN_TEST(test_deq_all_types);
     RUN_TEST(test_mv_all_types);
+    RUN_TEST(test_mv_few_rows);
     RUN_TEST(test_emb_all_types);
     RUN_TEST(test_matmul_gemm_path);
     RUN_TEST(test_matmul_tiles);
