@@ -207,16 +207,13 @@ int ops_gather_multi(ops *o, const mm_out *outs, int n, multi_args *a)
 {
     memset(a, 0, sizeof *a);
     uint32_t k = outs[0].w->cols;
-    for (int i = 0; i < 3; i++) {
-        const mm_out *m = &outs[i < n ? i : 0];
+    for (int i = 0; i < n && i < 3; i++) { /* unused slots stay NULL: a NULL argument costs the launch less */
+        const mm_out *m = &outs[i];
         if (m->w->cols != k) return ops_fail(o, "mv_multi: matrices differ in columns (%u vs %u)", m->w->cols, k);
-        a->W[i] = NULL; a->Y[i] = NULL; /* unused slots: a NULL argument costs the launch less than a buffer */
-        if (i < n) {
-            a->W[i] = m->w->buf; a->Y[i] = m->y;
-            a->ty[i] = m->w->type; a->rb[i] = m->w->row_bytes; a->nr[i] = m->w->rows; a->ld[i] = m->ldy;
-            a->rows += a->nr[i];
-            a->bytes += (double)a->rb[i] * a->nr[i];
-        }
+        a->W[i] = m->w->buf; a->Y[i] = m->y;
+        a->ty[i] = m->w->type; a->rb[i] = m->w->row_bytes; a->nr[i] = m->w->rows; a->ld[i] = m->ldy;
+        a->rows += a->nr[i];
+        a->bytes += (double)a->rb[i] * a->nr[i];
     }
     return 0;
 }

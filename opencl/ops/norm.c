@@ -32,15 +32,12 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     if (c->nout < 0 || c->nout > 3 || (!c->wx && (c->x2 || c->wt)) || (c->x2 && !c->wx2) || (!c->res && c->nout == 0))
         return ops_fail(o, "norm chain: unsupported arguments (n = %u, %d outputs)", n, c->nout);
     uint32_t flags = (c->wx ? 0 : 1) | (c->x2 ? 2 : 0) | (c->wt ? 4 : 0) | (c->res ? 8 : 0);
-    cl_mem x = c->x, dflt = NULL; /* unused buffer arguments: NULL costs the launch less than a buffer */
-#define OR_X(m) ((m) ? (m) : dflt)
-    cl_mem wx = OR_X(c->wx), x2 = OR_X(c->x2), wx2 = OR_X(c->wx2), wt = OR_X(c->wt), res = OR_X(c->res);
-    cl_mem w[3], y[3];
-    for (int j = 0; j < 3; j++) {
-        w[j] = j < c->nout ? c->out[j].w : dflt;
-        y[j] = j < c->nout ? c->out[j].y : dflt;
+    /* unused buffer arguments go as NULL: it costs the launch less than a buffer */
+    cl_mem w[3] = { NULL, NULL, NULL }, y[3] = { NULL, NULL, NULL };
+    for (int j = 0; j < c->nout; j++) {
+        w[j] = c->out[j].w;
+        y[j] = c->out[j].y;
     }
-#undef OR_X
     uint32_t nout = (uint32_t)c->nout;
     float scale = c->res ? c->scale : 1.0f;
     size_t lws = norm_lws(o, rows, n), gws = (size_t)rows * lws;
@@ -56,7 +53,7 @@ int op_norm_chain(ops *o, const norm_chain *c, uint32_t rows, uint32_t n, float 
     flags |= q8 ? 16 : q8x ? 32 : 0;
     double streams = 1 + (c->wx ? 1 : 0) + (c->x2 ? 2 : 0) + (c->wt ? 1 : 0) + (c->res ? 2 : 0) + 2.0 * nout;
     if (OPS_LAUNCH(o, K_NORM_FUSE, o->norm.fuse, 1, &gws, &lws, 4.0 * streams * rows * n,
-                   (4.0 + 3.0 * nout) * rows * n, A(x), A(wx), A(x2), A(wx2), A(wt), A(res),
+                   (4.0 + 3.0 * nout) * rows * n, A(c->x), A(c->wx), A(c->x2), A(c->wx2), A(c->wt), A(c->res),
                    A(scale), A(w[0]), A(y[0]), A(w[1]), A(y[1]), A(w[2]), A(y[2]), A(nout), A(flags), A(n),
                    A(eps), A(xq), A(xqs), A(tpad), LOCAL(lws * sizeof(cl_float2))))
         return -1;

@@ -15,7 +15,7 @@ void ops_policy_defaults(ops_policy *p, const cl_runtime *rt)
     clGetDeviceInfo(rt->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
     *p = (ops_policy){
         /* a CPU runs a work-group as a loop: small groups spare it barrier overhead; on NVIDIA a warp a
-         * group spreads a small product (the 128-row MoE router) over 4 times the compute units */
+         * group (products of few rows widen it by mv_warps_per_cu) */
         .mv_wg = rt->is_cpu ? 4 : rt->is_nvidia ? 32 : 128,
         /* a warp on NVIDIA, whose reduction is then shuffles; elsewhere the whole group */
         .mv_tpr = rt->is_nvidia ? 32 : 1024,
